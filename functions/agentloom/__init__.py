@@ -1,0 +1,1 @@
+"""AgentLoom platform: API, stores, orchestration, adapters, CLI."""

@@ -1,0 +1,1 @@
+"""AgentLoom runtime: the durable agent engine SDK."""

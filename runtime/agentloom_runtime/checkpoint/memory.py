@@ -1,0 +1,53 @@
+"""In-memory reference store: the behaviour every adapter must match."""
+
+from __future__ import annotations
+
+import threading
+
+from ..errors import CheckpointConflict
+from .store import BaseCheckpointStore
+
+
+class InMemoryCheckpointStore(BaseCheckpointStore):
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._rows: dict[tuple[str, str], dict[int, str]] = {}
+        self._blobs: dict[tuple[str, str], bytes] = {}
+        self.bytes_written = 0  # heads + rows, for benchmarks
+
+    def _get_head(self, run_id: str) -> tuple[int, str] | None:
+        return self._heads.get(run_id)
+
+    def _write(self, run_id: str, expected: int, new: int, head: str,
+               rows: list[tuple[str, int, str]]) -> None:
+        with self._lock:
+            current = self._heads.get(run_id, (0, ""))[0]
+            if current != expected:
+                raise CheckpointConflict(
+                    f"run {run_id}: head is at version {current}, step expected {expected}",
+                    details={"run_id": run_id, "expected": expected, "actual": current})
+            for stream, seq, _ in rows:
+                if seq in self._rows.get((run_id, stream), {}):
+                    raise CheckpointConflict(f"run {run_id}: {stream}#{seq} exists",
+                                             details={"run_id": run_id})
+            self._heads[run_id] = (new, head)
+            for stream, seq, text in rows:
+                self._rows.setdefault((run_id, stream), {})[seq] = text
+            self.bytes_written += len(head) + sum(len(t) for _, _, t in rows)
+
+    def _query(self, run_id: str, stream: str, after: int,
+               limit: int | None) -> list[tuple[int, str]]:
+        with self._lock:
+            rows = self._rows.get((run_id, stream), {})
+            seqs = sorted(s for s in rows if s > after)
+            if limit is not None:
+                seqs = seqs[:limit]
+            return [(s, rows[s]) for s in seqs]
+
+    def _put_blob(self, run_id: str, key: str, data: bytes) -> None:
+        with self._lock:
+            self._blobs.setdefault((run_id, key), data)
+
+    def _get_blob(self, run_id: str, key: str) -> bytes | None:
+        return self._blobs.get((run_id, key))

@@ -1,0 +1,244 @@
+"""Data contracts and ports of the runtime (seed 002 §4–5).
+
+Messages are OpenAI chat-completions dicts (``{"role": ..., "content": ...}``), the wire
+format every model gateway speaks; they are JSON and go into checkpoints unchanged.
+Ports are small Protocols. Every injectable module carries a versioned ``module_id`` and
+``checkpoint_config()``: both are bound into the checkpoint and a resume with different
+values is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Message = dict[str, Any]
+ToolSchema = dict[str, Any]  # {"type": "function", "function": {name, description, parameters}}
+JSON = dict[str, Any]
+
+Purpose = Literal["action", "compaction", "verification"]
+
+
+# ---------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    messages: Sequence[Message]
+    tools: Sequence[ToolSchema] = ()
+    purpose: Purpose = "action"
+    instance: str = "main"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, exactly as the model produced it
+
+    def to_dict(self) -> Message:
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """A normalized, validated assistant message: an answer or tool calls."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning_content: str | None = None
+    usage: Mapping[str, Any] | None = None
+
+    def message(self) -> Message:
+        msg: Message = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.reasoning_content is not None:
+            msg["reasoning_content"] = self.reasoning_content
+        return msg
+
+    def to_dict(self) -> JSON:
+        data = self.message()
+        if self.usage is not None:
+            data["usage"] = dict(self.usage)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelResponse:
+        calls = tuple(
+            ToolCall(id=c["id"], name=c["function"]["name"],
+                     arguments=c["function"]["arguments"])
+            for c in data.get("tool_calls") or ()
+        )
+        return cls(content=data.get("content"), tool_calls=calls,
+                   reasoning_content=data.get("reasoning_content"), usage=data.get("usage"))
+
+
+ModelCall = Callable[[ModelRequest], Awaitable[ModelResponse]]
+"""What the host hands a policy: budgeted, hooked, durable access to the model."""
+
+
+@runtime_checkable
+class Module(Protocol):
+    module_id: str
+
+    def checkpoint_config(self) -> JSON: ...
+
+
+class ModelGateway(Module, Protocol):
+    async def invoke(self, request: ModelRequest) -> ModelResponse: ...
+
+    async def aclose(self) -> None: ...
+
+
+# ---------------------------------------------------------------- tools
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    call_id: str
+    name: str
+    arguments: str  # JSON text from the model
+    uncertain: bool = False  # True on resume: an earlier attempt may have run
+    request_id: str = ""
+    instance: str = "main"
+
+
+ToolStatus = Literal["ok", "error", "rejected", "unknown"]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    value: Any  # model-visible result (JSON-able)
+    status: ToolStatus = "ok"
+    evidence_arguments: Mapping[str, Any] = field(default_factory=dict)
+    raw_value: Any = None
+    has_raw_value: bool = False
+    error_code: str | None = None
+
+    def to_dict(self) -> JSON:
+        return {"value": self.value, "status": self.status,
+                "evidence_arguments": dict(self.evidence_arguments),
+                "raw_value": self.raw_value, "has_raw_value": self.has_raw_value,
+                "error_code": self.error_code}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolOutcome:
+        return cls(value=data.get("value"), status=data.get("status", "ok"),
+                   evidence_arguments=data.get("evidence_arguments") or {},
+                   raw_value=data.get("raw_value"),
+                   has_raw_value=bool(data.get("has_raw_value")),
+                   error_code=data.get("error_code"))
+
+
+# ---------------------------------------------------------------- context
+
+
+@dataclass(frozen=True)
+class ContextInput:
+    task: str
+    plan: Sequence[Mapping[str, Any]]
+    messages: Sequence[Message]
+    instance: str
+    tools: Sequence[ToolSchema]
+    counters: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    messages: Sequence[Message]
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    summary: str | None = None
+
+
+class TokenEstimator(Module, Protocol):
+    def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int: ...
+
+
+class CompactionPolicy(Module, Protocol):
+    """Optional methods the host calls when present: ``validate_request(ModelRequest)`` and
+    ``validate_compaction_result(original, replacement, tools)``."""
+
+    def should_compact(self, context: ContextInput) -> bool: ...
+
+    async def compact(self, context: ContextInput, call: ModelCall) -> CompactionResult | None:
+        ...
+
+
+# ---------------------------------------------------------------- completion / strategy
+
+
+@dataclass(frozen=True)
+class CompletionInput:
+    task: str
+    plan: Sequence[Mapping[str, Any]]
+    evidence: Sequence[Mapping[str, Any]]
+    messages: Sequence[Message]
+    candidate: str
+    instance: str
+
+
+@dataclass(frozen=True)
+class CompletionDecision:
+    decision: Literal["complete", "continue", "blocked"]
+    reason: str = ""
+    next_action: str = ""
+
+    def to_dict(self) -> JSON:
+        return {"decision": self.decision, "reason": self.reason,
+                "next_action": self.next_action}
+
+
+class CompletionPolicy(Module, Protocol):
+    async def review(self, data: CompletionInput, call: ModelCall) -> CompletionDecision: ...
+
+
+@dataclass(frozen=True)
+class FrameView:
+    """What a strategy may read about an instance; never the frame itself."""
+
+    instance: str
+    plan: Sequence[Mapping[str, Any]]
+    iterations: int
+
+
+class ExecutionStrategy(Module, Protocol):
+    def instructions(self, frame: FrameView) -> str: ...
+
+    def candidate_feedback(self, frame: FrameView, candidate: str) -> str | None:
+        """None accepts the candidate; a text sends it back to the model as feedback."""
+        ...
+
+    def authorize_tool(self, frame: FrameView, tool: Any) -> str | None:
+        """None allows the call; a text is the refusal shown to the model."""
+        ...
+
+
+# ---------------------------------------------------------------- step results
+
+
+StepNext = Literal["continue", "command", "done"]
+RunStatus = Literal["running", "completed", "blocked", "failed", "cancelled"]
+StepKind = Literal["action", "compaction", "verification", "tool", "command", "input", "none"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Small and serializable: ids and status only, never message text."""
+
+    run_id: str
+    next: StepNext
+    status: RunStatus
+    instance: str
+    kind: StepKind
+    version: int
+    request_id: str | None = None  # set with next == "command"
+    error_code: str | None = None
+
+    def to_dict(self) -> JSON:
+        return {"run_id": self.run_id, "next": self.next, "status": self.status,
+                "instance": self.instance, "kind": self.kind, "version": self.version,
+                "request_id": self.request_id, "error_code": self.error_code}

@@ -1,0 +1,144 @@
+"""One error tree for the runtime.
+
+    AgentLoomError
+    ├── ConfigError                 misuse: a bad snapshot, module or argument; fix the input
+    │   ├── SnapshotError           the published snapshot / agent file is invalid
+    │   └── ResumeMismatch          a resume with changed modules, config, tools, hooks or volume
+    └── RunError                    a run failed; serializable (code, message, details)
+        ├── ModelError              the model call failed
+        │   ├── ModelTransportError     no response was received (may be retried)
+        │   ├── ModelStatusError        the provider answered with an error status
+        │   ├── ModelResponseError      the response is malformed (validation)
+        │   └── ModelOutcomeUnknown     the request was sent, no response was saved
+        ├── ToolError               a tool could not be run (most become failure results)
+        │   ├── ToolNotFound
+        │   ├── ToolArgumentsError
+        │   ├── ToolRejected
+        │   └── ToolOutcomeUnknown      a side-effecting call may have run; never re-run blindly
+        ├── BudgetExceeded          call / iteration / context budgets
+        ├── PersistenceError        a save failed: the run stops (seed: ToolPersistenceError)
+        │   └── CheckpointConflict      the head version moved: a stale or duplicate step
+        └── RunCancelled
+
+Errors that cross a durable boundary go through ``to_dict`` / ``error_from_dict``; they
+never carry a provider's response body, a key or tool output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AgentLoomError(Exception):
+    """Root of every error raised by agentloom_runtime."""
+
+    code = "agentloom_error"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "code": self.code, "message": self.message,
+                "details": self.details}
+
+
+class ConfigError(AgentLoomError):
+    code = "config_error"
+
+
+class SnapshotError(ConfigError):
+    code = "invalid_snapshot"
+
+
+class ResumeMismatch(ConfigError):
+    code = "resume_mismatch"
+
+
+class RunError(AgentLoomError):
+    code = "run_error"
+
+
+class ModelError(RunError):
+    code = "model_error"
+
+
+class ModelTransportError(ModelError):
+    code = "model_transport_error"
+
+
+class ModelStatusError(ModelError):
+    code = "model_status_error"
+
+    def __init__(self, message: str, *, status: int, retryable: bool = False,
+                 details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, details={**(details or {}), "status": status})
+        self.status = status
+        self.retryable = retryable
+
+
+class ModelResponseError(ModelError):
+    code = "model_response_invalid"
+
+
+class ModelOutcomeUnknown(ModelError):
+    code = "model_outcome_unknown"
+
+
+class ToolError(RunError):
+    code = "tool_error"
+
+
+class ToolNotFound(ToolError):
+    code = "tool_not_found"
+
+
+class ToolArgumentsError(ToolError):
+    code = "tool_arguments_invalid"
+
+
+class ToolRejected(ToolError):
+    code = "tool_rejected"
+
+
+class ToolOutcomeUnknown(ToolError):
+    code = "tool_outcome_unknown"
+
+
+class BudgetExceeded(RunError):
+    code = "budget_exceeded"
+
+
+class PersistenceError(RunError):
+    code = "persistence_error"
+
+
+ToolPersistenceError = PersistenceError  # the seed's name
+
+
+class CheckpointConflict(PersistenceError):
+    code = "checkpoint_conflict"
+
+
+class RunCancelled(RunError):
+    code = "run_cancelled"
+
+
+_BY_NAME: dict[str, type[AgentLoomError]] = {}
+
+
+def _collect(cls: type[AgentLoomError]) -> None:
+    _BY_NAME[cls.__name__] = cls
+    for sub in cls.__subclasses__():
+        _collect(sub)
+
+
+def error_from_dict(data: dict[str, Any]) -> AgentLoomError:
+    """Rebuild an error saved with ``to_dict``; unknown types become ``RunError``."""
+    if not _BY_NAME:
+        _collect(AgentLoomError)
+    cls = _BY_NAME.get(str(data.get("type")), RunError)
+    err = AgentLoomError.__new__(cls)
+    AgentLoomError.__init__(err, str(data.get("message", "")), details=data.get("details"))
+    return err

@@ -1,0 +1,90 @@
+"""Tool definitions and the trusted context a handler receives (seed 002 §5, §9)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Protocol
+
+Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Any]]
+Availability = Callable[[Mapping[str, Any], str], bool]
+
+ToolExecution = Literal["inline", "command", "delegate"]
+"""inline: the handler runs inside the step. command: the step returns next=command and a
+CommandRunner executes the spec the handler built. delegate: the call opens a child frame."""
+
+
+def _always(config: Mapping[str, Any], instance: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Handler
+    implementation_id: str
+    tool_id: str = ""
+    available: Availability = _always
+    before_plan: bool = False  # usable in Plan mode before a plan exists
+    resume_inflight: bool = False  # safe to run again when an earlier attempt's fate is unknown
+    read_only: bool = False
+    timeout: float = 60.0
+    evidence_fields: tuple[str, ...] = ()
+    execution: ToolExecution = "inline"
+
+    def __post_init__(self) -> None:
+        if not self.tool_id:
+            object.__setattr__(self, "tool_id", self.name)
+
+    def schema(self) -> dict[str, Any]:
+        """The model-visible function schema."""
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": self.parameters}}
+
+    def fingerprint(self) -> str:
+        """Everything that must not change under a resumed run (handler code excluded:
+        bump ``implementation_id`` when behaviour changes)."""
+        data = {"name": self.name, "description": self.description,
+                "parameters": self.parameters, "implementation_id": self.implementation_id,
+                "tool_id": self.tool_id, "before_plan": self.before_plan,
+                "resume_inflight": self.resume_inflight, "read_only": self.read_only,
+                "timeout": self.timeout, "evidence_fields": list(self.evidence_fields),
+                "execution": self.execution}
+        raw = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(raw).hexdigest()
+
+
+class PlanAccess(Protocol):
+    def get(self) -> list[dict[str, Any]]: ...
+
+    def replace(self, steps: list[dict[str, Any]]) -> None: ...
+
+
+def freeze(value: Any) -> Any:
+    """A deep read-only view of JSON-like config."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Built by the host for one call. Handlers never see the engine, frames or keys."""
+
+    config: Mapping[str, Any]
+    instance: str
+    run_id: str
+    call_id: str
+    request_id: str
+    uncertain: bool = False
+    emit: Callable[[str, Mapping[str, Any]], None] = lambda topic, data: None
+    plan: PlanAccess | None = None
+    workspace: Any = None  # WorkspaceStorage of this instance, when the host binds one
+    services: Mapping[str, Any] = field(default_factory=dict)
