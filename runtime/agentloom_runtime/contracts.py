@@ -216,6 +216,10 @@ class ExecutionStrategy(Module, Protocol):
         """None allows the call; a text is the refusal shown to the model."""
         ...
 
+    def before_plan_only(self, frame: FrameView) -> bool:
+        """True while only ``before_plan`` tools may be offered to the model."""
+        ...
+
 
 # ---------------------------------------------------------------- step results
 

@@ -1,0 +1,153 @@
+"""``journal-context/v1``: an instance's source records and model-visible view.
+
+Three kinds of data stay apart (seed 000 §2):
+- source records, stream ``src:<instance>``: what the instance really received and
+  produced (``kind`` + ``message``), append-only, never overwritten by a summary;
+- the model-visible view: the latest compaction snapshot (stream ``snap:<instance>``)
+  plus the view entries after it (stream ``view:<instance>``); a view entry is either a
+  reference to a source record (same message) or the visible message itself (a capped
+  tool result, a hook-processed answer);
+- execution state lives in the frame (the checkpoint head), never derived from a summary.
+
+Each step appends what changed, so persisted bytes do not grow with the history.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from ..contracts import JSON, CompactionResult, Message
+from ..engine.journal import Journal
+
+COUNTERS = ("user_turns", "baseline_user_turns", "model_steps", "baseline_model_steps")
+
+
+def _strip_private(message: Message) -> Message:
+    return {k: v for k, v in message.items() if not k.startswith("_")}
+
+
+class JournalContextManager:
+    module_id = "journal-context/v1"
+
+    def __init__(self) -> None:
+        # instance -> view messages, each tagged with "_seq" (its source record, if any)
+        self._views: dict[str, list[Message]] = {}
+
+    def checkpoint_config(self) -> JSON:
+        return {}
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def create(self, journal: Journal, frame: dict[str, Any], *, system: str,
+               history: Sequence[Message], task: str,
+               counters: dict[str, int] | None = None) -> None:
+        inst = frame["instance"]
+        frame["view"] = {"snapshot": 0, "base": 0}
+        frame["inputs"] = []
+        frame["counters"] = {k: int((counters or {}).get(k, 0)) for k in COUNTERS}
+        frame["raw_complete"] = True
+        self._views[inst] = []
+        self.append(journal, frame, "system", {"role": "system", "content": system})
+        for message in history:
+            self.append(journal, frame, "history", dict(message))
+        self.append(journal, frame, "user", {"role": "user", "content": task})
+        if inst == "main":
+            frame["counters"]["user_turns"] += 1
+
+    def restore(self, journal: Journal, frame: dict[str, Any]) -> list[Message]:
+        """Load the view from the latest snapshot plus the entries after it."""
+        inst = frame["instance"]
+        view: list[Message] = []
+        snap_seq, base = frame["view"]["snapshot"], frame["view"]["base"]
+        if snap_seq:
+            snap = journal.read(f"snap:{inst}", snap_seq - 1, 1)[0].body
+            view = [dict(m) for m in snap["messages"]]
+        entries = journal.read(f"view:{inst}", base)
+        refs = [e.body["src"] for e in entries if "src" in e.body]
+        sources = {}
+        if refs:
+            sources = {e.seq: e.body for e in journal.read(f"src:{inst}", min(refs) - 1)}
+        for entry in entries:
+            if "src" in entry.body:
+                message = dict(sources[entry.body["src"]]["message"])
+                message["_seq"] = entry.body["src"]
+            else:
+                message = dict(entry.body["message"])
+                if "of" in entry.body:
+                    message["_seq"] = entry.body["of"]
+            view.append(message)
+        self._views[inst] = view
+        return view
+
+    def view(self, journal: Journal, frame: dict[str, Any]) -> list[Message]:
+        """The current model-visible messages (cached; tagged with ``_seq``)."""
+        inst = frame["instance"]
+        if inst not in self._views:
+            self.restore(journal, frame)
+        return self._views[inst]
+
+    @staticmethod
+    def model_messages(view: Sequence[Message]) -> list[Message]:
+        return [_strip_private(m) for m in view]
+
+    # -- appends --------------------------------------------------------------------------
+
+    def append(self, journal: Journal, frame: dict[str, Any], kind: str, message: Message,
+               visible: Message | None = None, *, extra: JSON | None = None) -> int:
+        """Append a source record and its view entry; returns the record's seq."""
+        inst = frame["instance"]
+        view = self.view(journal, frame)
+        record: JSON = {"kind": kind, "message": message}
+        if extra:
+            record.update(extra)
+        seq = journal.append(f"src:{inst}", record)
+        if visible is None or visible == message:
+            journal.append(f"view:{inst}", {"src": seq})
+            shown = dict(message)
+        else:
+            journal.append(f"view:{inst}", {"of": seq, "message": visible})
+            shown = dict(visible)
+        shown["_seq"] = seq
+        view.append(shown)
+        return seq
+
+    def queue_input(self, frame: dict[str, Any], text: str) -> None:
+        """A supplement: held in the durable queue until a safe boundary."""
+        frame.setdefault("inputs", []).append(text)
+
+    def drain_inputs(self, journal: Journal, frame: dict[str, Any]) -> int:
+        """Inject queued supplements; never between a tool call and its results and never
+        counted as a user turn. Returns how many were injected."""
+        inputs = frame.get("inputs") or []
+        if not inputs or frame.get("pending"):
+            return 0
+        for text in inputs:
+            self.append(journal, frame, "supplement", {"role": "user", "content": text})
+        frame["inputs"] = []
+        return len(inputs)
+
+    # -- compaction -----------------------------------------------------------------------
+
+    def commit_compaction(self, journal: Journal, frame: dict[str, Any],
+                          result: CompactionResult) -> int:
+        """Replace the view with a validated compaction result: a new snapshot entry; the
+        source records stay untouched. Returns the snapshot revision."""
+        inst = frame["instance"]
+        counters = frame["counters"]
+        counters["baseline_user_turns"] = counters["user_turns"]
+        counters["baseline_model_steps"] = counters["model_steps"]
+        revision = journal.last_seq(f"snap:{inst}") + 1
+        messages = [copy.deepcopy(m) for m in result.messages]
+        journal.append(f"snap:{inst}", {
+            "revision": revision,
+            "covered_seq": journal.last_seq(f"src:{inst}"),
+            "messages": messages,
+            "history_watermark": frame.get("history_watermark", 0),
+            "counters": dict(counters),
+            "metrics": dict(result.metrics),
+        })
+        frame["view"] = {"snapshot": revision, "base": journal.last_seq(f"view:{inst}")}
+        self._views[inst] = [dict(m) for m in messages]
+        return revision

@@ -1,0 +1,280 @@
+"""The Engine: a durable step machine (seed 002 §6, §14; ARCHITECTURE §4).
+
+``await engine.step()`` performs exactly one durable cycle of the active frame — one model
+call (action, compaction or completion review) or one tool call — in this order:
+
+1. an operation left in flight by a crash is resumed by the rules of seed 002 §14;
+2. the next call of the frame's pending tool group runs;
+3. queued supplements are injected at this safe boundary;
+4. a candidate answer goes to the completion review;
+5. the context is prepared and compacted when the policy triggers;
+6. the action model call; tool calls open a pending group, an answer becomes a candidate.
+
+Every change is committed through the ``Journal`` with compare-and-set on the head
+version, so a duplicate or stale step raises ``CheckpointConflict`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..checkpoint.store import BaseCheckpointStore
+from ..contracts import JSON, Message, RunStatus, StepKind, StepNext, StepResult
+from ..errors import (
+    AgentLoomError,
+    BudgetExceeded,
+    ConfigError,
+    PersistenceError,
+    RunError,
+)
+from .frames import new_frame
+from .journal import Journal
+from .model_steps import ModelSteps
+from .modules import bindings_hash, compare_bindings
+from .tool_steps import ToolSteps
+
+FORMAT = 1
+Emit = Callable[[str, Mapping[str, Any]], None]
+
+
+class BlockRun(Exception):  # noqa: N818 - an internal signal, not an error type
+    """Raised inside a step to stop the run as blocked with a typed error."""
+
+    def __init__(self, error: AgentLoomError, status: RunStatus = "blocked") -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.status = status
+
+
+class Engine(ModelSteps, ToolSteps):
+    """Assembled by ``create_engine``; one object per run attachment."""
+
+    def __init__(self, *, store: BaseCheckpointStore, modules: Any, bindings: JSON,
+                 snapshot: Any, tools: Any, emit: Emit | None = None,
+                 workspace: Callable[[str], Any] | None = None,
+                 commands: Any = None, services: Mapping[str, Any] | None = None) -> None:
+        self.store = store
+        self.modules = modules
+        self.bindings = bindings
+        self.snapshot = snapshot
+        self.tools = tools
+        self.context = modules.context
+        self.limits = modules.limits
+        self.emit: Emit = emit or (lambda topic, data: None)
+        self.workspace = workspace
+        self.commands = commands
+        self.services = dict(services or {})
+        self.j: Journal | None = None
+        self._closed = False
+
+    # -- attach ---------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self._journal().run_id
+
+    @property
+    def head(self) -> dict[str, Any]:
+        return self._journal().head
+
+    @property
+    def version(self) -> int:
+        return self._journal().version
+
+    def _journal(self) -> Journal:
+        if self.j is None:
+            raise ConfigError("no run attached: call start() or attach()")
+        return self.j
+
+    async def start(self, task: str, *, run_id: str | None = None,
+                    history: Sequence[Message] = (), counters: Mapping[str, int] | None = None,
+                    labels: Mapping[str, str] | None = None) -> str:
+        """Create a run (version 1): meta record, main frame, first records."""
+        if not task.strip():
+            raise ConfigError("the task is empty")
+        run_id = run_id or uuid.uuid4().hex
+        head: dict[str, Any] = {
+            "format": FORMAT, "run_id": run_id, "status": "running", "error": None,
+            "bindings": bindings_hash(self.bindings), "execution": 1, "calls": 0,
+            "total_calls": 0, "exec_options": {}, "delegations": 0, "stack": ["main"],
+            "frames": {}, "streams": {}, "op": None, "step_ops": [], "next_request": 0,
+            "labels": dict(labels or {}),
+        }
+        self.j = Journal(self.store, run_id, 0, head)
+        self.j.append("meta", {"snapshot": self._snapshot_data(), "bindings": self.bindings})
+        frame = new_frame("main", task)
+        head["frames"]["main"] = frame
+        self.context.create(self.j, frame, system=self._system_prompt(frame), history=history,
+                            task=task, counters=dict(counters or {}))
+        self.j.commit()
+        self.emit("run.started", {"run_id": run_id, "task": task})
+        return run_id
+
+    def attach(self, run_id: str) -> None:
+        """Load an existing run; refuse if its bindings differ from this engine's."""
+        loaded = self.store.load_head(run_id)
+        if loaded is None:
+            raise ConfigError(f"run {run_id} does not exist")
+        head = loaded.body
+        if head.get("format") != FORMAT:
+            raise ConfigError(f"run {run_id} has checkpoint format {head.get('format')}; "
+                              f"this runtime reads format {FORMAT}")
+        self.j = Journal(self.store, run_id, loaded.version, head)
+        if head["bindings"] != bindings_hash(self.bindings):
+            saved = self.j.read("meta", 0, 1)[0].body["bindings"]
+            compare_bindings(saved, self.bindings)
+
+    async def begin_execution(self, *, retry_unknown_models: bool = False,
+                              confirm_hooks: bool = False) -> None:
+        """A new execution (resume): a fresh call budget; history and totals are kept.
+        A blocked run becomes running again; its in-flight operation is re-examined."""
+        j = self._journal()
+        head = j.head
+        if head["status"] in ("completed", "cancelled"):
+            raise ConfigError(f"run {j.run_id} is {head['status']}; it cannot be resumed")
+        head["execution"] += 1
+        head["calls"] = 0
+        head["exec_options"] = {"retry_unknown_models": retry_unknown_models,
+                                "confirm_hooks": confirm_hooks}
+        head["status"], head["error"] = "running", None
+        for inst in head["stack"]:
+            head["frames"][inst]["status"] = "running"
+        j.commit()
+        self.emit("run.resumed", {"run_id": j.run_id, "execution": head["execution"]})
+
+    def queue_input(self, text: str) -> None:
+        """A supplement for the running task, injected at the next safe boundary."""
+        if not text.strip():
+            raise ConfigError("the supplement is empty")
+        j = self._journal()
+        self.context.queue_input(j.head["frames"][j.head["stack"][0]], text)
+        j.commit()
+
+    async def cancel(self, reason: str = "cancelled") -> None:
+        j = self._journal()
+        j.head["status"] = "cancelled"
+        j.head["error"] = {"code": "run_cancelled", "message": reason}
+        j.commit()
+        self.emit("run.cancelled", {"run_id": j.run_id})
+
+    # -- the step -------------------------------------------------------------------------
+
+    async def step(self, *, command_result: Mapping[str, Any] | None = None) -> StepResult:
+        if self._closed:
+            raise ConfigError("the engine is closed")
+        j = self._journal()
+        if j.head["status"] != "running":
+            return self._result("done", "none")
+        try:
+            kind, next_ = await self._advance(command_result)
+        except BlockRun as block:
+            self._stop(block.error, block.status)
+            return self._result("done", "none", block.error.code)
+        except PersistenceError:
+            raise
+        except RunError as err:
+            self._stop(err, "blocked")
+            return self._result("done", "none", err.code)
+        if j.head["status"] != "running":
+            return self._result("done", kind)
+        request_id = j.head["op"]["request_id"] if next_ == "command" else None
+        return self._result(next_, kind, request_id=request_id)
+
+    async def _advance(self, command_result: Mapping[str, Any] | None
+                       ) -> tuple[StepKind, StepNext]:
+        head = self.head
+        if head.get("op"):
+            return await self._resume_operation(head["op"], command_result)
+        frame = self.active_frame()
+        call = next((c for c in frame["pending"] if c["state"] == "queued"), None)
+        if call is not None:
+            return await self._tool_step(frame, call)
+        if frame.get("inputs") and self.context.drain_inputs(self.j, frame):
+            self._journal().commit()
+            return "input", "continue"
+        if frame["candidate"] is not None:
+            await self._review_step(frame)
+            return "verification", "continue"
+        if frame["iterations"] >= self.limits.max_iterations:
+            raise BlockRun(BudgetExceeded(
+                f"instance {frame['instance']} reached {self.limits.max_iterations} "
+                "action iterations", details={"instance": frame["instance"]}))
+        if await self._maybe_compact(frame):
+            return "compaction", "continue"
+        await self._action_step(frame)
+        return "action", "continue"
+
+    def active_frame(self) -> dict[str, Any]:
+        head = self.head
+        frame: dict[str, Any] = head["frames"][head["stack"][-1]]
+        return frame
+
+    def _stop(self, error: AgentLoomError, status: RunStatus) -> None:
+        """Record a stopped run. A save failure here propagates: nothing is pretended."""
+        j = self._journal()
+        if j.stale:
+            raise PersistenceError("cannot record the stop of a stale run",
+                                   details={"run_id": j.run_id}) from error
+        j.head["status"] = status
+        j.head["error"] = {"code": error.code, "message": error.message,
+                           "type": type(error).__name__}
+        for inst in j.head["stack"]:
+            j.head["frames"][inst]["status"] = status
+        j.commit()
+        self.emit("run.stopped", {"run_id": j.run_id, "status": status, "code": error.code,
+                                  "message": error.message})
+
+    def _result(self, next_: StepNext, kind: StepKind, error_code: str | None = None,
+                request_id: str | None = None) -> StepResult:
+        head = self.head
+        status: RunStatus = head["status"]
+        if error_code is None and head.get("error"):
+            error_code = head["error"].get("code")
+        return StepResult(run_id=head["run_id"], next=next_, status=status,
+                          instance=head["stack"][-1], kind=kind, version=self.version,
+                          request_id=request_id, error_code=error_code)
+
+    def finish_frame(self, frame: dict[str, Any], status: RunStatus, answer: str | None,
+                     reason: str = "") -> None:
+        """Close a frame; a child's result closes the parent's pending call; the main
+        frame's end is the run's end. The caller commits."""
+        frame["status"] = status
+        frame["outcome"] = {"status": status, "answer": answer, "reason": reason}
+        frame["candidate"] = None
+        head = self.head
+        if frame["parent"] is None:
+            head["status"] = status
+            head["outcome"] = frame["outcome"]
+            self.emit("run.finished", {"run_id": head["run_id"], "status": status,
+                                       "answer": answer, "reason": reason})
+            return
+        head["stack"].pop()
+        self.close_delegation(frame)
+
+    def _snapshot_data(self) -> JSON:
+        snap = self.snapshot
+        data: JSON = snap.model_dump(mode="json") if hasattr(snap, "model_dump") else dict(snap)
+        return data
+
+    def _system_prompt(self, frame: dict[str, Any], prompt: str | None = None) -> str:
+        from .frames import frame_view
+
+        base = self.snapshot.prompt if prompt is None else prompt
+        rules = self.modules.strategy.instructions(frame_view(frame))
+        return f"{base}\n\n{rules}".strip()
+
+    # -- close ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Seed 002 §4: stop accepting work, close the tool bus, then the modules in
+        order, each object once."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.tools.aclose()
+        for module in self.modules.close_order():
+            closer = getattr(module, "aclose", None)
+            if closer is not None:
+                await closer()

@@ -1,0 +1,152 @@
+"""``create_engine``: assemble an Engine from a published snapshot (seed 002 §3).
+
+It picks default modules, checks versions, registers tools, freezes the catalog and
+hands the decided modules to the Engine. The loop never branches on tool names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..checkpoint.memory import InMemoryCheckpointStore
+from ..checkpoint.store import BaseCheckpointStore
+from ..completion import EvidenceReviewPolicy
+from ..context.manager import JournalContextManager
+from ..errors import ConfigError
+from ..planning import plan_tool
+from ..snapshot import AgentSnapshot, parse_snapshot
+from ..strategies import strategy_for
+from ..tool_contracts import ToolContext, ToolDefinition
+from ..tools import ToolRegistry, ToolRuntime
+from .engine import Emit, Engine
+from .modules import ExecutionLimits, RuntimeModules, module_binding
+
+DELEGATE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "subagent_id": {"type": "string", "description": "id of a published sub-agent"},
+        "task": {"type": "string", "minLength": 1,
+                 "description": "the concrete task, with the background it needs"},
+    },
+    "required": ["subagent_id", "task"],
+    "additionalProperties": False,
+}
+
+
+async def _delegate_handler(context: ToolContext, arguments: dict[str, Any]) -> Any:
+    raise ConfigError("delegate_task is executed by the engine, not called directly")
+
+
+def delegate_tool(snapshot: AgentSnapshot) -> ToolDefinition:
+    duties = "; ".join(f"{t.id}: {t.duty}" for t in snapshot.subagents)
+    return ToolDefinition(
+        name="delegate_task", description=f"Delegate a task to a sub-agent. Available: {duties}",
+        parameters=DELEGATE_SCHEMA, handler=_delegate_handler,
+        implementation_id="delegate-task/v1", execution="delegate",
+        available=lambda config, instance: instance == "main")
+
+
+def default_compaction(snapshot: AgentSnapshot) -> Any:
+    """Budget policy for snapshots with a context_policy; the character policy for old
+    published versions without one (seed 000 §8)."""
+    try:
+        from ..context.budget import BudgetCompactionPolicy
+        from ..context.character import CharacterCompactionPolicy
+        from ..context.estimators import estimator_for
+    except ImportError:  # pragma: no cover - context policies ship with the package
+        return None
+    model = snapshot.model
+    if snapshot.context_policy is None:
+        return CharacterCompactionPolicy()
+    policy = snapshot.context_policy
+    return BudgetCompactionPolicy(
+        context_window=model.context_window, max_output_tokens=model.max_output_tokens,
+        safety_margin_tokens=model.safety_margin_tokens,
+        estimator=estimator_for(model.model_dump()), context_ratio=policy.context_ratio,
+        target_ratio=policy.target_ratio, user_turns=policy.user_turns,
+        model_steps=policy.model_steps, max_compaction_calls=policy.max_compaction_calls)
+
+
+def default_gateway(snapshot: AgentSnapshot, decrypt: Callable[[str], str] | None) -> Any:
+    from ..model import ChatCompletionsGateway
+
+    model = snapshot.model
+    ref = model.api_key_ref
+    if ref and decrypt is None:
+        raise ConfigError("the model connection names a key but no decrypt was given")
+
+    def key() -> str:
+        return decrypt(ref) if (ref and decrypt) else ""
+
+    return ChatCompletionsGateway(base_url=model.base_url, model=model.model, api_key=key,
+                                  dialect=model.dialect,
+                                  max_output_tokens=model.max_output_tokens,
+                                  timeout=model.timeout_seconds)
+
+
+def create_engine(
+    snapshot: AgentSnapshot | Mapping[str, Any],
+    workspace: Callable[[str], Any] | None = None,
+    emit: Emit | None = None,
+    decrypt: Callable[[str], str] | None = None,
+    search: Any = None,
+    checkpoint: str | None = None,
+    save: BaseCheckpointStore | None = None,
+    configure_tools: Callable[[ToolRegistry], None] | None = None,
+    *,
+    model_gateway: Any = None,
+    compaction_policy: Any = None,
+    completion_policy: Any = None,
+    strategy: Any = None,
+    limits: ExecutionLimits | None = None,
+    registry: ToolRegistry | None = None,
+    context_manager: Any = None,
+    hooks: Any = None,
+    hook_scope: Mapping[str, Any] | None = None,
+    workspace_provider: Any = None,
+    tools: list[ToolDefinition] | None = None,
+    commands: Any = None,
+) -> Engine:
+    """Assemble an engine. ``checkpoint`` is the id of a run to attach to (resume or the
+    next step); without it, call ``await engine.start(task)``. ``save`` is the checkpoint
+    store (in-memory by default). ``tools`` adds trusted definitions (e.g. workspace file
+    tools) before ``configure_tools`` runs."""
+    snap = snapshot if isinstance(snapshot, AgentSnapshot) else parse_snapshot(dict(snapshot))
+    snap_limits = snap.limits
+    limits = limits or ExecutionLimits(max_model_calls=snap_limits.max_model_calls,
+                                       max_iterations=snap_limits.max_iterations,
+                                       max_children=snap_limits.max_children)
+    if registry is None:
+        registry = ToolRegistry()
+        registry.register(plan_tool())
+        if snap.subagents:
+            registry.register(delegate_tool(snap))
+        for definition in tools or ():
+            registry.register(definition)
+        if configure_tools is not None:
+            configure_tools(registry)
+    services: dict[str, Any] = {"search": search} if search is not None else {}
+    modules = RuntimeModules(
+        model=model_gateway or default_gateway(snap, decrypt),
+        compaction=compaction_policy if compaction_policy is not None
+        else default_compaction(snap),
+        completion=completion_policy or EvidenceReviewPolicy(),
+        strategy=strategy or strategy_for(snap.mode),
+        context=context_manager or JournalContextManager(),
+        hooks=hooks, limits=limits)
+    runtime = ToolRuntime(registry, config=snap.model_dump(mode="json"))
+    bindings = modules.bindings()
+    bindings["tools"] = registry.catalog()
+    bindings["workspace"] = (workspace_provider.checkpoint_binding()
+                             if workspace_provider is not None else None)
+    bindings["hook_scope"] = dict(hook_scope or {})
+    engine = Engine(store=save or InMemoryCheckpointStore(), modules=modules,
+                    bindings=bindings, snapshot=snap, tools=runtime, emit=emit,
+                    workspace=workspace, commands=commands, services=services)
+    if checkpoint is not None:
+        engine.attach(checkpoint)
+    return engine
+
+
+__all__ = ["create_engine", "delegate_tool", "module_binding"]

@@ -1,0 +1,78 @@
+"""A unit of work over one run's checkpoint: head mutations + appended log entries,
+committed together with compare-and-set on the head version."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..checkpoint.store import BaseCheckpointStore, Commit, LogEntry
+from ..errors import AgentLoomError, CheckpointConflict, PersistenceError
+
+BLOB_THRESHOLD = 64_000  # JSON characters above which a value is stored as a blob
+
+
+class Journal:
+    """Holds the loaded head. After a failed commit the journal is stale: the caller must
+    reload, because in-memory state may be ahead of what is stored."""
+
+    def __init__(self, store: BaseCheckpointStore, run_id: str, version: int,
+                 head: dict[str, Any]) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.version = version
+        self.head = head
+        self._entries: list[LogEntry] = []
+        self.stale = False
+        self.bytes_committed = 0  # last commit's head + entries, for benchmarks
+
+    def append(self, stream: str, body: dict[str, Any]) -> int:
+        seqs = self.head.setdefault("streams", {})
+        seq = int(seqs.get(stream, 0)) + 1
+        seqs[stream] = seq
+        self._entries.append(LogEntry(stream, seq, body))
+        return seq
+
+    def last_seq(self, stream: str) -> int:
+        return int(self.head.get("streams", {}).get(stream, 0))
+
+    def read(self, stream: str, after: int = 0, limit: int | None = None) -> list[LogEntry]:
+        stored = self.store.read(self.run_id, stream, after, limit)
+        pending = [e for e in self._entries if e.stream == stream and e.seq > after]
+        return stored + pending
+
+    def store_value(self, value: Any) -> dict[str, Any]:
+        """Inline a JSON value, or put a large one in a blob and keep a reference."""
+        text = json.dumps(value, ensure_ascii=False)
+        if len(text) <= BLOB_THRESHOLD:
+            return {"value": value}
+        key = self.store.put_blob(self.run_id, text.encode())
+        return {"blob": key, "chars": len(text)}
+
+    def load_value(self, ref: dict[str, Any]) -> Any:
+        if "blob" in ref:
+            return json.loads(self.store.get_blob(self.run_id, ref["blob"]).decode())
+        return ref.get("value")
+
+    def commit(self) -> int:
+        if self.stale:
+            raise CheckpointConflict("this engine's state is stale; load the run again",
+                                     details={"run_id": self.run_id})
+        try:
+            new = self.store.commit(Commit(self.run_id, self.version, self.head,
+                                           tuple(self._entries)))
+        except AgentLoomError as err:
+            self.stale = True
+            if isinstance(err, PersistenceError):
+                raise
+            raise PersistenceError(f"saving run {self.run_id} failed: {err.message}",
+                                   details={"run_id": self.run_id}) from err
+        except Exception as err:
+            self.stale = True
+            raise PersistenceError(f"saving run {self.run_id} failed: {type(err).__name__}",
+                                   details={"run_id": self.run_id}) from err
+        self.bytes_committed = len(json.dumps(self.head)) + sum(
+            len(json.dumps(e.body)) for e in self._entries)
+        self.version = new
+        self._entries = []
+        return new

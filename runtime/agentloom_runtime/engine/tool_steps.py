@@ -1,0 +1,212 @@
+"""Tool steps: one tool call per step, delegation to child frames, and commands.
+
+A side-effecting call is saved as ``started`` before its handler runs; a crash leaves an
+operation of unknown outcome that is never re-run unless the tool declares
+``resume_inflight``. ``workspace_command`` never runs inside a step: the step saves the
+command spec and returns ``next=command``; a CommandRunner executes it and the next step
+records the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..contracts import StepKind, StepNext, ToolOutcome, ToolRequest
+from ..errors import ConfigError, ToolOutcomeUnknown
+from ..tool_contracts import ToolContext, freeze
+from .frames import FramePlan, add_evidence, frame_view, new_frame
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+    _Base = Engine
+else:
+    _Base = object
+
+
+def _failure(code: str, message: str) -> ToolOutcome:
+    return ToolOutcome(value={"error": {"code": code, "message": message}}, status="error",
+                       error_code=code)
+
+
+class ToolSteps(_Base):
+    def _request(self, frame: dict[str, Any], call: dict[str, Any],
+                 uncertain: bool = False) -> ToolRequest:
+        return ToolRequest(call_id=call["call_id"], name=call["name"],
+                           arguments=call["arguments"], uncertain=uncertain,
+                           request_id=call["request_id"], instance=frame["instance"])
+
+    def _authorize(self, frame: dict[str, Any], definition: Any) -> str | None:
+        if not self.tool_allowed(frame, definition.name):
+            return f"{definition.name} is not available to {frame['instance']}"
+        result: str | None = self.modules.strategy.authorize_tool(frame_view(frame),
+                                                                  definition)
+        return result
+
+    def tool_context(self, frame: dict[str, Any], call: Mapping[str, Any],
+                     uncertain: bool = False) -> ToolContext:
+        workspace = self.workspace(frame["instance"]) if self.workspace else None
+        return ToolContext(
+            config=freeze(self._snapshot_data()), instance=frame["instance"],
+            run_id=self.run_id, call_id=call["call_id"], request_id=call["request_id"],
+            uncertain=uncertain, emit=self.emit, plan=FramePlan(frame), workspace=workspace,
+            services=self.services)
+
+    async def _tool_step(self, frame: dict[str, Any], call: dict[str, Any],
+                         uncertain: bool = False) -> tuple[StepKind, StepNext]:
+        j = self._journal()
+        prepared = self.tools.prepare(self._request(frame, call, uncertain),
+                                      authorize=lambda d: self._authorize(frame, d))
+        if isinstance(prepared, ToolOutcome):
+            self.record_tool(frame, call, prepared)
+            j.commit()
+            return "tool", "continue"
+        definition = prepared.definition
+        if definition.execution == "delegate":
+            self._delegate(frame, call, prepared.arguments)
+            j.commit()
+            return "tool", "continue"
+        self.emit("tool.started", {"run_id": j.run_id, "request_id": call["request_id"],
+                                   "instance": frame["instance"], "name": call["name"],
+                                   "arguments": prepared.arguments})
+        if definition.execution == "command":
+            return await self._dispatch_command(frame, call, prepared)
+        if not definition.resume_inflight:
+            j.head["op"] = {"id": f"t:{call['request_id']}", "kind": "tool",
+                            "phase": "started", "request_id": call["request_id"],
+                            "instance": frame["instance"], "attempts": 1}
+            j.commit()
+        raw = await self.tools.invoke(prepared, self.tool_context(frame, call, uncertain))
+        self.record_tool(frame, call, self.tools.outcome(prepared, raw), raw.to_dict())
+        j.head["op"] = None
+        j.commit()
+        return "tool", "continue"
+
+    def record_tool(self, frame: dict[str, Any], call: dict[str, Any], outcome: ToolOutcome,
+                    raw: Any = None) -> None:
+        """Source record keeps the full raw result (a blob when large); the view shows the
+        capped, model-visible value. The caller commits."""
+        j = self._journal()
+        content = outcome.value if isinstance(outcome.value, str) else json.dumps(
+            outcome.value, ensure_ascii=False)
+        message = {"role": "tool", "tool_call_id": call["call_id"], "content": content}
+        extra: dict[str, Any] = {"request_id": call["request_id"], "name": call["name"],
+                                 "status": outcome.status}
+        if raw is not None:
+            extra["raw"] = j.store_value(raw)
+        self.context.append(j, frame, "tool_result", message, extra=extra)
+        add_evidence(frame, call["name"], outcome)
+        call["state"] = "done"
+        if all(c["state"] == "done" for c in frame["pending"]):
+            frame["pending"] = []
+        self.emit("tool.completed", {"run_id": j.run_id, "request_id": call["request_id"],
+                                     "instance": frame["instance"], "name": call["name"],
+                                     "status": outcome.status, "result": content})
+
+    async def _resume_tool(self, op: dict[str, Any]) -> tuple[StepKind, StepNext]:
+        from .engine import BlockRun
+
+        frame = self.head["frames"][op["instance"]]
+        call = next(c for c in frame["pending"] if c["request_id"] == op["request_id"])
+        definition = self.tools.registry.resolve(call["name"])
+        if not definition.resume_inflight:
+            raise BlockRun(ToolOutcomeUnknown(
+                f"tool call {call['name']} ({op['request_id']}) may have run before the "
+                "interruption; its outcome is unknown and it is not re-run automatically",
+                details={"request_id": op["request_id"], "tool": call["name"]}))
+        self.head["op"] = None
+        return await self._tool_step(frame, call, uncertain=True)
+
+    # -- delegation -----------------------------------------------------------------------
+
+    def _delegate(self, frame: dict[str, Any], call: dict[str, Any],
+                  arguments: Mapping[str, Any]) -> None:
+        head = self.head
+        template = next((t for t in self.snapshot.subagents
+                         if t.id == arguments.get("subagent_id")), None)
+        failure = None
+        if frame["parent"] is not None:
+            failure = _failure("delegation_nested", "a sub-agent cannot delegate")
+        elif template is None:
+            failure = _failure("subagent_not_found",
+                               f"no sub-agent template {arguments.get('subagent_id')!r}")
+        elif head["delegations"] >= self.limits.max_children:
+            failure = _failure("delegation_limit", f"this run already created "
+                               f"{self.limits.max_children} sub-agents")
+        if failure is not None or template is None:
+            self.record_tool(frame, call, failure or _failure("delegation_failed", ""))
+            return
+        head["delegations"] += 1
+        instance = f"sub-{head['delegations']}"
+        child = new_frame(instance, str(arguments["task"]), template=template.id,
+                          tools=list(template.tools),
+                          parent={"instance": frame["instance"],
+                                  "request_id": call["request_id"]})
+        head["frames"][instance] = child
+        head["stack"].append(instance)
+        prompt = f"{template.prompt}\n\nYour duty: {template.duty}".strip()
+        self.context.create(self._journal(), child, system=self._system_prompt(child, prompt),
+                            history=(), task=child["task"])
+        call["state"] = "delegated"
+        call["child"] = instance
+        self.emit("subagent.started", {"run_id": self.run_id, "instance": instance,
+                                       "template": template.id})
+
+    def close_delegation(self, child: dict[str, Any]) -> None:
+        parent = self.head["frames"][child["parent"]["instance"]]
+        call = next(c for c in parent["pending"]
+                    if c["request_id"] == child["parent"]["request_id"])
+        result = {"subagent": child["template"], "instance": child["instance"],
+                  **child["outcome"]}
+        status = "ok" if child["outcome"]["status"] == "completed" else "error"
+        self.record_tool(parent, call, ToolOutcome(value=result, status=status,
+                                                   raw_value=result, has_raw_value=True))
+
+    # -- commands -------------------------------------------------------------------------
+
+    async def _dispatch_command(self, frame: dict[str, Any], call: dict[str, Any],
+                                prepared: Any) -> tuple[StepKind, StepNext]:
+        j = self._journal()
+        raw = await self.tools.invoke(prepared, self.tool_context(frame, call))
+        if not raw.ok:
+            self.record_tool(frame, call, self.tools.outcome(prepared, raw), raw.to_dict())
+            j.commit()
+            return "tool", "continue"
+        j.head["op"] = {"id": f"c:{call['request_id']}", "kind": "command",
+                        "phase": "dispatched", "request_id": call["request_id"],
+                        "instance": frame["instance"], "spec": raw.value, "attempts": 1}
+        j.commit()
+        return "command", "command"
+
+    def command_spec(self) -> dict[str, Any]:
+        op = self.head.get("op")
+        if not op or op["kind"] != "command":
+            raise ConfigError("no command is waiting to run")
+        spec: dict[str, Any] = op["spec"]
+        return spec
+
+    async def _resume_command(self, op: dict[str, Any], result: Any
+                              ) -> tuple[StepKind, StepNext]:
+        from .engine import BlockRun
+
+        if result is None and self.commands is not None:
+            state, result = self.commands.lookup(op["request_id"])
+            if result is None and state != "absent":
+                raise BlockRun(ToolOutcomeUnknown(
+                    f"command {op['request_id']} started but its result is unknown; inspect "
+                    "the workspace and resolve the marker before continuing",
+                    details={"request_id": op["request_id"]}))
+        if result is None:
+            return "command", "command"  # never started: the runner may run it
+        frame = self.head["frames"][op["instance"]]
+        call = next(c for c in frame["pending"] if c["request_id"] == op["request_id"])
+        value = dict(result)
+        failed = value.get("exit_code") not in (0, None) or value.get("timed_out")
+        outcome = ToolOutcome(value=value, status="error" if failed else "ok",
+                              raw_value=value, has_raw_value=True)
+        self.record_tool(frame, call, outcome, value)
+        self.head["op"] = None
+        self._journal().commit()
+        return "command", "continue"
