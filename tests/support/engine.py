@@ -41,3 +41,44 @@ class SideEffects:
                            implementation_id="count-words/v1", resume_inflight=True,
                            read_only=True),
         ]
+
+
+class Crash(BaseException):
+    """The process dies: not an Exception, so nothing in the engine handles it."""
+
+
+class CrashingStore:
+    """Wraps a store; after the N-th successful commit the 'process' dies."""
+
+    def __init__(self, inner: Any, crash_after: int | None = None) -> None:
+        self.inner = inner
+        self.crash_after = crash_after
+        self.commits = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def commit(self, commit: Any) -> int:
+        version = self.inner.commit(commit)
+        self.commits += 1
+        if self.crash_after is not None and self.commits == self.crash_after:
+            raise Crash(f"crash after commit {self.commits}")
+        return int(version)
+
+
+PLAN_OPEN = {"steps": [{"id": "1", "title": "count words", "status": "in_progress"},
+                       {"id": "2", "title": "send mail", "status": "pending"}]}
+PLAN_DONE = {"steps": [{"id": "1", "title": "count words", "status": "completed"},
+                       {"id": "2", "title": "send mail", "status": "completed"}]}
+
+
+def representative_script() -> list[Any]:
+    from agentloom_runtime.testing import ScriptedModel
+
+    return [
+        ScriptedModel.call("update_plan", PLAN_OPEN, id="c1"),
+        ScriptedModel.call("count_words", {"text": "one two three"}, id="c2"),
+        ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="c3"),
+        ScriptedModel.call("update_plan", PLAN_DONE, id="c4"),
+        ScriptedModel.answer("Counted 3 words and mailed ops."),
+    ]

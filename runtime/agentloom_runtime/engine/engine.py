@@ -25,6 +25,7 @@ from ..contracts import JSON, Message, RunStatus, StepKind, StepNext, StepResult
 from ..errors import (
     AgentLoomError,
     BudgetExceeded,
+    CheckpointConflict,
     ConfigError,
     PersistenceError,
     RunError,
@@ -165,6 +166,9 @@ class Engine(ModelSteps, ToolSteps):
         if self._closed:
             raise ConfigError("the engine is closed")
         j = self._journal()
+        if j.stale:
+            raise CheckpointConflict("this engine's state is stale after a failed save; "
+                                     "load the run again", details={"run_id": j.run_id})
         if j.head["status"] != "running":
             return self._result("done", "none")
         try:

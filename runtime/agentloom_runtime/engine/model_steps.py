@@ -27,6 +27,7 @@ from ..errors import (
     ConfigError,
     ModelError,
     ModelOutcomeUnknown,
+    ModelResponseError,
     ModelTransportError,
     ResumeMismatch,
 )
@@ -78,6 +79,11 @@ class ModelSteps(_Base):
             if not (isinstance(err, ModelTransportError) and err.details.get("sent")):
                 head["op"] = None  # no response exists: the call may simply be made again
             raise
+        ids = [c.id for c in response.tool_calls]
+        if len(ids) != len(set(ids)) or not (response.content or ids):
+            head["op"] = None
+            raise ModelResponseError("the model response has duplicate tool call ids or "
+                                     "neither an answer nor tool calls")
         seq = j.append("ops", {"op_id": op_id, "purpose": request.purpose,
                                "instance": request.instance, "request_hash": digest,
                                "attempts": head["op"]["attempts"],

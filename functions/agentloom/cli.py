@@ -1,0 +1,151 @@
+"""``agentloom``: run agents on this machine (embedded mode).
+
+    agentloom run --agent AGENT.yaml "question"     run an agent, show the transcript
+    agentloom resume RUN_ID                         continue a stopped or killed run
+    agentloom show RUN_ID                           print a run's transcript
+
+State lives in ``$AGENTLOOM_HOME`` (default ``./.agentloom``): the SQLite checkpoint
+store and the workspaces. A real model is used when ``OPENAI_API_KEY`` (with optional
+``OPENAI_BASE_URL``) or ``DEEPSEEK_API_KEY`` is set, or with ``--provider``; otherwise the
+example's scripted demo model, clearly labelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agentloom_runtime.errors import AgentLoomError
+from agentloom_runtime.snapshot import AgentSnapshot, load_agent_file, parse_snapshot
+
+from .local.app import LocalApp
+from .local.models import ModelChoice, choose_model, restore_model
+
+_TEXT_LIMIT = 400
+
+
+def _short(text: Any, limit: int = _TEXT_LIMIT) -> str:
+    value = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+    value = value.replace("\n", " ⏎ ")
+    return value if len(value) <= limit else value[:limit] + " …"
+
+
+class Transcript:
+    """Prints engine events as a readable transcript."""
+
+    def __init__(self, out: Any = sys.stdout) -> None:
+        self.out = out
+
+    def __call__(self, topic: str, data: Mapping[str, Any]) -> None:
+        line = self._line(topic, data)
+        if line:
+            print(line, file=self.out, flush=True)
+
+    @staticmethod
+    def _line(topic: str, d: Mapping[str, Any]) -> str | None:
+        who = "" if d.get("instance", "main") == "main" else f"[{d['instance']}] "
+        if topic == "run.started":
+            return f"▶ run {d['run_id']}\n  task: {_short(d['task'])}"
+        if topic == "run.resumed":
+            return f"▶ resuming run {d['run_id']} (execution {d['execution']})"
+        if topic == "model.completed" and d.get("purpose") == "action":
+            calls = d.get("tool_calls") or []
+            if calls:
+                return f"{who}model → {', '.join(calls)}"
+            return f"{who}model: {_short(d.get('content'))}"
+        if topic == "tool.started":
+            return f"{who}  tool {d['name']} {_short(d.get('arguments'), 200)}"
+        if topic == "tool.completed":
+            return f"{who}  ← {d['name']} [{d['status']}] {_short(d.get('result'), 200)}"
+        if topic == "review.decided":
+            return f"{who}review: {d['decision']} {_short(d.get('reason'), 200)}"
+        if topic == "context.compacted":
+            return f"{who}context compacted"
+        if topic == "subagent.started":
+            return f"  delegated to {d['instance']} ({d['template']})"
+        if topic == "run.finished":
+            return f"■ {d['status']}\n\n{d.get('answer') or ''}"
+        if topic == "run.stopped":
+            return f"■ {d['status']} ({d['code']}): {d['message']}"
+        return None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agentloom", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--home", default=os.environ.get("AGENTLOOM_HOME", ".agentloom"),
+                   help="state directory (default: $AGENTLOOM_HOME or ./.agentloom)")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run an agent on a question")
+    run.add_argument("--agent", required=True, help="agent YAML file")
+    run.add_argument("question")
+    run.add_argument("--provider", choices=["openai", "deepseek", "demo"],
+                     help="default: from OPENAI_API_KEY / DEEPSEEK_API_KEY, else demo")
+    run.add_argument("--model", help="model name for a real provider")
+    run.add_argument("--base-url", help="OpenAI-compatible base URL")
+    run.add_argument("--demo-script", help="scripted replies for the demo model "
+                     "(default: demo-script.yaml beside the agent file)")
+    run.add_argument("--session", default="cli", help="session id (workspace scope)")
+    run.add_argument("--pause", type=float, default=0.0,
+                     help="seconds to wait between steps (to watch, or to interrupt)")
+    resume = sub.add_parser("resume", help="continue a stopped or interrupted run")
+    resume.add_argument("run_id")
+    resume.add_argument("--retry-unknown-models", action="store_true",
+                        help="re-send a model request whose response was never saved "
+                             "(it may be billed twice)")
+    resume.add_argument("--pause", type=float, default=0.0)
+    show = sub.add_parser("show", help="print a run's transcript")
+    show.add_argument("run_id")
+    return p
+
+
+async def _run(app: LocalApp, args: argparse.Namespace) -> int:
+    snapshot = load_agent_file(args.agent)
+    choice = choose_model(snapshot, provider=args.provider, model=args.model,
+                          base_url=args.base_url, demo_script=args.demo_script,
+                          agent_path=Path(args.agent))
+    print(choice.banner, flush=True)
+    result = await app.run(choice.snapshot, choice.gateway, args.question,
+                           session=args.session, pause=args.pause)
+    return 0 if result.status == "completed" else 3
+
+
+async def _resume(app: LocalApp, args: argparse.Namespace) -> int:
+    meta = app.meta(args.run_id)
+    snapshot: AgentSnapshot = parse_snapshot(meta["snapshot"])
+    choice: ModelChoice = restore_model(snapshot, meta["bindings"]["model"])
+    print(choice.banner, flush=True)
+    result = await app.resume(args.run_id, snapshot, choice.gateway,
+                              retry_unknown_models=args.retry_unknown_models,
+                              pause=args.pause)
+    return 0 if result.status == "completed" else 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    app = LocalApp(Path(args.home), emit=Transcript())
+    try:
+        if args.command == "run":
+            return asyncio.run(_run(app, args))
+        if args.command == "resume":
+            return asyncio.run(_resume(app, args))
+        app.show(args.run_id, sys.stdout)
+        return 0
+    except AgentLoomError as err:
+        print(f"error ({err.code}): {err.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: continue with `agentloom resume RUN_ID`", file=sys.stderr)
+        return 130
+    finally:
+        app.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Embedded mode: everything on one machine (SQLite, local directory, bubblewrap)."""

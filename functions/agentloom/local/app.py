@@ -1,0 +1,92 @@
+"""The embedded application: SQLite checkpoints, a local workspace root, the local
+sandbox, and the local driver — one machine, no cloud."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentloom_runtime.contracts import StepResult
+from agentloom_runtime.engine import Engine, create_engine
+from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.snapshot import AgentSnapshot
+
+from ..stores.sqlite_checkpoints import SqliteCheckpointStore
+from .driver import drive
+from .workspaces import LocalWorkspaces
+
+Emit = Callable[[str, Mapping[str, Any]], None]
+
+
+class LocalApp:
+    def __init__(self, home: Path, *, emit: Emit | None = None) -> None:
+        self.home = home
+        self.emit = emit
+        self._store: SqliteCheckpointStore | None = None
+
+    @property
+    def store(self) -> SqliteCheckpointStore:
+        if self._store is None:
+            self.home.mkdir(parents=True, exist_ok=True)
+            self._store = SqliteCheckpointStore(self.home / "agentloom.sqlite3")
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    def meta(self, run_id: str) -> dict[str, Any]:
+        entries = self.store.read(run_id, "meta", 0, 1)
+        if not entries:
+            raise ConfigError(f"run {run_id} does not exist in {self.home}")
+        return entries[0].body
+
+    def engine(self, snapshot: AgentSnapshot, gateway: Any, *, session: str,
+               run_id: str | None = None) -> tuple[Engine, LocalWorkspaces]:
+        workspaces = LocalWorkspaces(self.home / "workspaces", snapshot, session)
+        engine = create_engine(snapshot, workspace=workspaces.for_instance, emit=self.emit,
+                               save=self.store, checkpoint=run_id, model_gateway=gateway,
+                               tools=workspaces.tools(),
+                               workspace_provider=workspaces.provider)
+        workspaces.bind(engine)
+        return engine, workspaces
+
+    async def run(self, snapshot: AgentSnapshot, gateway: Any, question: str, *,
+                  session: str = "cli", pause: float = 0.0) -> StepResult:
+        engine, workspaces = self.engine(snapshot, gateway, session=session)
+        try:
+            await engine.start(question, labels={"session": session})
+            return await drive(engine, runner=workspaces.runner(), pause=pause)
+        finally:
+            await engine.close()
+
+    async def resume(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
+                     retry_unknown_models: bool = False, pause: float = 0.0) -> StepResult:
+        session = self.store.load_head(run_id)
+        labels = session.body.get("labels", {}) if session else {}
+        engine, workspaces = self.engine(snapshot, gateway, run_id=run_id,
+                                         session=labels.get("session", "cli"))
+        try:
+            await engine.begin_execution(retry_unknown_models=retry_unknown_models)
+            return await drive(engine, runner=workspaces.runner(), pause=pause)
+        finally:
+            await engine.close()
+
+    def show(self, run_id: str, out: TextIO) -> None:
+        head = self.store.load_head(run_id)
+        if head is None:
+            raise ConfigError(f"run {run_id} does not exist in {self.home}")
+        for instance in head.body["frames"]:
+            for entry in self.store.read(run_id, f"src:{instance}"):
+                message = entry.body["message"]
+                text = message.get("content") or ""
+                if message.get("tool_calls"):
+                    text += " → " + ", ".join(
+                        f"{c['function']['name']}({c['function']['arguments']})"
+                        for c in message["tool_calls"])
+                print(f"[{instance} #{entry.seq} {entry.body['kind']}] {text}", file=out)
+        body = head.body
+        print(f"status: {body['status']}" + (f" ({body['error']['code']}: "
+                                              f"{body['error']['message']})"
+                                              if body.get("error") else ""), file=out)

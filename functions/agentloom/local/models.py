@@ -1,0 +1,108 @@
+"""Which model a local run talks to: a real provider from the conventional environment
+(or flags), or the clearly labelled scripted demo model."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentloom_runtime.contracts import ModelResponse, ToolCall
+from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.model import ChatCompletionsGateway
+from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.testing.keyed import KeyedScriptModel
+
+PROVIDERS = {
+    "openai": {"key": "OPENAI_API_KEY", "base": "https://api.openai.com/v1",
+               "model": "gpt-4o-mini"},
+    "deepseek": {"key": "DEEPSEEK_API_KEY", "base": "https://api.deepseek.com",
+                 "model": "deepseek-chat"},
+}
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    snapshot: AgentSnapshot
+    gateway: Any
+    banner: str
+
+
+def _env_key(name: str) -> str:
+    value = os.environ.get(name, "")
+    if not value:
+        raise ConfigError(f"the model key is read from ${name}, which is not set")
+    return value
+
+
+def gateway_for(snapshot: AgentSnapshot) -> ChatCompletionsGateway:
+    m = snapshot.model
+    ref = m.api_key_ref or ""
+    return ChatCompletionsGateway(base_url=m.base_url, model=m.model,
+                                  api_key=lambda: _env_key(ref), dialect=m.dialect,
+                                  max_output_tokens=m.max_output_tokens,
+                                  timeout=m.timeout_seconds)
+
+
+def load_demo_script(path: Path) -> KeyedScriptModel:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"cannot read the demo script {path}: {err.strerror}") from None
+    replies = []
+    for i, item in enumerate((data or {}).get("replies", [])):
+        if "answer" in item:
+            replies.append(ModelResponse(content=str(item["answer"])))
+        elif "call" in item:
+            import json
+
+            call = item["call"]
+            replies.append(ModelResponse(tool_calls=(ToolCall(
+                id=f"demo_{i}", name=call["name"],
+                arguments=json.dumps(call.get("arguments", {}))),)))
+        else:
+            raise ConfigError(f"{path}: reply {i + 1} needs 'answer' or 'call'")
+    if not replies:
+        raise ConfigError(f"{path}: no replies")
+    return KeyedScriptModel(replies, label=str(path.resolve()))
+
+
+def choose_model(snapshot: AgentSnapshot, *, provider: str | None, model: str | None,
+                 base_url: str | None, demo_script: str | None,
+                 agent_path: Path) -> ModelChoice:
+    if provider is None:
+        provider = next((p for p, spec in PROVIDERS.items() if os.environ.get(spec["key"])),
+                        "demo")
+    if provider == "demo":
+        path = Path(demo_script) if demo_script else agent_path.parent / "demo-script.yaml"
+        if not path.exists():
+            raise ConfigError("no model configured: set OPENAI_API_KEY or DEEPSEEK_API_KEY, "
+                              f"or give --demo-script (looked for {path})")
+        return ModelChoice(snapshot, load_demo_script(path),
+                           f"[demo model] scripted replies from {path} — set OPENAI_API_KEY "
+                           "or DEEPSEEK_API_KEY to use a real model")
+    spec = PROVIDERS[provider]
+    same = snapshot.model.dialect == provider
+    connection = snapshot.model.model_copy(update={
+        "dialect": provider, "api_key_ref": spec["key"],
+        "base_url": base_url or (os.environ.get("OPENAI_BASE_URL") if provider == "openai"
+                                 else None) or (snapshot.model.base_url if same
+                                                else spec["base"]),
+        "model": model or (snapshot.model.model if same else spec["model"]),
+    })
+    _env_key(spec["key"])
+    snap = snapshot.model_copy(update={"model": connection})
+    return ModelChoice(snap, gateway_for(snap),
+                       f"[model] {provider} {connection.model} at {connection.base_url}")
+
+
+def restore_model(snapshot: AgentSnapshot, binding: dict[str, Any]) -> ModelChoice:
+    """The same model the run started with (its binding is checked on attach)."""
+    if binding["module_id"] == KeyedScriptModel.module_id:
+        path = Path(binding["config"]["label"])
+        return ModelChoice(snapshot, load_demo_script(path), f"[demo model] {path}")
+    return ModelChoice(snapshot, gateway_for(snapshot),
+                       f"[model] {snapshot.model.dialect} {snapshot.model.model}")

@@ -1,0 +1,102 @@
+"""Crash the engine after every durable save point of a representative run (action call,
+tool call, plan update, completion review) and resume it in a fresh engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.engine import (
+    Crash,
+    CrashingStore,
+    SideEffects,
+    make_snapshot,
+    representative_script,
+)
+
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.engine import create_engine
+from agentloom_runtime.testing.keyed import KeyedScriptModel
+
+
+def build(store: Any, effects: SideEffects, run_id: str | None = None):
+    return create_engine(make_snapshot(mode="plan"), save=store,
+                         model_gateway=KeyedScriptModel(representative_script()),
+                         tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
+
+
+async def drive(engine) -> Any:
+    for _ in range(60):
+        result = await engine.step()
+        if result.next == "done":
+            return result
+    raise AssertionError("no end")
+
+
+def kinds(store: InMemoryCheckpointStore, run_id: str) -> list[str]:
+    return [e.body["kind"] for e in store.read(run_id, "src:main")]
+
+
+async def reference() -> tuple[int, Any, list[str]]:
+    store = CrashingStore(InMemoryCheckpointStore())
+    effects = SideEffects()
+    engine = build(store, effects)
+    run_id = await engine.start("count the words and mail ops")
+    result = await drive(engine)
+    assert result.status == "completed"
+    assert effects.calls == ["ops@example.com"]
+    return store.commits, store.inner.load_head(run_id).body, kinds(store.inner, run_id)
+
+
+async def test_reference_run_commits_each_phase() -> None:
+    commits, head, records = await reference()
+    assert head["outcome"]["answer"] == "Counted 3 words and mailed ops."
+    assert [s["status"] for s in head["frames"]["main"]["plan"]] == ["completed"] * 2
+    assert records.count("tool_result") == 4
+
+
+@pytest.mark.parametrize("crash_after", range(1, 19))
+async def test_crash_after_every_commit(crash_after: int) -> None:
+    total, ref_head, ref_records = await reference()
+    if crash_after >= total:
+        pytest.skip(f"the run has {total} commits")
+    inner = InMemoryCheckpointStore()
+    effects = SideEffects()
+    engine = build(CrashingStore(inner, crash_after), effects)
+    with pytest.raises(Crash):
+        run_id = "run-1"
+        await engine.start("count the words and mail ops", run_id=run_id)
+        await drive(engine)
+    # a new process attaches to the same run
+    resumed = build(inner, effects, run_id)
+    await resumed.begin_execution()
+    result = await drive(resumed)
+    head = inner.load_head(run_id).body
+    op = _crashed_operation(inner, run_id)
+    if op == ("model", "sent"):
+        # a request was sent with no saved response: blocked, never presumed
+        assert result.status == "blocked"
+        assert result.error_code == "model_outcome_unknown"
+        retry = build(inner, effects, run_id)
+        await retry.begin_execution(retry_unknown_models=True)
+        result = await drive(retry)
+        head = inner.load_head(run_id).body
+    elif op == ("tool", "started"):
+        # send_mail may have run: never re-run blindly
+        assert result.status == "blocked"
+        assert result.error_code == "tool_outcome_unknown"
+        assert effects.calls == []
+        return
+    assert result.status == "completed"
+    assert head["outcome"] == ref_head["outcome"]
+    assert head["frames"]["main"]["plan"] == ref_head["frames"]["main"]["plan"]
+    assert kinds(inner, run_id) == ref_records
+    assert effects.calls == ["ops@example.com"], "a side effect ran twice or never"
+
+
+def _crashed_operation(store: InMemoryCheckpointStore, run_id: str) -> tuple[str, str] | None:
+    """The operation in flight in the history's version right at the crash: recovered
+    from the blocked head's error (the head now records the stop)."""
+    head = store.load_head(run_id).body
+    op = head.get("op")
+    return (op["kind"], op["phase"]) if op else None
