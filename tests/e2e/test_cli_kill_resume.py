@@ -1,0 +1,66 @@
+"""The embedded main job: run the example agent, SIGKILL it mid-way, resume it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "docs" / "examples" / "hello" / "agent.yaml"
+
+
+def cli(home: Path, *args: str, **kwargs):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY")}
+    return subprocess.Popen([sys.executable, "-m", "agentloom.cli", "--home", str(home), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            **kwargs)
+
+
+def test_run_completes_with_the_demo_model(tmp_path: Path) -> None:
+    proc = cli(tmp_path, "run", "--agent", str(AGENT), "Plan a tiny release checklist")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "[demo model]" in out and "■ completed" in out and "Release checklist" in out
+
+
+def test_sigkill_then_resume_finishes_the_same_run(tmp_path: Path) -> None:
+    proc = cli(tmp_path, "run", "--agent", str(AGENT), "--pause", "0.3",
+               "Plan a tiny release checklist")
+    run_id, lines = None, []
+    deadline = time.monotonic() + 30
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if line.startswith("▶ run "):
+            run_id = line.split()[2]
+        if "← update_plan" in line:
+            proc.send_signal(signal.SIGKILL)
+            break
+    rest, _ = proc.communicate(timeout=10)
+    lines.append(rest)
+    assert proc.returncode == -signal.SIGKILL, "".join(lines)
+    assert run_id
+    resumed = cli(tmp_path, "resume", run_id)
+    out, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 0, err + out
+    assert "■ completed" in out
+    shown = cli(tmp_path, "show", run_id)
+    text, _ = shown.communicate(timeout=30)
+    assert "update_plan" in "".join(lines)
+    assert text.count("tool_result") == 2, text  # each plan update recorded exactly once
+    assert "status: completed" in text
+
+
+def test_bad_agent_file_gives_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agent_id: x\nmodel: {model: m, context_window: 10}\nmode: fast\n")
+    proc = cli(tmp_path, "run", "--agent", str(bad), "hi")
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert "model.context_window" in err and "mode" in err

@@ -1,0 +1,108 @@
+"""Delegation: two children, a crash in the middle of a child, and resume."""
+
+from __future__ import annotations
+
+import pytest
+from support.engine import Crash, CrashingStore, SideEffects, make_snapshot
+
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.engine import create_engine
+from agentloom_runtime.testing import ScriptedModel
+
+SUBS = [{"id": "counter", "name": "Counter", "duty": "count words", "tools": ["count_words"]},
+        {"id": "mailer", "name": "Mailer", "duty": "send mail", "tools": ["send_mail"]}]
+
+
+class ByInstance:
+    """Deterministic per request: the reply depends on instance and progress only."""
+
+    module_id = "by-instance/v1"
+
+    def checkpoint_config(self):
+        return {}
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        if request.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        step = sum(1 for m in request.messages if m.get("role") == "assistant")
+        names = {t["function"]["name"] for t in request.tools}
+        if request.instance == "main":
+            script = [
+                ScriptedModel.call("delegate_task", {"subagent_id": "counter",
+                                                     "task": "count: a b c"}, id="d1"),
+                ScriptedModel.call("delegate_task", {"subagent_id": "mailer",
+                                                     "task": "mail ops"}, id="d2"),
+                ScriptedModel.answer("both children finished"),
+            ]
+            return script[step]
+        assert "delegate_task" not in names, "children cannot delegate"
+        if "count_words" in names:
+            script = [ScriptedModel.call("count_words", {"text": "a b c"}, id="k1"),
+                      ScriptedModel.answer("3 words")]
+        else:
+            assert "count_words" not in names
+            script = [ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
+                      ScriptedModel.answer("mailed")]
+        return script[step]
+
+
+def build(store, effects, run_id=None):
+    return create_engine(make_snapshot(subagents=SUBS), save=store, model_gateway=ByInstance(),
+                         tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
+
+
+async def drive(engine):
+    for _ in range(100):
+        result = await engine.step()
+        if result.next == "done":
+            return result
+    raise AssertionError("no end")
+
+
+async def test_two_children_complete_and_close_parent_calls() -> None:
+    store, effects = InMemoryCheckpointStore(), SideEffects()
+    engine = build(store, effects)
+    run_id = await engine.start("count then mail")
+    result = await drive(engine)
+    assert result.status == "completed"
+    head = store.load_head(run_id).body
+    assert head["delegations"] == 2 and set(head["frames"]) == {"main", "sub-1", "sub-2"}
+    results = [e.body for e in store.read(run_id, "src:main") if e.body["kind"] == "tool_result"]
+    assert ['"3 words"' in r["message"]["content"] for r in results] == [True, False]
+    assert effects.calls == ["ops@example.com"]
+    # child internals stay in the child's records
+    assert not any(e.body["kind"] == "tool_result" and e.body["name"] == "count_words"
+                   for e in store.read(run_id, "src:main"))
+
+
+@pytest.mark.parametrize("crash_after", range(4, 20, 3))
+async def test_crash_inside_a_child_resumes_without_a_new_slot(crash_after: int) -> None:
+    inner, effects = InMemoryCheckpointStore(), SideEffects()
+    engine = build(CrashingStore(inner, crash_after), effects)
+    with pytest.raises(Crash):
+        await engine.start("count then mail", run_id="r")
+        await drive(engine)
+    resumed = build(inner, effects, "r")
+    await resumed.begin_execution(retry_unknown_models=True)
+    result = await drive(resumed)
+    head = inner.load_head("r").body
+    if result.status == "blocked":
+        assert result.error_code == "tool_outcome_unknown"
+        return
+    assert result.status == "completed"
+    assert head["delegations"] == 2, "resume reused the saved child instance"
+    assert effects.calls == ["ops@example.com"]
+
+
+async def test_delegation_limit_and_unknown_template() -> None:
+    model = ScriptedModel([
+        ScriptedModel.call("delegate_task", {"subagent_id": "nobody", "task": "x"}, id="d1"),
+        ScriptedModel.answer("ok"),
+        ScriptedModel.verdict("complete"),
+    ])
+    engine = create_engine(make_snapshot(subagents=SUBS), model_gateway=model,
+                           tools=SideEffects().tools(), compaction_policy=None)
+    await engine.start("task")
+    assert (await drive(engine)).status == "completed"
+    assert "subagent_not_found" in model.requests[1].messages[-1]["content"]
