@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .contracts import FrameView, JSON
+from .contracts import JSON, FrameView
 
 _REACT = ("Work step by step. Use the tools you have when they help; observe each result "
           "before deciding the next action. For a complex task you may keep a plan with "

@@ -12,7 +12,8 @@ from agentloom_runtime.engine import Engine, create_engine
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.snapshot import AgentSnapshot
 
-from ..stores.sqlite_checkpoints import SqliteCheckpointStore
+from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
+
 from .driver import drive
 from .workspaces import LocalWorkspaces
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from ..errors import CheckpointConflict
+from agentloom_runtime.errors import CheckpointConflict
+
 from .store import BaseCheckpointStore
 
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
+from agentloom_runtime.errors import ConfigError
 
 HEAD_LIMIT_BYTES = 200_000  # a head must stay far below a DynamoDB item (400 KB)
 ENTRY_LIMIT_BYTES = 300_000  # larger entry bodies belong in blobs

@@ -18,8 +18,8 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from ..contracts import JSON, CompactionResult, Message
-from ..engine.journal import Journal
+from agentloom_runtime.contracts import JSON, CompactionResult, Message
+from agentloom_runtime.engine.journal import Journal
 
 COUNTERS = ("user_turns", "baseline_user_turns", "model_steps", "baseline_model_steps")
 

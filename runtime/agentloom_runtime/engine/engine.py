@@ -17,12 +17,11 @@ version, so a duplicate or stale step raises ``CheckpointConflict`` and changes 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..checkpoint.store import BaseCheckpointStore
-from ..contracts import JSON, Message, RunStatus, StepKind, StepNext, StepResult
-from ..errors import (
+from agentloom_runtime.contracts import Message, RunStatus, StepKind, StepNext, StepResult
+from agentloom_runtime.errors import (
     AgentLoomError,
     BudgetExceeded,
     CheckpointConflict,
@@ -30,6 +29,8 @@ from ..errors import (
     PersistenceError,
     RunError,
 )
+
+from .core import BlockRun, Emit, EngineCore
 from .frames import new_frame
 from .journal import Journal
 from .model_steps import ModelSteps
@@ -37,57 +38,13 @@ from .modules import bindings_hash, compare_bindings
 from .tool_steps import ToolSteps
 
 FORMAT = 1
-Emit = Callable[[str, Mapping[str, Any]], None]
-
-
-class BlockRun(Exception):  # noqa: N818 - an internal signal, not an error type
-    """Raised inside a step to stop the run as blocked with a typed error."""
-
-    def __init__(self, error: AgentLoomError, status: RunStatus = "blocked") -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.status = status
+__all__ = ["BlockRun", "Emit", "Engine", "EngineCore"]
 
 
 class Engine(ModelSteps, ToolSteps):
     """Assembled by ``create_engine``; one object per run attachment."""
 
-    def __init__(self, *, store: BaseCheckpointStore, modules: Any, bindings: JSON,
-                 snapshot: Any, tools: Any, emit: Emit | None = None,
-                 workspace: Callable[[str], Any] | None = None,
-                 commands: Any = None, services: Mapping[str, Any] | None = None) -> None:
-        self.store = store
-        self.modules = modules
-        self.bindings = bindings
-        self.snapshot = snapshot
-        self.tools = tools
-        self.context = modules.context
-        self.limits = modules.limits
-        self.emit: Emit = emit or (lambda topic, data: None)
-        self.workspace = workspace
-        self.commands = commands
-        self.services = dict(services or {})
-        self.j: Journal | None = None
-        self._closed = False
-
     # -- attach ---------------------------------------------------------------------------
-
-    @property
-    def run_id(self) -> str:
-        return self._journal().run_id
-
-    @property
-    def head(self) -> dict[str, Any]:
-        return self._journal().head
-
-    @property
-    def version(self) -> int:
-        return self._journal().version
-
-    def _journal(self) -> Journal:
-        if self.j is None:
-            raise ConfigError("no run attached: call start() or attach()")
-        return self.j
 
     async def start(self, task: str, *, run_id: str | None = None,
                     history: Sequence[Message] = (), counters: Mapping[str, int] | None = None,
@@ -210,11 +167,6 @@ class Engine(ModelSteps, ToolSteps):
         await self._action_step(frame)
         return "action", "continue"
 
-    def active_frame(self) -> dict[str, Any]:
-        head = self.head
-        frame: dict[str, Any] = head["frames"][head["stack"][-1]]
-        return frame
-
     def _stop(self, error: AgentLoomError, status: RunStatus) -> None:
         """Record a stopped run. A save failure here propagates: nothing is pretended."""
         j = self._journal()
@@ -239,35 +191,6 @@ class Engine(ModelSteps, ToolSteps):
         return StepResult(run_id=head["run_id"], next=next_, status=status,
                           instance=head["stack"][-1], kind=kind, version=self.version,
                           request_id=request_id, error_code=error_code)
-
-    def finish_frame(self, frame: dict[str, Any], status: RunStatus, answer: str | None,
-                     reason: str = "") -> None:
-        """Close a frame; a child's result closes the parent's pending call; the main
-        frame's end is the run's end. The caller commits."""
-        frame["status"] = status
-        frame["outcome"] = {"status": status, "answer": answer, "reason": reason}
-        frame["candidate"] = None
-        head = self.head
-        if frame["parent"] is None:
-            head["status"] = status
-            head["outcome"] = frame["outcome"]
-            self.emit("run.finished", {"run_id": head["run_id"], "status": status,
-                                       "answer": answer, "reason": reason})
-            return
-        head["stack"].pop()
-        self.close_delegation(frame)
-
-    def _snapshot_data(self) -> JSON:
-        snap = self.snapshot
-        data: JSON = snap.model_dump(mode="json") if hasattr(snap, "model_dump") else dict(snap)
-        return data
-
-    def _system_prompt(self, frame: dict[str, Any], prompt: str | None = None) -> str:
-        from .frames import frame_view
-
-        base = self.snapshot.prompt if prompt is None else prompt
-        rules = self.modules.strategy.instructions(frame_view(frame))
-        return f"{base}\n\n{rules}".strip()
 
     # -- close ----------------------------------------------------------------------------
 

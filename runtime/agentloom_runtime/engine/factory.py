@@ -9,16 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..checkpoint.memory import InMemoryCheckpointStore
-from ..checkpoint.store import BaseCheckpointStore
-from ..completion import EvidenceReviewPolicy
-from ..context.manager import JournalContextManager
-from ..errors import ConfigError
-from ..planning import plan_tool
-from ..snapshot import AgentSnapshot, parse_snapshot
-from ..strategies import strategy_for
-from ..tool_contracts import ToolContext, ToolDefinition
-from ..tools import ToolRegistry, ToolRuntime
+from agentloom_runtime.checkpoint.memory import InMemoryCheckpointStore
+from agentloom_runtime.checkpoint.store import BaseCheckpointStore
+from agentloom_runtime.completion import EvidenceReviewPolicy
+from agentloom_runtime.context.manager import JournalContextManager
+from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.planning import plan_tool
+from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
+from agentloom_runtime.strategies import strategy_for
+from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
+from agentloom_runtime.tools import ToolRegistry, ToolRuntime
+
 from .engine import Emit, Engine
 from .modules import ExecutionLimits, RuntimeModules, module_binding
 
@@ -51,9 +52,9 @@ def default_compaction(snapshot: AgentSnapshot) -> Any:
     """Budget policy for snapshots with a context_policy; the character policy for old
     published versions without one (seed 000 §8)."""
     try:
-        from ..context.budget import BudgetCompactionPolicy
-        from ..context.character import CharacterCompactionPolicy
-        from ..context.estimators import estimator_for
+        from agentloom_runtime.context.budget import BudgetCompactionPolicy
+        from agentloom_runtime.context.character import CharacterCompactionPolicy
+        from agentloom_runtime.context.estimators import estimator_for
     except ImportError:  # pragma: no cover - context policies ship with the package
         return None
     model = snapshot.model
@@ -69,7 +70,7 @@ def default_compaction(snapshot: AgentSnapshot) -> Any:
 
 
 def default_gateway(snapshot: AgentSnapshot, decrypt: Callable[[str], str] | None) -> Any:
-    from ..model import ChatCompletionsGateway
+    from agentloom_runtime.model import ChatCompletionsGateway
 
     model = snapshot.model
     ref = model.api_key_ref

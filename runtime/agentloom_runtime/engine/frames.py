@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..contracts import FrameView, ToolOutcome
+from agentloom_runtime.contracts import FrameView, ToolOutcome
 
 EVIDENCE_KEPT = 12
 EVIDENCE_EXCERPT = 600

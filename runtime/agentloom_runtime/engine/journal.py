@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..checkpoint.store import BaseCheckpointStore, Commit, LogEntry
-from ..errors import AgentLoomError, CheckpointConflict, PersistenceError
+from agentloom_runtime.checkpoint.store import BaseCheckpointStore, Commit, LogEntry
+from agentloom_runtime.errors import AgentLoomError, CheckpointConflict, PersistenceError
 
 BLOB_THRESHOLD = 64_000  # JSON characters above which a value is stored as a blob
 

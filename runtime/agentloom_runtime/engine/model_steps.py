@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..contracts import (
+from agentloom_runtime.contracts import (
     CompletionInput,
     ContextInput,
     ModelRequest,
     ModelResponse,
+    RunStatus,
     StepKind,
     StepNext,
 )
-from ..errors import (
+from agentloom_runtime.errors import (
     BudgetExceeded,
     ConfigError,
     ModelError,
@@ -31,14 +32,9 @@ from ..errors import (
     ModelTransportError,
     ResumeMismatch,
 )
+
+from .core import BlockRun, EngineCore
 from .frames import frame_view
-
-if TYPE_CHECKING:
-    from .engine import Engine
-
-    _Base = Engine
-else:
-    _Base = object
 
 
 def request_hash(request: ModelRequest) -> str:
@@ -47,11 +43,9 @@ def request_hash(request: ModelRequest) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-class ModelSteps(_Base):
+class ModelSteps(EngineCore):
     async def call_model(self, request: ModelRequest) -> ModelResponse:
         """The host ``ModelCall``: budgeted, durable, replayed within a step."""
-        from .engine import BlockRun
-
         j = self._journal()
         head = j.head
         index = len(head["step_ops"])
@@ -74,7 +68,7 @@ class ModelSteps(_Base):
         self.emit("model.started", {"run_id": j.run_id, "op_id": op_id,
                                     "purpose": request.purpose, "instance": request.instance})
         try:
-            response = await self.modules.model.invoke(request)
+            response: ModelResponse = await self.modules.model.invoke(request)
         except ModelError as err:
             if not (isinstance(err, ModelTransportError) and err.details.get("sent")):
                 head["op"] = None  # no response exists: the call may simply be made again
@@ -110,8 +104,6 @@ class ModelSteps(_Base):
         self.head.pop("step_done", None)
 
     def _validate_request(self, request: ModelRequest) -> None:
-        from .engine import BlockRun
-
         validate = getattr(self.modules.compaction, "validate_request", None)
         if validate is None:
             return
@@ -122,8 +114,6 @@ class ModelSteps(_Base):
 
     async def _resume_operation(self, op: dict[str, Any], command_result: Any
                                 ) -> tuple[StepKind, StepNext]:
-        from .engine import BlockRun
-
         if op["kind"] == "model":
             if not self.head["exec_options"].get("retry_unknown_models"):
                 raise BlockRun(ModelOutcomeUnknown(
@@ -220,7 +210,7 @@ class ModelSteps(_Base):
                 note += f"\nNext: {decision.next_action}"
             self.context.append(j, frame, "review", {"role": "user", "content": note})
         else:
-            status = "completed" if decision.decision == "complete" else "blocked"
+            status: RunStatus = "completed" if decision.decision == "complete" else "blocked"
             self.finish_frame(frame, status, candidate, decision.reason)
         self._end_model_step()
         j.commit()

@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..contracts import JSON, Module
-from ..errors import ConfigError, ResumeMismatch
+from agentloom_runtime.contracts import JSON, Module
+from agentloom_runtime.errors import ConfigError, ResumeMismatch
 
 
 @dataclass(frozen=True)

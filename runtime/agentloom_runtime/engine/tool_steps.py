@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..contracts import StepKind, StepNext, ToolOutcome, ToolRequest
-from ..errors import ConfigError, ToolOutcomeUnknown
-from ..tool_contracts import ToolContext, freeze
+from agentloom_runtime.contracts import (
+    StepKind,
+    StepNext,
+    ToolOutcome,
+    ToolRequest,
+    ToolStatus,
+)
+from agentloom_runtime.errors import ConfigError, ToolOutcomeUnknown
+from agentloom_runtime.tool_contracts import ToolContext, freeze
+
+from .core import BlockRun, EngineCore
 from .frames import FramePlan, add_evidence, frame_view, new_frame
-
-if TYPE_CHECKING:
-    from .engine import Engine
-
-    _Base = Engine
-else:
-    _Base = object
 
 
 def _failure(code: str, message: str) -> ToolOutcome:
@@ -31,7 +32,7 @@ def _failure(code: str, message: str) -> ToolOutcome:
                        error_code=code)
 
 
-class ToolSteps(_Base):
+class ToolSteps(EngineCore):
     def _request(self, frame: dict[str, Any], call: dict[str, Any],
                  uncertain: bool = False) -> ToolRequest:
         return ToolRequest(call_id=call["call_id"], name=call["name"],
@@ -106,8 +107,6 @@ class ToolSteps(_Base):
                                      "status": outcome.status, "result": content})
 
     async def _resume_tool(self, op: dict[str, Any]) -> tuple[StepKind, StepNext]:
-        from .engine import BlockRun
-
         frame = self.head["frames"][op["instance"]]
         call = next(c for c in frame["pending"] if c["request_id"] == op["request_id"])
         definition = self.tools.registry.resolve(call["name"])
@@ -160,7 +159,7 @@ class ToolSteps(_Base):
                     if c["request_id"] == child["parent"]["request_id"])
         result = {"subagent": child["template"], "instance": child["instance"],
                   **child["outcome"]}
-        status = "ok" if child["outcome"]["status"] == "completed" else "error"
+        status: ToolStatus = "ok" if child["outcome"]["status"] == "completed" else "error"
         self.record_tool(parent, call, ToolOutcome(value=result, status=status,
                                                    raw_value=result, has_raw_value=True))
 
@@ -189,8 +188,6 @@ class ToolSteps(_Base):
 
     async def _resume_command(self, op: dict[str, Any], result: Any
                               ) -> tuple[StepKind, StepNext]:
-        from .engine import BlockRun
-
         if result is None and self.commands is not None:
             state, result = self.commands.lookup(op["request_id"])
             if result is None and state != "absent":

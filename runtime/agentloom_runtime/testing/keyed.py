@@ -14,7 +14,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..contracts import JSON, ModelRequest, ModelResponse
+from agentloom_runtime.contracts import JSON, ModelRequest, ModelResponse
+
 from .scripted import ScriptedModel, to_response
 
 
