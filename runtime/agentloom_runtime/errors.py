@@ -73,7 +73,8 @@ class ModelStatusError(ModelError):
 
     def __init__(self, message: str, *, status: int, retryable: bool = False,
                  details: dict[str, Any] | None = None) -> None:
-        super().__init__(message, details={**(details or {}), "status": status})
+        super().__init__(message, details={**(details or {}), "status": status,
+                                           "retryable": retryable})
         self.status = status
         self.retryable = retryable
 
@@ -141,4 +142,7 @@ def error_from_dict(data: dict[str, Any]) -> AgentLoomError:
     cls = _BY_NAME.get(str(data.get("type")), RunError)
     err = AgentLoomError.__new__(cls)
     AgentLoomError.__init__(err, str(data.get("message", "")), details=data.get("details"))
+    if isinstance(err, ModelStatusError):
+        err.status = int(err.details.get("status", 0))
+        err.retryable = bool(err.details.get("retryable", False))
     return err

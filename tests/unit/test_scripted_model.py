@@ -1,0 +1,134 @@
+"""ScriptedModel: the model double fails loudly on anything unplanned."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from agentloom_runtime.completion import parse_decision
+from agentloom_runtime.contracts import ModelGateway, ModelRequest, ModelResponse, ToolCall
+from agentloom_runtime.errors import ModelResponseError, ModelStatusError
+from agentloom_runtime.testing import (
+    ScriptedModel,
+    ScriptExhausted,
+    ScriptNotConsumed,
+    Step,
+    UnexpectedCall,
+)
+
+
+def request(purpose: Any = "action", text: str = "hi") -> ModelRequest:
+    return ModelRequest(messages=[{"role": "user", "content": text}], purpose=purpose)
+
+
+async def test_plays_steps_in_order_and_records_requests() -> None:
+    model = ScriptedModel([
+        ScriptedModel.call("read", {"path": "a.txt"}, id="c1"),
+        {"role": "assistant", "content": "from a dict"},
+        lambda req: ModelResponse(content=f"echo {req.messages[-1]['content']}"),
+        ScriptedModel.answer("done"),
+    ])
+    first = await model.invoke(request())
+    assert first.tool_calls == (ToolCall("c1", "read", '{"path": "a.txt"}'),)
+    assert (await model.invoke(request())).content == "from a dict"
+    assert (await model.invoke(request(text="ping"))).content == "echo ping"
+    assert (await model.invoke(request())).content == "done"
+    model.assert_consumed()
+    assert [r.messages[-1]["content"] for r in model.requests] == ["hi", "hi", "ping", "hi"]
+
+
+async def test_requests_are_snapshots() -> None:
+    model = ScriptedModel([ScriptedModel.answer("a")])
+    messages = [{"role": "user", "content": "before"}]
+    await model.invoke(ModelRequest(messages=messages))
+    messages[0]["content"] = "after"
+    assert model.requests[0].messages[0]["content"] == "before"
+
+
+async def test_exhausted_script_raises_and_records() -> None:
+    model = ScriptedModel([ScriptedModel.answer("a")])
+    await model.invoke(request())
+    with pytest.raises(ScriptExhausted, match="call #2"):
+        await model.invoke(request(purpose="verification"))
+    assert isinstance(ScriptExhausted("x"), AssertionError)
+    assert len(model.requests) == 2
+
+
+async def test_purpose_mismatch_raises() -> None:
+    model = ScriptedModel([Step(ScriptedModel.verdict("complete"), purpose="verification")])
+    with pytest.raises(UnexpectedCall, match="expected purpose='verification'"):
+        await model.invoke(request(purpose="action"))
+
+
+async def test_purpose_match_passes() -> None:
+    model = ScriptedModel([Step(ScriptedModel.answer("s"), purpose="compaction")])
+    assert (await model.invoke(request(purpose="compaction"))).content == "s"
+
+
+async def test_scripted_exceptions_are_raised() -> None:
+    err = ModelStatusError("rate limited", status=429, retryable=True)
+    model = ScriptedModel([err, ScriptedModel.answer("ok")])
+    with pytest.raises(ModelStatusError) as info:
+        await model.invoke(request())
+    assert info.value is err
+    assert (await model.invoke(request())).content == "ok"
+
+
+async def test_async_callable_steps() -> None:
+    async def reply(req: ModelRequest) -> dict[str, Any]:
+        return {"role": "assistant", "content": req.purpose}
+
+    model = ScriptedModel([reply])
+    assert (await model.invoke(request(purpose="verification"))).content == "verification"
+
+
+async def test_unconsumed_steps_fail_the_test() -> None:
+    model = ScriptedModel([ScriptedModel.answer("a"), ScriptedModel.answer("b")])
+    await model.invoke(request())
+    with pytest.raises(ScriptNotConsumed, match="1 of 2"):
+        model.assert_consumed()
+    model.extend(ScriptedModel.answer("c"))
+    assert model.remaining == 2
+
+
+@pytest.mark.parametrize("reply", [
+    ModelResponse(content=""),
+    ModelResponse(tool_calls=(ToolCall("a", "f", "{}"), ToolCall("a", "g", "{}"))),
+    ModelResponse(tool_calls=(ToolCall("a", "f", "not json"),)),
+    {"role": "assistant", "content": None},
+])
+async def test_replies_are_validated_like_the_gateway(reply: Any) -> None:
+    with pytest.raises(ModelResponseError):
+        await ScriptedModel([reply]).invoke(request())
+
+
+def test_bad_steps_are_refused_at_construction() -> None:
+    with pytest.raises(TypeError):
+        ScriptedModel([42])  # type: ignore[list-item]
+
+
+async def test_call_after_close_is_unexpected() -> None:
+    model = ScriptedModel([ScriptedModel.answer("a")])
+    await model.aclose()
+    with pytest.raises(UnexpectedCall, match="after aclose"):
+        await model.invoke(request())
+
+
+def test_helpers() -> None:
+    a, b = ScriptedModel.call("f", {}), ScriptedModel.call("f", {})
+    assert a.tool_calls[0].id != b.tool_calls[0].id
+    assert json.loads(ScriptedModel.call("f", {"x": [1, "é"]}).tool_calls[0].arguments) == {
+        "x": [1, "é"]}
+    verdict = ScriptedModel.verdict("continue", "missing tests", "run pytest")
+    decision = parse_decision(verdict.content)
+    assert decision is not None
+    assert decision.to_dict() == {"decision": "continue", "reason": "missing tests",
+                                  "next_action": "run pytest"}
+    with pytest.raises(ValueError):
+        ScriptedModel.verdict("maybe")  # type: ignore[arg-type]
+
+
+def test_is_a_model_gateway() -> None:
+    model: ModelGateway = ScriptedModel()
+    assert model.module_id == "scripted/v1" and model.checkpoint_config() == {}
