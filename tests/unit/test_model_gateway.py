@@ -314,7 +314,7 @@ async def test_client_errors_are_not_retried(make: Any, sleeps: Sleeps, status: 
     assert len(rec.requests) == 1 and sleeps == []
     assert err.status == status and not err.retryable
     assert str(err) == f"model provider answered HTTP {status} (context_length_exceeded)"
-    assert err.to_dict()["details"] == {"status": status, "attempts": 1,
+    assert err.to_dict()["details"] == {"status": status, "retryable": False, "attempts": 1,
                                         "provider_code": "context_length_exceeded"}
     assert_clean(err)
 

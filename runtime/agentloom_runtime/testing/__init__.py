@@ -4,6 +4,7 @@
 for a provider on 127.0.0.1 so the real gateway can be tested over real sockets.
 """
 
+from agentloom_runtime.testing.keyed import KeyedScriptModel
 from agentloom_runtime.testing.openai_server import (
     Disconnect,
     OpenAICompatibleServer,
@@ -21,11 +22,9 @@ from agentloom_runtime.testing.scripted import (
     UnexpectedCall,
 )
 
-from agentloom_runtime.testing.keyed import KeyedScriptModel
-
 __all__ = [
-    "KeyedScriptModel",
     "Disconnect",
+    "KeyedScriptModel",
     "OpenAICompatibleServer",
     "Raw",
     "Received",
