@@ -8,7 +8,6 @@ A plan with pending or in-progress steps turns ``complete`` into ``continue``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .contracts import (
@@ -19,6 +18,7 @@ from .contracts import (
     ModelCall,
     ModelRequest,
 )
+from .planning import plan_is_open
 
 EVIDENCE_ITEMS = 12
 RECENT_MESSAGES = 8
@@ -43,10 +43,6 @@ def _message_line(msg: Message) -> str:
         names = ", ".join(c["function"]["name"] for c in msg["tool_calls"])
         body = f"{body} [calls: {names}]"
     return f"{msg.get('role')}: {_excerpt(body)}"
-
-
-def plan_is_open(plan: Sequence[Mapping[str, Any]]) -> bool:
-    return any(step.get("status") in ("pending", "in_progress") for step in plan)
 
 
 def parse_decision(text: str | None) -> CompletionDecision | None:

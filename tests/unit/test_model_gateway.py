@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import (
     ConfigError,

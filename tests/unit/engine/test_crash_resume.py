@@ -49,7 +49,7 @@ async def reference() -> tuple[int, Any, list[str]]:
 
 
 async def test_reference_run_commits_each_phase() -> None:
-    commits, head, records = await reference()
+    _, head, records = await reference()
     assert head["outcome"]["answer"] == "Counted 3 words and mailed ops."
     assert [s["status"] for s in head["frames"]["main"]["plan"]] == ["completed"] * 2
     assert records.count("tool_result") == 4

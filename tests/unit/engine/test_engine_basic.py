@@ -1,10 +1,10 @@
 from __future__ import annotations
 
+from support.engine import SideEffects, make_snapshot
+
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing import ScriptedModel
-
-from support.engine import SideEffects, make_snapshot
 
 
 async def run_to_end(engine, limit: int = 50):

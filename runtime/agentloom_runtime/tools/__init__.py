@@ -1,0 +1,24 @@
+"""Tool catalog and execution (seed 002 §9)."""
+
+from .registry import NAME_PATTERN, ToolRegistry
+from .runtime import (
+    TOOL_EXECUTE,
+    Authorize,
+    PreparedCall,
+    RawResult,
+    ToolRuntime,
+    cap_text,
+    failure_outcome,
+)
+
+__all__ = [
+    "NAME_PATTERN",
+    "TOOL_EXECUTE",
+    "Authorize",
+    "PreparedCall",
+    "RawResult",
+    "ToolRegistry",
+    "ToolRuntime",
+    "cap_text",
+    "failure_outcome",
+]
