@@ -7,12 +7,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.engine import Engine, create_engine
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.snapshot import AgentSnapshot
-
-from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 
 from .driver import drive
 from .workspaces import LocalWorkspaces

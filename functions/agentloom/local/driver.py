@@ -12,13 +12,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from agentloom_runtime.contracts import StepResult
+from agentloom_runtime.engine import Engine
 
 
 class CommandRunner(Protocol):
     async def run(self, spec: dict[str, Any], instance: str) -> dict[str, Any]: ...
 
 
-async def drive(engine: Any, *, runner: CommandRunner | None = None, pause: float = 0.0,
+async def drive(engine: Engine, *, runner: CommandRunner | None = None, pause: float = 0.0,
                 on_step: Callable[[StepResult], Awaitable[None] | None] | None = None,
                 max_steps: int = 100_000) -> StepResult:
     """Step until done. ``pause`` waits between steps (demos: time to interrupt)."""
@@ -39,7 +40,7 @@ async def drive(engine: Any, *, runner: CommandRunner | None = None, pause: floa
     raise RuntimeError(f"the run did not finish within {max_steps} steps")
 
 
-async def _run_command(engine: Any, runner: CommandRunner | None,
+async def _run_command(engine: Engine, runner: CommandRunner | None,
                        result: StepResult) -> dict[str, Any]:
     if runner is None:
         return {"exit_code": None, "error": {"code": "sandbox_unavailable",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from agentloom_runtime.contracts import ModelResponse, ToolCall
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.model import ChatCompletionsGateway

@@ -50,7 +50,13 @@ class Head:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise ConfigError("checkpoint data holds text that is not valid Unicode "
+                          "(a lone surrogate)") from None
+    return text
 
 
 def blob_key(data: bytes) -> str:
@@ -94,6 +100,8 @@ class BaseCheckpointStore(ABC):
 
     def read(self, run_id: str, stream: str, after: int = 0,
              limit: int | None = None) -> list[LogEntry]:
+        if after < 0 or (limit is not None and limit < 1):
+            raise ConfigError("read needs after >= 0 and limit >= 1")
         return [LogEntry(stream, seq, json.loads(text))
                 for seq, text in self._query(run_id, stream, after, limit)]
 

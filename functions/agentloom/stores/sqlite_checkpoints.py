@@ -1,0 +1,258 @@
+"""SQLite checkpoint store: the embedded default (one machine, one file).
+
+Layout (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
+
+    heads(run_id PK, version, body)                 the small versioned head
+    log(run_id, stream, seq, body)  PK(run_id, stream, seq)   append-only entries
+    blobs(run_id, key, data)        PK(run_id, key)           content-addressed bytes
+
+The file is in WAL mode, so readers never block the writer. A commit is one
+``BEGIN IMMEDIATE`` transaction: it takes the write lock first (waiting up to
+``busy_timeout``), then compares-and-sets the head and inserts the rows; any clash rolls
+the whole transaction back and raises ``CheckpointConflict``. The lock is SQLite's own,
+so the rules hold between threads (one connection per thread) and between processes
+sharing the file alike.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+from agentloom_runtime.checkpoint.store import BaseCheckpointStore
+from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS heads (
+        run_id TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        body TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS log (
+        run_id TEXT NOT NULL,
+        stream TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (run_id, stream, seq))""",
+    """CREATE TABLE IF NOT EXISTS blobs (
+        run_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (run_id, key))""",
+)
+
+Synchronous = Literal["FULL", "NORMAL"]
+
+
+class SqliteCheckpointStore(BaseCheckpointStore):
+    """Checkpoints in one SQLite file, safe across threads and processes.
+
+    ``busy_timeout`` (seconds) bounds the wait for the write lock; past it a commit
+    raises ``PersistenceError``. ``synchronous="FULL"`` (default) fsyncs every commit;
+    ``"NORMAL"`` is faster but may lose the last commits on power loss (never on a
+    process crash) — never a torn one.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0,
+                 synchronous: Synchronous = "FULL") -> None:
+        text = os.fspath(path)
+        if not text or text == ":memory:" or text.startswith("file:"):
+            raise ConfigError("SqliteCheckpointStore needs a file path; use "
+                              "InMemoryCheckpointStore for a store in memory")
+        if busy_timeout < 0:
+            raise ConfigError("busy_timeout must be >= 0")
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ConfigError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        self.path = Path(text)
+        self._busy_ms = int(busy_timeout * 1000)
+        self._synchronous = synchronous
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
+        self._closed = False
+        self._init_schema(self._conn())
+
+    # -- connections -------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        # isolation_level=None: no implicit transactions; we issue BEGIN/COMMIT ourselves.
+        # check_same_thread=False only so that close() may close every thread's
+        # connection; each connection is otherwise used by its own thread alone.
+        conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000,
+                               isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        with self._lock:
+            if self._closed:
+                raise ConfigError(f"checkpoint store {self.path} is closed")
+            self._reap_dead_threads()
+            conn = self._open()
+            self._conns.append((weakref.ref(threading.current_thread()), conn))
+        self._local.conn = conn
+        return conn
+
+    def _reap_dead_threads(self) -> None:
+        alive = []
+        for ref, conn in self._conns:
+            thread = ref()
+            if thread is None or not thread.is_alive():
+                conn.close()
+            else:
+                alive.append((ref, conn))
+        self._conns = alive
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> str:
+        # Switching to WAL needs an exclusive lock and, when it races another process
+        # opening the same fresh file, SQLite answers SQLITE_BUSY without calling the
+        # busy handler; so wait here, within busy_timeout. Once in WAL it is a no-op.
+        deadline, delay = time.monotonic() + self._busy_ms / 1000, 0.002
+        while True:
+            try:
+                return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise PersistenceError(f"{self.path}: cannot switch to WAL: {exc}") \
+                        from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        mode = self._enable_wal(conn)
+        if mode.lower() != "wal":
+            raise ConfigError(f"{self.path}: cannot use WAL mode (journal_mode={mode})")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            found = conn.execute("PRAGMA user_version").fetchone()[0]
+            if found not in (0, SCHEMA_VERSION):
+                raise ConfigError(f"{self.path}: checkpoint schema version {found}, "
+                                  f"this code reads version {SCHEMA_VERSION}")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def close(self) -> None:
+        """Close every connection. Call it once no operation is in flight."""
+        with self._lock:
+            self._closed = True
+            for _, conn in self._conns:
+                conn.close()
+            self._conns = []
+        self._local = threading.local()
+
+    def __enter__(self) -> SqliteCheckpointStore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # -- primitives --------------------------------------------------------------------
+
+    def _get_head(self, run_id: str) -> tuple[int, str] | None:
+        row = self._conn().execute(
+            "SELECT version, body FROM heads WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    def _write(self, run_id: str, expected: int, new: int, head: str,
+               rows: list[tuple[str, int, str]]) -> None:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # the write lock, or wait busy_timeout
+        except sqlite3.Error as exc:
+            raise PersistenceError(f"run {run_id}: cannot lock {self.path}: {exc}",
+                                   details={"run_id": run_id}) from exc
+        try:
+            _put_head(conn, run_id, expected, new, head)
+            _insert_rows(conn, run_id, rows)
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise PersistenceError(f"run {run_id}: commit failed: {exc}",
+                                   details={"run_id": run_id}) from exc
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def _query(self, run_id: str, stream: str, after: int,
+               limit: int | None) -> list[tuple[int, str]]:
+        rows = self._conn().execute(
+            "SELECT seq, body FROM log WHERE run_id = ? AND stream = ? AND seq > ? "
+            "ORDER BY seq LIMIT ?",
+            (run_id, stream, after, -1 if limit is None else max(limit, 0))).fetchall()
+        return [(int(seq), str(body)) for seq, body in rows]
+
+    def _put_blob(self, run_id: str, key: str, data: bytes) -> None:
+        try:
+            self._conn().execute(
+                "INSERT OR IGNORE INTO blobs (run_id, key, data) VALUES (?, ?, ?)",
+                (run_id, key, data))
+        except sqlite3.Error as exc:
+            raise PersistenceError(f"run {run_id}: cannot store blob {key}: {exc}",
+                                   details={"run_id": run_id}) from exc
+
+    def _get_blob(self, run_id: str, key: str) -> bytes | None:
+        row = self._conn().execute(
+            "SELECT data FROM blobs WHERE run_id = ? AND key = ?", (run_id, key)).fetchone()
+        return None if row is None else bytes(row[0])
+
+
+def _put_head(conn: sqlite3.Connection, run_id: str, expected: int, new: int,
+              head: str) -> None:
+    if expected == 0:
+        try:
+            conn.execute("INSERT INTO heads (run_id, version, body) VALUES (?, ?, ?)",
+                         (run_id, new, head))
+            return
+        except sqlite3.IntegrityError:
+            pass
+    else:
+        cursor = conn.execute(
+            "UPDATE heads SET version = ?, body = ? WHERE run_id = ? AND version = ?",
+            (new, head, run_id, expected))
+        if cursor.rowcount == 1:
+            return
+    row = conn.execute("SELECT version FROM heads WHERE run_id = ?", (run_id,)).fetchone()
+    actual = 0 if row is None else int(row[0])
+    raise CheckpointConflict(
+        f"run {run_id}: head is at version {actual}, step expected {expected}",
+        details={"run_id": run_id, "expected": expected, "actual": actual})
+
+
+def _insert_rows(conn: sqlite3.Connection, run_id: str,
+                 rows: list[tuple[str, int, str]]) -> None:
+    for stream, seq, body in rows:
+        try:
+            conn.execute("INSERT INTO log (run_id, stream, seq, body) VALUES (?, ?, ?, ?)",
+                         (run_id, stream, seq, body))
+        except sqlite3.IntegrityError as exc:
+            raise CheckpointConflict(f"run {run_id}: {stream}#{seq} exists",
+                                     details={"run_id": run_id, "stream": stream,
+                                              "seq": seq}) from exc
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
