@@ -100,8 +100,10 @@ class BaseCheckpointStore(ABC):
 
     def read(self, run_id: str, stream: str, after: int = 0,
              limit: int | None = None) -> list[LogEntry]:
-        if after < 0 or (limit is not None and limit < 1):
-            raise ConfigError("read needs after >= 0 and limit >= 1")
+        if after < 0 or (limit is not None and limit < 0):
+            raise ConfigError("read needs after >= 0 and limit >= 0")
+        if limit == 0:
+            return []
         return [LogEntry(stream, seq, json.loads(text))
                 for seq, text in self._query(run_id, stream, after, limit)]
 
