@@ -136,8 +136,10 @@ class JournalContextManager:
         source records stay untouched. Returns the snapshot revision."""
         inst = frame["instance"]
         counters = frame["counters"]
-        counters["baseline_user_turns"] = counters["user_turns"]
-        counters["baseline_model_steps"] = counters["model_steps"]
+        baselines = result.metrics.get("baselines") or {
+            "baseline_user_turns": counters["user_turns"],
+            "baseline_model_steps": counters["model_steps"]}
+        counters.update({k: int(v) for k, v in baselines.items() if k in COUNTERS})
         revision = journal.last_seq(f"snap:{inst}") + 1
         messages = [copy.deepcopy(m) for m in result.messages]
         journal.append(f"snap:{inst}", {

@@ -1,0 +1,193 @@
+"""Chat-protocol helpers shared by the policies and the history projection.
+
+A view is a list of OpenAI chat messages. Keys starting with ``_`` (``_seq``, ``_pin``,
+``_summary``, ``_covers``) are runtime annotations: they are kept in checkpoints and
+never sent to a model (``strip_private``).
+
+The protocol rules every view obeys:
+- a ``tool`` message answers a call of the assistant message that opened its group;
+- nothing else (no user, no system, no other assistant message) sits between an
+  assistant message with ``tool_calls`` and the results of those calls;
+- only the last group of a view may still wait for results (pending tools).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentloom_runtime.contracts import Message
+
+PRIVATE_PREFIX = "_"
+
+UnitKind = Literal["head", "pinned", "group", "pending", "single", "orphan"]
+
+
+def strip_private(message: Message) -> Message:
+    """The message without ``_``-prefixed keys (the same object when it has none)."""
+    for key in message:
+        if key.startswith(PRIVATE_PREFIX):
+            return {k: v for k, v in message.items() if not k.startswith(PRIVATE_PREFIX)}
+    return message
+
+
+def public_messages(messages: Sequence[Message]) -> list[Message]:
+    """What may be sent to a model: every message without its runtime annotations."""
+    return [strip_private(m) for m in messages]
+
+
+def call_ids(message: Message) -> list[str]:
+    """The tool-call ids an assistant message opens (empty for any other message)."""
+    if message.get("role") != "assistant":
+        return []
+    return [str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, dict)]
+
+
+def protocol_violations(messages: Sequence[Message], *,
+                        allow_pending_tail: bool = True) -> list[str]:
+    """Every breach of the chat protocol in ``messages`` (empty when the view is valid)."""
+    problems: list[str] = []
+    open_ids: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in open_ids:
+                open_ids.discard(str(call_id))
+            else:
+                problems.append(f"#{index}: tool message {call_id!r} answers no open call")
+            continue
+        if open_ids:
+            problems.append(f"#{index}: {role} message inside an unanswered call group")
+            open_ids = set()
+        if message.get("tool_calls"):
+            ids = call_ids(message)
+            if len(set(ids)) != len(ids):
+                problems.append(f"#{index}: duplicate tool-call ids")
+            open_ids = set(ids)
+    if open_ids and not allow_pending_tail:
+        problems.append("the last call group has unanswered calls")
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A run of messages that is kept or summarised as a whole: ``[start, end)``."""
+
+    start: int
+    end: int
+    kind: UnitKind
+
+
+def split_units(messages: Sequence[Message], pinned: frozenset[int]) -> list[Unit]:
+    """Cut a view into units: the leading system messages (``head``), pinned messages,
+    complete call groups, the trailing incomplete group (``pending``), single messages,
+    and ``orphan`` units (a stray tool message or an interrupted group) that may be
+    summarised but never kept verbatim."""
+    units: list[Unit] = []
+    n = len(messages)
+    i = 0
+    while i < n and messages[i].get("role") == "system":
+        i += 1
+    if i:
+        units.append(Unit(0, i, "head"))
+    while i < n:
+        message = messages[i]
+        ids = call_ids(message) if message.get("tool_calls") else None
+        if ids:
+            end, complete = _group_end(messages, i, set(ids))
+            kind: UnitKind = "group" if complete else ("pending" if end == n else "orphan")
+            units.append(Unit(i, end, kind))
+            i = end
+            continue
+        if message.get("role") == "tool":
+            units.append(Unit(i, i + 1, "orphan"))
+        else:
+            units.append(Unit(i, i + 1, "pinned" if i in pinned else "single"))
+        i += 1
+    return units
+
+
+def _group_end(messages: Sequence[Message], start: int, waiting: set[str]) -> tuple[int, bool]:
+    j = start + 1
+    while j < len(messages) and waiting and messages[j].get("role") == "tool":
+        call_id = messages[j].get("tool_call_id")
+        if call_id not in waiting:
+            break
+        waiting.discard(str(call_id))
+        j += 1
+    return j, not waiting
+
+
+def content_text(content: Any) -> str:
+    """The text of a message ``content`` (a string, a list of parts, or None)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            else:
+                parts.append(dumps(part))
+        return "\n".join(parts)
+    return dumps(content)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text (one shared encoder: ``json.dumps`` with options builds one per
+    call)."""
+    return _ENCODER.encode(value)
+
+
+def to_ranges(values: Sequence[int]) -> list[list[int]]:
+    """``[1, 2, 3, 7, 9, 10]`` → ``[[1, 3], [7, 7], [9, 10]]`` (sorted, deduplicated)."""
+    ranges: list[list[int]] = []
+    for value in sorted(set(values)):
+        if ranges and ranges[-1][1] == value - 1:
+            ranges[-1][1] = value
+        else:
+            ranges.append([value, value])
+    return ranges
+
+
+def from_ranges(ranges: Sequence[Sequence[int]]) -> list[int]:
+    out: list[int] = []
+    for low, high in ranges:
+        out.extend(range(int(low), int(high) + 1))
+    return out
+
+
+def chunk_text(text: str, size: int) -> list[str]:
+    """Cut ``text`` into ordered pieces of at most ``size`` characters (``size`` ≥ 1),
+    preferring to cut after a space near the limit. ``"".join(pieces) == text``."""
+    if len(text) <= size:
+        return [text]
+    out = []
+    start = 0
+    while len(text) - start > size:
+        cut = start + size
+        space = text.rfind(" ", max(start + 1, cut - 1_000), cut)
+        cut = space + 1 if space > start else cut
+        out.append(text[start:cut])
+        start = cut
+    out.append(text[start:])
+    return out
+
+
+def merge_ranges(ranges: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Union of inclusive integer ranges, sorted and coalesced."""
+    out: list[list[int]] = []
+    for low, high in sorted((int(r[0]), int(r[1])) for r in ranges):
+        if out and low <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], high)
+        else:
+            out.append([low, high])
+    return out

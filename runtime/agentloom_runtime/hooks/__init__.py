@@ -1,0 +1,63 @@
+"""Hooks: trusted, versioned processing chains at the runtime's boundaries (seed 002 §11).
+
+``HookRegistry`` holds trusted async handlers (``HookDefinition``) with versions and
+code identities; ``HookPointRegistry`` defines each point's payload schema, writable
+fields, allowed results and delta rules; ``HookManager`` (``hooks/v1``) matches
+published ``HookBinding``s and runs stages binding by binding; ``HookExecutor`` keeps
+the cooperative time budgets. ``load_hook_package`` loads hooks from a published
+artifact. Pure logic: the engine wires stages into its durable operations.
+"""
+
+from .bindings import HookBinding, HookMatch, ResolvedBinding, match_purpose
+from .context import HookContext, HookScope
+from .errors import (
+    HookConfigError,
+    HookContractError,
+    HookError,
+    HookFailure,
+    HookPackageError,
+    HookTimeout,
+)
+from .executor import HookExecutor
+from .fingerprint import code_fingerprint
+from .manager import BindingOutcome, HookDiagnostic, HookManager, OnCursor, StageOutcome
+from .package import HookPackage, load_hook_package, package_hash
+from .points import HookPoint, HookPointRegistry, PointRule
+from .registry import HookDefinition, HookHandler, HookRegistry
+from .results import Continue, HookResult, PatchInput, PatchOutput, Reject
+
+__all__ = [
+    "BindingOutcome",
+    "Continue",
+    "HookBinding",
+    "HookConfigError",
+    "HookContext",
+    "HookContractError",
+    "HookDefinition",
+    "HookDiagnostic",
+    "HookError",
+    "HookExecutor",
+    "HookFailure",
+    "HookHandler",
+    "HookManager",
+    "HookMatch",
+    "HookPackage",
+    "HookPackageError",
+    "HookPoint",
+    "HookPointRegistry",
+    "HookRegistry",
+    "HookResult",
+    "HookScope",
+    "HookTimeout",
+    "OnCursor",
+    "PatchInput",
+    "PatchOutput",
+    "PointRule",
+    "Reject",
+    "ResolvedBinding",
+    "StageOutcome",
+    "code_fingerprint",
+    "load_hook_package",
+    "match_purpose",
+    "package_hash",
+]

