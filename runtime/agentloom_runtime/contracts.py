@@ -162,9 +162,14 @@ class CompactionPolicy(Module, Protocol):
     """Optional methods the host calls when present: ``validate_request(ModelRequest)`` and
     ``validate_compaction_result(original, replacement, tools)``."""
 
-    def should_compact(self, context: ContextInput) -> bool: ...
+    def should_compact(self, context: ContextInput) -> str | None:
+        """The trigger that fired ("budget", "user_turns", ...) or None."""
+        ...
 
-    async def compact(self, context: ContextInput, call: ModelCall) -> CompactionResult | None:
+    async def compact(self, context: ContextInput, call: ModelCall, *,
+                      memory: Any = None) -> CompactionResult | None:
+        """A smaller view, or None (skipped, deferred or failed). ``memory`` is the
+        JSON-serializable failure memory the host keeps across resumes."""
         ...
 
 

@@ -137,9 +137,10 @@ def _collect(cls: type[AgentLoomError]) -> None:
 
 def error_from_dict(data: dict[str, Any]) -> AgentLoomError:
     """Rebuild an error saved with ``to_dict``; unknown types become ``RunError``."""
-    if not _BY_NAME:
+    name = str(data.get("type"))
+    if name not in _BY_NAME:  # subclasses defined in modules imported since the last scan
         _collect(AgentLoomError)
-    cls = _BY_NAME.get(str(data.get("type")), RunError)
+    cls = _BY_NAME.get(name, RunError)
     err = AgentLoomError.__new__(cls)
     AgentLoomError.__init__(err, str(data.get("message", "")), details=data.get("details"))
     if isinstance(err, ModelStatusError):

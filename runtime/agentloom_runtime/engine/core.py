@@ -76,6 +76,25 @@ class EngineCore:
         frame["status"] = status
         frame["outcome"] = {"status": status, "answer": answer, "reason": reason}
         frame["candidate"] = None
+        if self.after_point(frame) is not None:
+            self.head["closing"] = frame["instance"]  # the next step runs the after-stage
+            return
+        self.complete_close(frame)
+
+    def after_point(self, frame: dict[str, Any]) -> str | None:
+        """The after-stage a finished frame still has to pass, if any binding matches."""
+        point = "run.after" if frame["parent"] is None else "subagent.after"
+        hooks = self.modules.hooks
+        if hooks is None or not self.has_hooks(point, frame["instance"]):
+            return None
+        return point
+
+    def has_hooks(self, point: str, instance: str, **fields: Any) -> bool:
+        raise NotImplementedError
+
+    def complete_close(self, frame: dict[str, Any]) -> None:
+        status: RunStatus = frame["outcome"]["status"]
+        answer, reason = frame["outcome"]["answer"], frame["outcome"]["reason"]
         head = self.head
         if frame["parent"] is None:
             head["status"] = status
@@ -99,8 +118,8 @@ class EngineCore:
 
     # provided by the step families ---------------------------------------------------------
 
-    async def _advance(self, command_result: Mapping[str, Any] | None
-                       ) -> tuple[StepKind, StepNext]:
+    async def _advance(self, command_result: Mapping[str, Any] | None, *,
+                       resuming: bool = False) -> tuple[StepKind, StepNext]:
         raise NotImplementedError
 
     def close_delegation(self, child: dict[str, Any]) -> None:

@@ -32,8 +32,8 @@ from agentloom_runtime.errors import (
 
 from .core import BlockRun, Emit, EngineCore
 from .frames import new_frame
+from .hook_stages import HookRejected
 from .journal import Journal
-from .model_steps import ModelSteps
 from .modules import bindings_hash, compare_bindings
 from .tool_steps import ToolSteps
 
@@ -41,7 +41,7 @@ FORMAT = 1
 __all__ = ["BlockRun", "Emit", "Engine", "EngineCore"]
 
 
-class Engine(ModelSteps, ToolSteps):
+class Engine(ToolSteps):
     """Assembled by ``create_engine``; one object per run attachment."""
 
     # -- attach ---------------------------------------------------------------------------
@@ -131,28 +131,34 @@ class Engine(ModelSteps, ToolSteps):
         try:
             kind, next_ = await self._advance(command_result)
         except BlockRun as block:
-            self._stop(block.error, block.status)
+            await self._stop(block.error, block.status)
             return self._result("done", "none", block.error.code)
         except PersistenceError:
             raise
         except RunError as err:
-            self._stop(err, "blocked")
+            await self._stop(err, "blocked")
             return self._result("done", "none", err.code)
         if j.head["status"] != "running":
             return self._result("done", kind)
         request_id = j.head["op"]["request_id"] if next_ == "command" else None
         return self._result(next_, kind, request_id=request_id)
 
-    async def _advance(self, command_result: Mapping[str, Any] | None
-                       ) -> tuple[StepKind, StepNext]:
+    async def _advance(self, command_result: Mapping[str, Any] | None, *,
+                       resuming: bool = False) -> tuple[StepKind, StepNext]:
         head = self.head
-        if head.get("op"):
+        if head.get("op") and not resuming:
             return await self._resume_operation(head["op"], command_result)
+        if head.get("closing"):
+            await self._close_step(head["frames"][head["closing"]])
+            return "none", "continue"
+        if not head.get("run_checked"):
+            await self._run_before()
         frame = self.active_frame()
         call = next((c for c in frame["pending"] if c["state"] == "queued"), None)
         if call is not None:
             return await self._tool_step(frame, call)
-        if frame.get("inputs") and self.context.drain_inputs(self.j, frame):
+        if frame.get("inputs") and not head.get("op") and self.context.drain_inputs(
+                self._journal(), frame):
             self._journal().commit()
             return "input", "continue"
         if frame["candidate"] is not None:
@@ -167,12 +173,51 @@ class Engine(ModelSteps, ToolSteps):
         await self._action_step(frame)
         return "action", "continue"
 
-    def _stop(self, error: AgentLoomError, status: RunStatus) -> None:
-        """Record a stopped run. A save failure here propagates: nothing is pretended."""
+    async def _run_before(self) -> None:
+        """run.before: observe or reject the run, once, before its first action."""
+        head = self.head
+        main = head["frames"]["main"]
+        if self.has_hooks("run.before", "main"):
+            payload = {"run_id": head["run_id"], "instance": "main", "task": main["task"],
+                       "mode": self.snapshot.mode}
+            _, rejected = await self.run_stage("run.before", payload, instance="main",
+                                               key="run.before")
+            if rejected is not None:
+                raise BlockRun(HookRejected(f"run.before hook {rejected.hook_id} rejected "
+                                            f"the run: {rejected.reason}"))
+        head["run_checked"] = True
+
+    async def _close_step(self, frame: dict[str, Any]) -> None:
+        """run.after / subagent.after for a finished frame: only annotations change."""
+        point = self.after_point(frame)
+        if point is not None:
+            outcome = frame["outcome"]
+            payload = {"run_id": self.run_id, "instance": frame["instance"],
+                       "task": frame["task"], "status": outcome["status"],
+                       "result": outcome["answer"], "annotations": {}}
+            if frame["parent"] is not None:
+                payload.update(parent_instance=frame["parent"]["instance"],
+                               subagent_id=frame["template"])
+            payload, _ = await self.run_stage(point, payload, instance=frame["instance"],
+                                              key=f"close:{frame['instance']}")
+            outcome["annotations"] = payload.get("annotations") or {}
+        self.head.pop("closing", None)
+        self.complete_close(frame)
+        self._journal().commit()
+
+    async def _stop(self, error: AgentLoomError, status: RunStatus) -> None:
+        """Record a stopped run. A save failure here propagates: nothing is pretended.
+        operation.error hooks observe the error; they can never replace it."""
         j = self._journal()
         if j.stale:
             raise PersistenceError("cannot record the stop of a stale run",
                                    details={"run_id": j.run_id}) from error
+        op = j.head.get("op") or {}
+        instance = j.head["stack"][-1]
+        await self.observe("operation.error", {
+            "operation_id": op.get("id", f"step:{j.version}"), "kind": op.get("kind", "step"),
+            "instance": instance, "error": {"type": type(error).__name__, "code": error.code,
+                                            "message": error.message}}, instance=instance)
         j.head["status"] = status
         j.head["error"] = {"code": error.code, "message": error.message,
                            "type": type(error).__name__}

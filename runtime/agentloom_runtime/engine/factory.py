@@ -86,6 +86,17 @@ def default_gateway(snapshot: AgentSnapshot, decrypt: Callable[[str], str] | Non
                                   timeout=model.timeout_seconds)
 
 
+def hooks_from_snapshot(snapshot: AgentSnapshot, registry: Any) -> Any:
+    """The published hook bindings, resolved against the host's trusted registry."""
+    from agentloom_runtime.hooks import HookBinding, HookManager
+
+    if registry is None:
+        raise ConfigError("the agent binds hooks but no hook_registry was given")
+    bindings = [HookBinding(**spec.model_dump(), order=i)
+                for i, spec in enumerate(snapshot.hooks)]
+    return HookManager(registry, bindings)
+
+
 def create_engine(
     snapshot: AgentSnapshot | Mapping[str, Any],
     workspace: Callable[[str], Any] | None = None,
@@ -108,6 +119,7 @@ def create_engine(
     workspace_provider: Any = None,
     tools: list[ToolDefinition] | None = None,
     commands: Any = None,
+    hook_registry: Any = None,
 ) -> Engine:
     """Assemble an engine. ``checkpoint`` is the id of a run to attach to (resume or the
     next step); without it, call ``await engine.start(task)``. ``save`` is the checkpoint
@@ -128,6 +140,8 @@ def create_engine(
         if configure_tools is not None:
             configure_tools(registry)
     services: dict[str, Any] = {"search": search} if search is not None else {}
+    if hooks is None and snap.hooks:
+        hooks = hooks_from_snapshot(snap, hook_registry)
     modules = RuntimeModules(
         model=model_gateway or default_gateway(snap, decrypt),
         compaction=compaction_policy if compaction_policy is not None

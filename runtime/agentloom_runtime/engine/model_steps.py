@@ -1,119 +1,36 @@
-"""Model-call steps: durable model operations, action, completion review, compaction.
+"""Model-call steps: the action call, the completion review and compaction.
 
-A model operation is saved as ``sent`` (and the call budget consumed) before the request
-leaves; its response is appended to the ``ops`` log and carried by the step's next
-commit. After a crash, an operation still ``sent`` has an unknown outcome: the run blocks
-unless the execution was resumed with ``retry_unknown_models=True`` (which may bill the
-call again). Calls already answered within a multi-call step (compaction) are replayed
-from the log, never sent twice.
+Each is one durable cycle built on ``ModelOps.model_op``; the step's final commit
+carries the model output, the new records and the frame's next phase together.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import dataclasses
+import inspect
 from typing import Any
 
 from agentloom_runtime.contracts import (
+    CompactionResult,
     CompletionInput,
     ContextInput,
     ModelRequest,
-    ModelResponse,
     RunStatus,
     StepKind,
     StepNext,
 )
-from agentloom_runtime.errors import (
-    BudgetExceeded,
-    ConfigError,
-    ModelError,
-    ModelOutcomeUnknown,
-    ModelResponseError,
-    ModelTransportError,
-    ResumeMismatch,
-)
+from agentloom_runtime.errors import ConfigError, ModelOutcomeUnknown
 
-from .core import BlockRun, EngineCore
+from .core import BlockRun
 from .frames import frame_view
+from .model_ops import ModelOps
 
 
-def request_hash(request: ModelRequest) -> str:
-    raw = json.dumps([list(request.messages), list(request.tools), request.purpose,
-                      dict(request.options)], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(raw.encode()).hexdigest()
-
-
-class ModelSteps(EngineCore):
-    async def call_model(self, request: ModelRequest) -> ModelResponse:
-        """The host ``ModelCall``: budgeted, durable, replayed within a step."""
-        j = self._journal()
-        head = j.head
-        index = len(head["step_ops"])
-        digest = request_hash(request) if request.purpose == "compaction" else None
-        if index < len(head.get("step_done", [])):
-            return self._replay(head["step_done"][index], digest)
-        if head["calls"] >= self.limits.max_model_calls:
-            raise BlockRun(BudgetExceeded(
-                f"the run used its {self.limits.max_model_calls} model calls for this "
-                "execution; resume to continue with a fresh budget"))
-        self._validate_request(request)
-        retry = head.pop("retry_op", None)
-        op_id = retry["id"] if retry else f"m{head['execution']}-{head['total_calls'] + 1}"
-        head["op"] = {"id": op_id, "kind": "model", "phase": "sent", "purpose": request.purpose,
-                      "instance": request.instance, "index": index,
-                      "attempts": (retry["attempts"] if retry else 0) + 1}
-        head["calls"] += 1
-        head["total_calls"] += 1
-        j.commit()
-        self.emit("model.started", {"run_id": j.run_id, "op_id": op_id,
-                                    "purpose": request.purpose, "instance": request.instance})
-        try:
-            response: ModelResponse = await self.modules.model.invoke(request)
-        except ModelError as err:
-            if not (isinstance(err, ModelTransportError) and err.details.get("sent")):
-                head["op"] = None  # no response exists: the call may simply be made again
-            raise
-        ids = [c.id for c in response.tool_calls]
-        if len(ids) != len(set(ids)) or not (response.content or ids):
-            head["op"] = None
-            raise ModelResponseError("the model response has duplicate tool call ids or "
-                                     "neither an answer nor tool calls")
-        seq = j.append("ops", {"op_id": op_id, "purpose": request.purpose,
-                               "instance": request.instance, "request_hash": digest,
-                               "attempts": head["op"]["attempts"],
-                               "raw_output": response.to_dict()})
-        head["op"] = None
-        head["step_ops"].append(seq)
-        self.emit("model.completed", {"run_id": j.run_id, "op_id": op_id,
-                                      "purpose": request.purpose, "instance": request.instance,
-                                      "content": response.content,
-                                      "tool_calls": [c.name for c in response.tool_calls]})
-        return response
-
-    def _replay(self, seq: int, digest: str | None) -> ModelResponse:
-        j = self._journal()
-        saved = j.read("ops", seq - 1, 1)[0].body
-        if saved.get("request_hash") != digest:
-            raise ResumeMismatch("a replayed model call differs from the saved one; the "
-                                 "policy is not deterministic for the same input")
-        j.head["step_ops"].append(seq)
-        return ModelResponse.from_dict(saved["raw_output"])
-
-    def _end_model_step(self) -> None:
-        self.head["step_ops"] = []
-        self.head.pop("step_done", None)
-
-    def _validate_request(self, request: ModelRequest) -> None:
-        validate = getattr(self.modules.compaction, "validate_request", None)
-        if validate is None:
-            return
-        try:
-            validate(request)
-        except BudgetExceeded as err:
-            raise BlockRun(err) from None
-
+class ModelSteps(ModelOps):
     async def _resume_operation(self, op: dict[str, Any], command_result: Any
                                 ) -> tuple[StepKind, StepNext]:
+        if op["kind"] == "model" and op["phase"] == "raw_saved":
+            return await self._advance(None, resuming=True)  # the response is saved
         if op["kind"] == "model":
             if not self.head["exec_options"].get("retry_unknown_models"):
                 raise BlockRun(ModelOutcomeUnknown(
@@ -122,7 +39,8 @@ class ModelSteps(EngineCore):
                     details={"op_id": op["id"]}))
             # Re-enter the same step: answered calls replay, this one is sent again under
             # its original identity.
-            self.head["retry_op"] = {"id": op["id"], "attempts": op["attempts"]}
+            self.head["retry_op"] = {"id": op["id"], "attempts": op["attempts"],
+                                     "final_input": op.get("final_input")}
             self.head["step_done"] = list(self.head["step_ops"])
             self.head["step_ops"] = []
             self.head["op"] = None
@@ -159,13 +77,14 @@ class ModelSteps(EngineCore):
     async def _action_step(self, frame: dict[str, Any]) -> None:
         j = self._journal()
         view = self.context.view(j, frame)
-        request = ModelRequest(messages=self.context.model_messages(view),
-                               tools=self.visible_schemas(frame), purpose="action",
+        tools = self.visible_schemas(frame)
+        messages = await self._prepare_hooks(frame, self.context.model_messages(view), tools)
+        request = ModelRequest(messages=messages, tools=tools, purpose="action",
                                instance=frame["instance"], options=self._options())
-        response = await self.call_model(request)
+        raw, response = await self.model_op(request)
         frame["iterations"] += 1
         frame["counters"]["model_steps"] += 1
-        self.context.append(j, frame, "assistant", response.message())
+        self.context.append(j, frame, "assistant", raw.message(), visible=response.message())
         if response.tool_calls:
             frame["pending"] = [
                 {"call_id": c.id, "name": c.name, "arguments": c.arguments,
@@ -177,9 +96,28 @@ class ModelSteps(EngineCore):
             if feedback:
                 self.context.append(j, frame, "feedback", {"role": "user", "content": feedback})
             else:
-                frame["candidate"] = j.last_seq(f"src:{frame['instance']}")
+                frame["candidate"] = j.last_seq(f"view:{frame['instance']}")
         self._end_model_step()
         j.commit()
+
+    async def _prepare_hooks(self, frame: dict[str, Any], messages: list[dict[str, Any]],
+                             tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """context.prepare.before may add labelled, temporary user material (this request
+        only, never saved to the view); context.prepare.after observes."""
+        inst = frame["instance"]
+        if self.has_hooks("context.prepare.before", inst):
+            payload = {"instance": inst, "messages": messages, "tools": tools,
+                       "extra_messages": []}
+            payload, _ = await self.run_stage(
+                "context.prepare.before", payload, instance=inst,
+                key=f"prepare:{inst}:{self.head['total_calls'] + 1}")
+            messages = messages + [
+                {"role": "user", "content": f"[material from {m['source']}]\n{m['content']}"}
+                for m in payload["extra_messages"]]
+        await self.observe("context.prepare.after", {
+            "instance": inst, "messages": messages, "tools": tools,
+            "counters": dict(frame["counters"])}, instance=inst)
+        return messages
 
     def _new_request_id(self, frame: dict[str, Any]) -> str:
         self.head["next_request"] += 1
@@ -188,8 +126,14 @@ class ModelSteps(EngineCore):
     # -- completion review ----------------------------------------------------------------
 
     def candidate_text(self, frame: dict[str, Any]) -> str:
-        record = self._journal().read(f"src:{frame['instance']}", frame["candidate"] - 1, 1)
-        return str(record[0].body["message"].get("content") or "")
+        """The candidate as the model-visible view shows it (hook-processed)."""
+        j = self._journal()
+        inst = frame["instance"]
+        entry = j.read(f"view:{inst}", frame["candidate"] - 1, 1)[0].body
+        if "message" in entry:
+            return str(entry["message"].get("content") or "")
+        record = j.read(f"src:{inst}", entry["src"] - 1, 1)[0].body
+        return str(record["message"].get("content") or "")
 
     async def _review_step(self, frame: dict[str, Any]) -> None:
         j = self._journal()
@@ -226,14 +170,37 @@ class ModelSteps(EngineCore):
                             messages=tuple(self.context.view(j, frame)),
                             instance=frame["instance"], tools=self.visible_schemas(frame),
                             counters=dict(frame["counters"]))
-        if not policy.should_compact(data):
+        trigger = policy.should_compact(data)
+        if not trigger:
             return False
-        result = await policy.compact(data, self.call_model)
-        validate = getattr(policy, "validate_compaction_result", None)
-        if result is not None and validate is not None:
-            validate(data.messages, result.messages, data.tools)
+        inst = frame["instance"]
+        key = f"compact:{inst}:{self.head['total_calls']}"
+        if self.has_hooks("context.compact.before", inst):
+            payload = {"instance": inst, "messages": self.context.model_messages(data.messages),
+                       "counters": dict(frame["counters"]), "reason": str(trigger)}
+            _, rejected = await self.run_stage("context.compact.before", payload,
+                                               instance=inst, key=key)
+            if rejected is not None:
+                return False  # a hook vetoed this compaction: view and baselines untouched
+        memory = self._failure_memory(frame, policy)
+        result = await (policy.compact(data, self.call_model, memory=memory) if memory
+                        else policy.compact(data, self.call_model))
+        if result is not None:
+            result = await self._compact_after(frame, result, key)
+            validate = getattr(policy, "validate_compaction_result", None)
+            problem = validate(data.messages, result.messages, data.tools) if validate else None
+            if problem:
+                self.emit("context.compaction_refused", {"instance": inst, "reason": problem})
+                if memory is not None:
+                    estimate = getattr(policy, "estimate", None)
+                    memory.record_failure(
+                        estimate=estimate(data.messages, data.tools) if estimate else 0,
+                        model_steps=frame["counters"]["model_steps"], reason=problem)
+                result = None
+        if memory is not None:
+            frame["compaction_memory"] = memory.to_dict()
         if result is None:
-            return False  # skipped or failed: view and baselines untouched
+            return False  # skipped, deferred or failed: view and baselines untouched
         self.context.commit_compaction(j, frame, result)
         self._end_model_step()
         j.commit()
@@ -241,3 +208,37 @@ class ModelSteps(EngineCore):
                                         **{k: v for k, v in result.metrics.items()
                                            if isinstance(v, int | float | bool | str)}})
         return True
+
+    @staticmethod
+    def _failure_memory(frame: dict[str, Any], policy: Any) -> Any:
+        """The persistent failure memory (backoff across resumes) for policies that take
+        one: rebuilt from the frame and saved back after every preparation."""
+        if "memory" not in inspect.signature(policy.compact).parameters:
+            return None
+        from agentloom_runtime.context import CompactionFailureMemory
+
+        saved = frame.get("compaction_memory")
+        return CompactionFailureMemory.from_dict(saved) if saved else CompactionFailureMemory()
+
+    async def _compact_after(self, frame: dict[str, Any], result: CompactionResult,
+                             key: str) -> CompactionResult:
+        """context.compact.after may rewrite only the summary the policy declared; the
+        rewritten text replaces it where it stands in the view."""
+        inst = frame["instance"]
+        if result.summary is None or not self.has_hooks("context.compact.after", inst):
+            return result
+        payload = {"instance": inst, "messages": [dict(m) for m in result.messages],
+                   "summary": result.summary, "metrics": dict(result.metrics)}
+        payload, _ = await self.run_stage("context.compact.after", payload, instance=inst,
+                                          key=f"{key}:after")
+        new = payload["summary"]
+        if new == result.summary:
+            return result
+        if "summary_index" in result.metrics:
+            from agentloom_runtime.context import with_summary
+
+            return with_summary(result, new, frame["plan"])
+        messages = [{**m, "content": str(m.get("content")).replace(result.summary, new)}
+                    if isinstance(m.get("content"), str) and result.summary in m["content"]
+                    else m for m in result.messages]
+        return dataclasses.replace(result, messages=messages, summary=new)

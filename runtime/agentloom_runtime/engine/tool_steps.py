@@ -9,6 +9,7 @@ records the outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -22,9 +23,11 @@ from agentloom_runtime.contracts import (
 )
 from agentloom_runtime.errors import ConfigError, ToolOutcomeUnknown
 from agentloom_runtime.tool_contracts import ToolContext, freeze
+from agentloom_runtime.tools import RawResult, failure_outcome
 
-from .core import BlockRun, EngineCore
+from .core import BlockRun
 from .frames import FramePlan, add_evidence, frame_view, new_frame
+from .model_steps import ModelSteps
 
 
 def _failure(code: str, message: str) -> ToolOutcome:
@@ -32,7 +35,7 @@ def _failure(code: str, message: str) -> ToolOutcome:
                        error_code=code)
 
 
-class ToolSteps(EngineCore):
+class ToolSteps(ModelSteps):
     def _request(self, frame: dict[str, Any], call: dict[str, Any],
                  uncertain: bool = False) -> ToolRequest:
         return ToolRequest(call_id=call["call_id"], name=call["name"],
@@ -58,15 +61,14 @@ class ToolSteps(EngineCore):
     async def _tool_step(self, frame: dict[str, Any], call: dict[str, Any],
                          uncertain: bool = False) -> tuple[StepKind, StepNext]:
         j = self._journal()
-        prepared = self.tools.prepare(self._request(frame, call, uncertain),
-                                      authorize=lambda d: self._authorize(frame, d))
+        prepared = await self._prepare_call(frame, call, uncertain)
         if isinstance(prepared, ToolOutcome):
             self.record_tool(frame, call, prepared)
             j.commit()
             return "tool", "continue"
         definition = prepared.definition
         if definition.execution == "delegate":
-            self._delegate(frame, call, prepared.arguments)
+            await self._delegate(frame, call, prepared.arguments)
             j.commit()
             return "tool", "continue"
         self.emit("tool.started", {"run_id": j.run_id, "request_id": call["request_id"],
@@ -77,13 +79,66 @@ class ToolSteps(EngineCore):
         if not definition.resume_inflight:
             j.head["op"] = {"id": f"t:{call['request_id']}", "kind": "tool",
                             "phase": "started", "request_id": call["request_id"],
-                            "instance": frame["instance"], "attempts": 1}
+                            "instance": frame["instance"], "attempts": 1,
+                            "arguments": prepared.arguments}
             j.commit()
         raw = await self.tools.invoke(prepared, self.tool_context(frame, call, uncertain))
-        self.record_tool(frame, call, self.tools.outcome(prepared, raw), raw.to_dict())
+        await self._finish_tool(frame, call, prepared, raw)
+        return "tool", "continue"
+
+    async def _prepare_call(self, frame: dict[str, Any], call: dict[str, Any],
+                            uncertain: bool) -> Any:
+        """Parse, resolve, validate and admit; then tool.before (which may only change the
+        arguments, revalidated, or reject)."""
+        def authorize(d: Any) -> str | None:
+            return self._authorize(frame, d)
+
+        prepared = self.tools.prepare(self._request(frame, call, uncertain), authorize=authorize)
+        inst = frame["instance"]
+        if isinstance(prepared, ToolOutcome) or not self.has_hooks(
+                "tool.before", inst, tool=call["name"]):
+            return prepared
+        payload = {"call_id": call["call_id"], "request_id": call["request_id"],
+                   "name": call["name"], "arguments": prepared.arguments, "instance": inst,
+                   "uncertain": uncertain}
+        payload, rejected = await self.run_stage("tool.before", payload, instance=inst,
+                                                 key=f"tool:{call['request_id']}",
+                                                 tool=call["name"])
+        if rejected is not None:
+            return failure_outcome("tool_rejected_by_hook", rejected.reason, status="rejected")
+        if payload["arguments"] != prepared.arguments:
+            return self.tools.revalidate(prepared, payload["arguments"], authorize=authorize)
+        return prepared
+
+    async def _finish_tool(self, frame: dict[str, Any], call: dict[str, Any], prepared: Any,
+                           raw: Any) -> None:
+        """Save the raw result before tool.after runs; record the outcome; commit."""
+        j = self._journal()
+        inst = frame["instance"]
+        outcome = self.tools.outcome(prepared, raw)
+        if self.has_hooks("tool.after", inst, tool=call["name"]):
+            op = j.head.get("op") or {"id": f"t:{call['request_id']}", "kind": "tool",
+                                      "request_id": call["request_id"], "instance": inst,
+                                      "attempts": 1, "arguments": prepared.arguments}
+            if op.get("phase") != "raw_saved":
+                op.update(phase="raw_saved", raw=j.store_value(raw.to_dict()))
+                j.head["op"] = op
+                j.commit()
+            payload = {"call_id": call["call_id"], "request_id": call["request_id"],
+                       "name": call["name"], "instance": inst, "status": outcome.status,
+                       "value": outcome.value, "arguments": prepared.arguments,
+                       "evidence_arguments": dict(outcome.evidence_arguments),
+                       "error_code": outcome.error_code, "annotations": {}}
+            payload, _ = await self.run_stage("tool.after", payload, instance=inst,
+                                              key=f"tool-after:{call['request_id']}",
+                                              tool=call["name"])
+            outcome = dataclasses.replace(outcome, value=payload["value"])
+        self.record_tool(frame, call, outcome, raw.to_dict())
         j.head["op"] = None
         j.commit()
-        return "tool", "continue"
+        await self.observe("operation.finally", {
+            "operation_id": f"t:{call['request_id']}", "kind": "tool", "instance": inst,
+            "status": outcome.status}, instance=inst, tool=call["name"])
 
     def record_tool(self, frame: dict[str, Any], call: dict[str, Any], outcome: ToolOutcome,
                     raw: Any = None) -> None:
@@ -109,6 +164,14 @@ class ToolSteps(EngineCore):
     async def _resume_tool(self, op: dict[str, Any]) -> tuple[StepKind, StepNext]:
         frame = self.head["frames"][op["instance"]]
         call = next(c for c in frame["pending"] if c["request_id"] == op["request_id"])
+        if op["phase"] == "raw_saved":  # the handler ran and its result is saved
+            prepared = self.tools.prepare(self._request(frame, call, True))
+            if isinstance(prepared, ToolOutcome):
+                raise ConfigError("a saved tool call no longer resolves")
+            prepared = dataclasses.replace(prepared, arguments=op["arguments"])
+            raw = RawResult.from_dict(self._journal().load_value(op["raw"]))
+            await self._finish_tool(frame, call, prepared, raw)
+            return "tool", "continue"
         definition = self.tools.registry.resolve(call["name"])
         if not definition.resume_inflight:
             raise BlockRun(ToolOutcomeUnknown(
@@ -120,8 +183,8 @@ class ToolSteps(EngineCore):
 
     # -- delegation -----------------------------------------------------------------------
 
-    def _delegate(self, frame: dict[str, Any], call: dict[str, Any],
-                  arguments: Mapping[str, Any]) -> None:
+    async def _delegate(self, frame: dict[str, Any], call: dict[str, Any],
+                        arguments: Mapping[str, Any]) -> None:
         head = self.head
         template = next((t for t in self.snapshot.subagents
                          if t.id == arguments.get("subagent_id")), None)
@@ -134,11 +197,22 @@ class ToolSteps(EngineCore):
         elif head["delegations"] >= self.limits.max_children:
             failure = _failure("delegation_limit", f"this run already created "
                                f"{self.limits.max_children} sub-agents")
+        instance = f"sub-{head['delegations'] + 1}"
+        if failure is None and template is not None and self.has_hooks(
+                "subagent.before", frame["instance"]):
+            payload = {"instance": instance, "parent_instance": frame["instance"],
+                       "subagent_id": template.id, "task": str(arguments["task"]),
+                       "run_id": self.run_id}
+            _, rejected = await self.run_stage("subagent.before", payload,
+                                               instance=frame["instance"],
+                                               key=f"subagent:{call['request_id']}")
+            if rejected is not None:
+                failure = failure_outcome("subagent_rejected_by_hook", rejected.reason,
+                                          status="rejected")
         if failure is not None or template is None:
             self.record_tool(frame, call, failure or _failure("delegation_failed", ""))
             return
         head["delegations"] += 1
-        instance = f"sub-{head['delegations']}"
         child = new_frame(instance, str(arguments["task"]), template=template.id,
                           tools=list(template.tools),
                           parent={"instance": frame["instance"],

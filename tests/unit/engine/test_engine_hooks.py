@@ -1,0 +1,236 @@
+"""Hooks wired into the engine's durable operations (seed 002 §11, §14)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.engine import Crash, CrashingStore, SideEffects, make_snapshot
+
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.engine import create_engine
+from agentloom_runtime.errors import ResumeMismatch
+from agentloom_runtime.hooks import (
+    Continue,
+    HookDefinition,
+    HookRegistry,
+    PatchInput,
+    PatchOutput,
+    Reject,
+)
+from agentloom_runtime.testing import KeyedScriptModel, ScriptedModel
+
+SUBS = [{"id": "counter", "name": "Counter", "duty": "count words",
+         "tools": ["count_words"]}]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict[str, Any]]] = []
+        self.results: dict[str, Any] = {}
+        self.fail: set[str] = set()
+
+    def handler(self, point: str):
+        async def hook(ctx, payload):
+            self.seen.append((point, payload))
+            if point in self.fail:
+                self.fail.discard(point)
+                raise Crash(f"process died inside the {point} hook")
+            result = self.results.get(point, Continue())
+            return result(payload) if callable(result) else result
+        return hook
+
+
+POINTS = ["model.chat.before", "model.chat.after", "tool.before", "tool.after",
+          "context.prepare.before", "context.prepare.after", "run.before", "run.after",
+          "subagent.before", "subagent.after", "operation.error", "operation.finally"]
+
+
+def build(store, effects, recorder, *, points=POINTS, run_id=None, replay_safe=True,
+          model=None, subagents=SUBS):
+    registry = HookRegistry()
+    hooks = []
+    for i, point in enumerate(points):
+        registry.register(HookDefinition(f"h{i}", "1", recorder.handler(point),
+                                         replay_safe=replay_safe))
+        match = {"purposes": ["action", "completion"]} if point.startswith("model.chat") else {}
+        hooks.append({"hook_id": f"h{i}", "version": "1", "point": point, "match": match})
+    snapshot = make_snapshot(hooks=hooks, subagents=subagents)
+    return create_engine(snapshot, save=store, hook_registry=registry,
+                         model_gateway=model or KeyedScriptModel([
+                             ScriptedModel.call("delegate_task", {"subagent_id": "counter",
+                                                                  "task": "a b c"}, id="d1"),
+                             ScriptedModel.call("send_mail", {"to": "ops@example.com"},
+                                                id="m1"),
+                             ScriptedModel.answer("done")]),
+                         tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
+
+
+async def drive(engine):
+    for _ in range(100):
+        result = await engine.step()
+        if result.next == "done":
+            return result
+    raise AssertionError("no end")
+
+
+class ChildAware(KeyedScriptModel):
+    async def invoke(self, request):
+        if request.instance != "main" and request.purpose == "action":
+            step = sum(1 for m in request.messages if m.get("role") == "assistant")
+            return [ScriptedModel.call("count_words", {"text": "a b c"}, id="k1"),
+                    ScriptedModel.answer("3 words")][step]
+        return await super().invoke(request)
+
+
+def child_model():
+    return ChildAware([
+        ScriptedModel.call("delegate_task", {"subagent_id": "counter", "task": "a b c"},
+                           id="d1"),
+        ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
+        ScriptedModel.answer("done")])
+
+
+async def test_every_point_runs_with_a_valid_payload() -> None:
+    recorder, effects = Recorder(), SideEffects()
+    engine = build(InMemoryCheckpointStore(), effects, recorder, model=child_model())
+    await engine.start("delegate, then mail")
+    result = await drive(engine)
+    assert result.status == "completed", engine.head.get("error")
+    seen = {p for p, _ in recorder.seen}
+    assert seen >= set(POINTS) - {"operation.error"}
+    assert effects.calls == ["ops@example.com"]
+
+
+async def test_tool_before_patch_is_revalidated_and_reject_is_a_result() -> None:
+    recorder, effects = Recorder(), SideEffects()
+    recorder.results["tool.before"] = PatchInput({"arguments": {"to": "audit@example.com"}})
+    engine = build(InMemoryCheckpointStore(), effects, recorder, points=["tool.before"],
+                   model=KeyedScriptModel([
+                       ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
+                       ScriptedModel.answer("done")]), subagents=[])
+    await engine.start("mail")
+    assert (await drive(engine)).status == "completed"
+    assert effects.calls == ["audit@example.com"]
+
+    recorder, effects = Recorder(), SideEffects()
+    recorder.results["tool.before"] = Reject("mail is disabled")
+    store = InMemoryCheckpointStore()
+    engine = build(store, effects, recorder, points=["tool.before"], subagents=[],
+                   model=KeyedScriptModel([
+                       ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
+                       ScriptedModel.answer("done")]))
+    run_id = await engine.start("mail")
+    assert (await drive(engine)).status == "completed"
+    assert effects.calls == []
+    result = [e.body for e in store.read(run_id, "src:main") if e.body["kind"] == "tool_result"]
+    assert result[0]["status"] == "rejected" and "mail is disabled" in result[0]["message"][
+        "content"]
+
+
+async def test_chat_after_changes_the_view_not_the_source() -> None:
+    recorder = Recorder()
+    recorder.results["model.chat.after"] = lambda p: (
+        PatchOutput({"content": "[redacted]"}) if p["purpose"] == "action" else Continue())
+    store = InMemoryCheckpointStore()
+    engine = build(store, SideEffects(), recorder, points=["model.chat.after"], subagents=[],
+                   model=KeyedScriptModel([ScriptedModel.answer("secret answer")]))
+    run_id = await engine.start("q")
+    assert (await drive(engine)).status == "completed"
+    src = [e.body["message"]["content"] for e in store.read(run_id, "src:main")
+           if e.body["kind"] == "assistant"]
+    assert src == ["secret answer"]
+    assert engine.head["outcome"]["answer"] == "[redacted]"
+
+
+async def test_run_before_reject_blocks_the_run() -> None:
+    recorder = Recorder()
+    recorder.results["run.before"] = Reject("outside office hours")
+    engine = build(InMemoryCheckpointStore(), SideEffects(), recorder, points=["run.before"],
+                   subagents=[], model=KeyedScriptModel([ScriptedModel.answer("x")]))
+    await engine.start("q")
+    result = await drive(engine)
+    assert (result.status, result.error_code) == ("blocked", "hook_rejected")
+
+
+async def test_subagent_before_reject_is_a_failure_result() -> None:
+    recorder = Recorder()
+    recorder.results["subagent.before"] = Reject("no delegation today")
+    engine = build(InMemoryCheckpointStore(), SideEffects(), recorder,
+                   points=["subagent.before"], model=child_model())
+    await engine.start("q")
+    assert (await drive(engine)).status == "completed"
+    assert engine.head["delegations"] == 0
+
+
+async def test_annotations_from_run_after_are_kept() -> None:
+    recorder = Recorder()
+    recorder.results["run.after"] = PatchOutput({"annotations": {"reviewed": True}})
+    engine = build(InMemoryCheckpointStore(), SideEffects(), recorder, points=["run.after"],
+                   subagents=[], model=KeyedScriptModel([ScriptedModel.answer("x")]))
+    await engine.start("q")
+    assert (await drive(engine)).status == "completed"
+    assert engine.head["outcome"]["annotations"] == {"reviewed": True}
+
+
+@pytest.mark.parametrize("point", ["tool.after", "model.chat.after", "run.after"])
+async def test_crash_in_an_after_hook_resumes_from_the_saved_raw_result(point: str) -> None:
+    recorder, effects, inner = Recorder(), SideEffects(), InMemoryCheckpointStore()
+    recorder.fail.add(point)
+    model = KeyedScriptModel([ScriptedModel.call("send_mail", {"to": "ops@example.com"},
+                                                 id="m1"), ScriptedModel.answer("done")])
+    engine = build(inner, effects, recorder, points=[point], subagents=[], model=model)
+    with pytest.raises(Crash):
+        await engine.start("mail", run_id="r")
+        await drive(engine)
+    resumed = build(inner, effects, recorder, points=[point], subagents=[], run_id="r",
+                    model=model)
+    await resumed.begin_execution()
+    assert (await drive(resumed)).status == "completed"
+    assert effects.calls == ["ops@example.com"], "the tool ran exactly once"
+    if point == "model.chat.after":
+        # the answered model call whose after-hook crashed was not sent again
+        assert model.calls.count("action") == 2, model.calls
+
+
+async def test_unfinished_hook_that_is_not_replay_safe_needs_confirmation() -> None:
+    recorder, effects, inner = Recorder(), SideEffects(), InMemoryCheckpointStore()
+    recorder.fail.add("tool.before")
+    model = KeyedScriptModel([ScriptedModel.call("send_mail", {"to": "ops@example.com"},
+                                                 id="m1"), ScriptedModel.answer("done")])
+    engine = build(inner, effects, recorder, points=["tool.before"], subagents=[],
+                   model=model, replay_safe=False)
+    with pytest.raises(Crash):
+        await engine.start("mail", run_id="r")
+        await drive(engine)
+    resumed = build(inner, effects, recorder, points=["tool.before"], subagents=[],
+                    run_id="r", model=model, replay_safe=False)
+    await resumed.begin_execution()
+    result = await drive(resumed)
+    assert result.error_code == "hook_replay_requires_confirmation"
+    confirmed = build(inner, effects, recorder, points=["tool.before"], subagents=[],
+                      run_id="r", model=model, replay_safe=False)
+    await confirmed.begin_execution(confirm_hooks=True)
+    assert (await drive(confirmed)).status == "completed"
+    assert effects.calls == ["ops@example.com"]
+
+
+async def test_resume_cannot_add_hooks() -> None:
+    recorder, inner = Recorder(), InMemoryCheckpointStore()
+    engine = build(inner, SideEffects(), recorder, points=["tool.before"], subagents=[])
+    run_id = await engine.start("q")
+    with pytest.raises(ResumeMismatch, match="hooks"):
+        build(inner, SideEffects(), recorder, points=["tool.before", "tool.after"],
+              subagents=[], run_id=run_id)
+
+
+async def test_hook_stages_commit_only_when_bindings_match() -> None:
+    counts = []
+    for points in ([], ["run.before"]):
+        store = CrashingStore(InMemoryCheckpointStore())
+        engine = build(store, SideEffects(), Recorder(), points=points, subagents=[],
+                       model=KeyedScriptModel([ScriptedModel.answer("x")]))
+        await engine.start("q")
+        await drive(engine)
+        counts.append(store.commits)
+    assert counts[1] == counts[0] + 1  # one cursor commit for the one binding
