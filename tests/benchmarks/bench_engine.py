@@ -17,12 +17,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support.engine import SideEffects, make_snapshot  # noqa: E402
+from support.engine import SideEffects, make_snapshot
 
-from agentloom_runtime.checkpoint import InMemoryCheckpointStore  # noqa: E402
-from agentloom_runtime.contracts import ModelRequest, ModelResponse  # noqa: E402
-from agentloom_runtime.engine import create_engine  # noqa: E402
-from agentloom_runtime.testing import ScriptedModel  # noqa: E402
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.engine import create_engine
+from agentloom_runtime.testing import ScriptedModel
 
 CYCLES = 200
 

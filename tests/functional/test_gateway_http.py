@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.errors import ModelResponseError, ModelStatusError, ModelTransportError
 from agentloom_runtime.model import ChatCompletionsGateway

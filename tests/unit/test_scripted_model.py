@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+
 from agentloom_runtime.completion import parse_decision
 from agentloom_runtime.contracts import ModelGateway, ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import ModelResponseError, ModelStatusError
