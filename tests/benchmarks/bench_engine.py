@@ -21,7 +21,7 @@ from support.engine import SideEffects, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
-from agentloom_runtime.engine import create_engine
+from agentloom_runtime.engine import NoCompaction, create_engine
 from agentloom_runtime.testing import ScriptedModel
 
 CYCLES = 200
@@ -61,7 +61,7 @@ async def measure(n: int, compaction: bool) -> dict[str, float]:
         steps.append(ScriptedModel.call("count_words", {"text": f"a b c {i}"}, id=f"c{i}"))
     model = TimedModel(steps)
     store = InMemoryCheckpointStore()
-    kwargs: dict[str, Any] = {} if compaction else {"compaction_policy": None}
+    kwargs: dict[str, Any] = {} if compaction else {"compaction_policy": NoCompaction()}
     snapshot = make_snapshot(model={"model": "m", "context_window": 10_000_000,
                                     "max_output_tokens": 4096},
                              context_policy={}, limits={"max_model_calls": 10_000,

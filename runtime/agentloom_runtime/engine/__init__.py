@@ -1,7 +1,8 @@
 """The durable step-machine engine."""
 
 from .engine import Engine
-from .factory import create_engine
+from .factory import NoCompaction, create_engine
 from .modules import ExecutionLimits, RuntimeModules
 
-__all__ = ["Engine", "ExecutionLimits", "RuntimeModules", "create_engine"]
+__all__ = ["Engine", "ExecutionLimits",
+    "NoCompaction", "RuntimeModules", "create_engine"]

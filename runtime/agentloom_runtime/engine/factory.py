@@ -22,6 +22,7 @@ from agentloom_runtime.tools import ToolRegistry, ToolRuntime
 
 from .engine import Emit, Engine
 from .modules import ExecutionLimits, RuntimeModules, module_binding
+from .results import read_result_tool
 
 DELEGATE_SCHEMA = {
     "type": "object",
@@ -46,6 +47,22 @@ def delegate_tool(snapshot: AgentSnapshot) -> ToolDefinition:
         parameters=DELEGATE_SCHEMA, handler=_delegate_handler,
         implementation_id="delegate-task/v1", execution="delegate",
         available=lambda config, instance: instance == "main")
+
+
+class NoCompaction:
+    """Never compacts (tests, hosts that manage context themselves). Requests still
+    face the model's own limits; prefer a budget policy in production."""
+
+    module_id = "no-compaction/v1"
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {}
+
+    def should_compact(self, context: Any) -> str | None:
+        return None
+
+    async def compact(self, context: Any, call: Any) -> None:
+        return None
 
 
 def default_compaction(snapshot: AgentSnapshot) -> Any:
@@ -133,6 +150,7 @@ def create_engine(
     if registry is None:
         registry = ToolRegistry()
         registry.register(plan_tool())
+        registry.register(read_result_tool())
         if snap.subagents:
             registry.register(delegate_tool(snap))
         for definition in tools or ():

@@ -28,6 +28,7 @@ from agentloom_runtime.tools import RawResult, failure_outcome
 from .core import BlockRun
 from .frames import FramePlan, add_evidence, frame_view, new_frame
 from .model_steps import ModelSteps
+from .results import ResultReader, cap_with_reference, render
 
 
 def _failure(code: str, message: str) -> ToolOutcome:
@@ -56,7 +57,8 @@ class ToolSteps(ModelSteps):
             config=freeze(self._snapshot_data()), instance=frame["instance"],
             run_id=self.run_id, call_id=call["call_id"], request_id=call["request_id"],
             uncertain=uncertain, emit=self.emit, plan=FramePlan(frame), workspace=workspace,
-            services=self.services)
+            services={**self.services,
+                      "results": ResultReader(self._journal(), frame["instance"])})
 
     async def _tool_step(self, frame: dict[str, Any], call: dict[str, Any],
                          uncertain: bool = False) -> tuple[StepKind, StepNext]:
@@ -116,6 +118,10 @@ class ToolSteps(ModelSteps):
         j = self._journal()
         inst = frame["instance"]
         outcome = self.tools.outcome(prepared, raw)
+        if raw.ok:  # a result over the cap keeps a reference to its full text
+            ref = f"{inst}#{j.last_seq(f'src:{inst}') + 1}"
+            outcome = dataclasses.replace(outcome, value=cap_with_reference(
+                render(raw.value), self.tools.max_visible_chars, ref))
         if self.has_hooks("tool.after", inst, tool=call["name"]):
             op = j.head.get("op") or {"id": f"t:{call['request_id']}", "kind": "tool",
                                       "request_id": call["request_id"], "instance": inst,
