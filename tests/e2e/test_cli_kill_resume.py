@@ -64,3 +64,15 @@ def test_bad_agent_file_gives_a_clear_error(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "model.context_window" in err and "mode" in err
+
+
+def test_a_second_question_inherits_the_session_history(tmp_path: Path) -> None:
+    for question in ("first question", "second question"):
+        proc = cli(tmp_path, "run", "--agent", str(AGENT), "--session", "s1", question)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    run_id = out.split("▶ run ")[1].split()[0]
+    shown = cli(tmp_path, "show", run_id)
+    text, _ = shown.communicate(timeout=30)
+    assert "history] first question" in text  # the earlier turn came along
+    assert text.count("history]") >= 4  # question, plan calls + results, answer

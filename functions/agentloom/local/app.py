@@ -3,6 +3,7 @@ sandbox, and the local driver — one machine, no cloud."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -14,6 +15,7 @@ from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.snapshot import AgentSnapshot
 
 from .driver import drive
+from .sessions import LocalSessions
 from .workspaces import LocalWorkspaces
 
 Emit = Callable[[str, Mapping[str, Any]], None]
@@ -54,9 +56,15 @@ class LocalApp:
 
     async def run(self, snapshot: AgentSnapshot, gateway: Any, question: str, *,
                   session: str = "cli", pause: float = 0.0) -> StepResult:
+        sessions = LocalSessions(self.store)
+        sessions.check_idle(session)
+        history = sessions.history(session)
         engine, workspaces = self.engine(snapshot, gateway, session=session)
         try:
-            await engine.start(question, labels={"session": session})
+            run_id = uuid.uuid4().hex
+            sessions.add_run(session, run_id)  # first, so a crash cannot orphan the run
+            await engine.start(question, run_id=run_id, labels={"session": session},
+                               history=history.messages, counters=history.counters)
             return await drive(engine, runner=workspaces.runner(), pause=pause)
         finally:
             await engine.close()
