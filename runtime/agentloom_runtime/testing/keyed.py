@@ -3,8 +3,9 @@
 Action step *k* is answered with the *k*-th scripted reply, where *k* counts the
 script's own tool calls already in the request (inherited session history has other,
 rewritten call ids, so it does not shift the script); every completion review is
-answered with a verdict. Answers therefore belong after the script's calls. Because nothing depends on process state, a run driven by it can be killed at any
-point and resumed in another process — which makes it the demo model of the CLI and the
+answered with a verdict. Answers therefore belong after the script's calls. Because
+nothing depends on process state, a run driven by it can be killed at any point and
+resumed in another process — which makes it the demo model of the CLI and the
 model of crash tests.
 """
 
