@@ -190,6 +190,10 @@ def test_timeout_kills_everything(runner: BubblewrapRunner, ws: InstanceWorkspac
     assert result.timed_out and result.exit_code is None
     assert time.monotonic() - started < 10
     assert _sleepers(duration) == []  # background jobs and daemonized ones are gone too
+    quick = run(runner, ws, f"(sleep {duration} &); sleep {duration} & echo done",
+                timeout_s=20)
+    assert quick.exit_code == 0 and not quick.timed_out and quick.duration_s < 10
+    assert _sleepers(duration) == []  # nothing outlives the call
 
 
 def _sleepers(duration: str) -> list[int]:

@@ -110,6 +110,9 @@ def test_entry_caps_output_times_out_and_limits(tmp_path: Path) -> None:
                   limits=CommandLimits(output_cap_bytes=100))
     assert capped.stdout_truncated and capped.stdout_bytes == 100_000
     assert len(capped.stdout_head) == len(capped.stdout_tail) == 50
+    background = _run(tmp_path, "sleep 30 & echo started", timeout_s=20)
+    assert background.exit_code == 0 and not background.timed_out
+    assert background.duration_s < 10 and background.stdout_head == "started\n"
     slow = _run(tmp_path, "sleep 30", timeout_s=0.5)
     assert slow.timed_out and slow.exit_code is None and slow.duration_s < 10
     big = _run(tmp_path, "head -c 3000000 /dev/zero > big.bin",

@@ -1,0 +1,137 @@
+"""``FargateTaskSpec``: a CommandSpec as ECS RunTask parameters (pure dicts, no boto3).
+
+The state machine (orchestration issue) calls ``ecs:runTask.sync`` with ``run_task(spec)``
+after the step has claimed the marker, and removes the marker once the task is STOPPED.
+The container entry point (``agentloom.command_entry``) runs the command and writes the
+``CommandResult`` to ``<lock_dir>/results/<request_id>.json``; the container exits 0 when
+that file was written (the command's own exit code is inside it).
+
+Task definition requirements (``task_definition`` builds them; Fargate facts in
+NOTES-AWS.md):
+
+- one task definition revision per instance workspace: RunTask cannot override volumes, so
+  the workspace volume names the instance's EFS access point (root directory = the
+  instance directory, POSIX user = the workspace owner), ``transitEncryption: ENABLED``;
+  a second access point rooted at the session's ``<lock_dir>/results`` is mounted at
+  ``/agentloom-results`` (never the whole lock directory: markers and the write lock stay
+  out of reach). The command can write there as well, so a result is as trustworthy as
+  the command's own output: treat it as untrusted data; the step deletes any stale result
+  for a request id before starting it.
+- ``readonlyRootFilesystem``, a non-root ``user``, all capabilities dropped, an ``nproc``
+  ulimit (Fargate has no pid limit), task ``cpu``/``memory``; ``/tmp`` is a task-storage
+  volume (Fargate has no tmpfs). No task role: the command gets no AWS credentials, and
+  EFS IAM authorization stays off (access point + security group instead).
+- platform version >= 1.4.0 (EFS); ``awsvpc`` in isolated subnets, no public IP, a security
+  group whose only egress is EFS (2049) and the VPC endpoints the task needs to start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentloom_runtime.workspace import CommandSpec, WorkspaceError
+
+WORKSPACE = "/workspace"
+RESULTS = "/agentloom-results"
+ENTRY = ["python", "-m", "agentloom.command_entry"]
+MAX_OVERRIDES_BYTES = 8192  # RunTask: total overrides JSON
+
+
+def _platform_ok(version: str) -> bool:
+    try:
+        parts = tuple(int(p) for p in version.split("."))
+    except ValueError:
+        return False
+    return parts >= (1, 4, 0)
+
+
+def _client_token(request_id: str) -> str:
+    """RunTask idempotency token (<= 64 chars): the id itself, or its sha256 if longer."""
+    return request_id if len(request_id) <= 64 else hashlib.sha256(request_id.encode()
+                                                                   ).hexdigest()
+
+
+@dataclass(frozen=True)
+class FargateTaskSpec:
+    cluster: str
+    task_definition: str  # family:revision (or ARN) registered for this instance workspace
+    subnets: Sequence[str]  # isolated: no NAT, no internet gateway route
+    security_groups: Sequence[str]  # egress only to EFS and the required endpoints
+    container_name: str = "command"
+    platform_version: str = "1.4.0"
+
+    def __post_init__(self) -> None:
+        if not _platform_ok(self.platform_version):
+            raise ValueError("Fargate platform version must be an explicit >= 1.4.0 (EFS)")
+        if not self.subnets or not self.security_groups:
+            raise ValueError("subnets and security groups are required")
+
+    def run_task(self, spec: CommandSpec) -> dict[str, Any]:
+        """RunTask parameters. ``clientToken`` = request id: a retried call cannot start a
+        second task for the same command."""
+        if spec.skills:
+            raise WorkspaceError("invalid_argument", "skills are not mounted in Fargate "
+                                 "command tasks yet")
+        overrides = {"containerOverrides": [{
+            "name": self.container_name,
+            "command": ["--spec-json", json.dumps(spec.to_dict(), separators=(",", ":"))],
+            "environment": [{"name": "REQUEST_ID", "value": spec.request_id},
+                            {"name": "WORKSPACE", "value": WORKSPACE}],
+        }]}
+        if len(json.dumps(overrides)) > MAX_OVERRIDES_BYTES:
+            raise WorkspaceError("too_large", "the command is too long for a Fargate task")
+        return {
+            "cluster": self.cluster, "taskDefinition": self.task_definition,
+            "launchType": "FARGATE", "platformVersion": self.platform_version, "count": 1,
+            "networkConfiguration": {"awsvpcConfiguration": {
+                "subnets": list(self.subnets), "securityGroups": list(self.security_groups),
+                "assignPublicIp": "DISABLED"}},
+            "overrides": overrides, "clientToken": _client_token(spec.request_id),
+            "startedBy": "agentloom", "enableExecuteCommand": False,
+            "propagateTags": "TASK_DEFINITION",
+            "tags": [{"key": "agentloom:request_id", "value": spec.request_id}],
+        }
+
+
+def task_definition(*, family: str, image: str, execution_role_arn: str,
+                    file_system_id: str, workspace_access_point: str,
+                    results_access_point: str, cpu: int = 1024, memory_mb: int = 2048,
+                    user: str = "65534:65534", nproc: int = 256, nofile: int = 1024,
+                    log_group: str | None = None, region: str | None = None
+                    ) -> dict[str, Any]:
+    """RegisterTaskDefinition parameters that satisfy the requirements above."""
+
+    def efs(access_point: str) -> dict[str, Any]:
+        return {"fileSystemId": file_system_id, "transitEncryption": "ENABLED",
+                "authorizationConfig": {"accessPointId": access_point, "iam": "DISABLED"}}
+
+    container: dict[str, Any] = {
+        "name": "command", "image": image, "essential": True, "entryPoint": ENTRY,
+        "user": user, "readonlyRootFilesystem": True, "workingDirectory": WORKSPACE,
+        "mountPoints": [
+            {"sourceVolume": "workspace", "containerPath": WORKSPACE, "readOnly": False},
+            {"sourceVolume": "results", "containerPath": RESULTS, "readOnly": False},
+            {"sourceVolume": "tmp", "containerPath": "/tmp", "readOnly": False}],
+        "ulimits": [{"name": "nproc", "softLimit": nproc, "hardLimit": nproc},
+                    {"name": "nofile", "softLimit": nofile, "hardLimit": nofile},
+                    {"name": "core", "softLimit": 0, "hardLimit": 0}],
+        "linuxParameters": {"capabilities": {"drop": ["ALL"]}, "initProcessEnabled": True},
+        "privileged": False,
+    }
+    if log_group:
+        container["logConfiguration"] = {"logDriver": "awslogs", "options": {
+            "awslogs-group": log_group, "awslogs-region": region or "",
+            "awslogs-stream-prefix": "command"}}
+    return {
+        "family": family, "networkMode": "awsvpc", "requiresCompatibilities": ["FARGATE"],
+        "cpu": str(cpu), "memory": str(memory_mb), "executionRoleArn": execution_role_arn,
+        "runtimePlatform": {"operatingSystemFamily": "LINUX"},
+        "containerDefinitions": [container],
+        "volumes": [{"name": "workspace", "efsVolumeConfiguration": efs(workspace_access_point)},
+                    {"name": "results", "efsVolumeConfiguration": efs(results_access_point)},
+                    {"name": "tmp"}],
+    }
