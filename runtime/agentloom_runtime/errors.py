@@ -143,6 +143,8 @@ def error_from_dict(data: dict[str, Any]) -> AgentLoomError:
     cls = _BY_NAME.get(name, RunError)
     err = AgentLoomError.__new__(cls)
     AgentLoomError.__init__(err, str(data.get("message", "")), details=data.get("details"))
+    if "code" in err.details:  # errors whose code is per instance (WorkspaceError)
+        err.code = str(err.details["code"])
     if isinstance(err, ModelStatusError):
         err.status = int(err.details.get("status", 0))
         err.retryable = bool(err.details.get("retryable", False))

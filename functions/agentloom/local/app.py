@@ -50,7 +50,8 @@ class LocalApp:
         engine = create_engine(snapshot, workspace=workspaces.for_instance, emit=self.emit,
                                save=self.store, checkpoint=run_id, model_gateway=gateway,
                                tools=workspaces.tools(),
-                               workspace_provider=workspaces.provider)
+                               workspace_provider=workspaces.provider,
+                               commands=workspaces.commands, services=workspaces.services())
         workspaces.bind(engine)
         return engine, workspaces
 

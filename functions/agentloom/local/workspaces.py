@@ -1,29 +1,84 @@
-"""Local workspaces for embedded runs (filled in with the workspace provider)."""
+"""Local workspaces for embedded runs: a directory per instance, file tools, and the
+bubblewrap command sandbox.
+
+The instance root comes from host identity only (space, agent, session, run, instance),
+never from the model. Questions in one session share ``main/``; children get their own
+directory under the run. Commands run in bubblewrap; without a usable sandbox the tool
+is refused, never run on the host.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+from agentloom.sandbox.bwrap import BubblewrapRunner
 from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.tool_contracts import ToolDefinition
+from agentloom_runtime.workspace import (
+    CommandResult,
+    CommandSpec,
+    InstanceWorkspace,
+    MarkerStore,
+    WorkspaceProvider,
+    file_tools,
+)
+
+NOBODY = (65534, 65534)
 
 
 class LocalWorkspaces:
     def __init__(self, root: Path, snapshot: AgentSnapshot, session: str) -> None:
-        self.root = root
+        self.provider = WorkspaceProvider(root)
         self.snapshot = snapshot
         self.session = session
-        self.provider = None
+        # The kernel does not apply the process limit to uid 0, so a root host runs
+        # commands as nobody (who then owns the instance directories).
+        self._sandbox_user = NOBODY if os.geteuid() == 0 else None
+        self._runner = BubblewrapRunner(sandbox_user=self._sandbox_user)
         self._engine: Any = None
 
     def bind(self, engine: Any) -> None:
         self._engine = engine
 
-    def tools(self) -> list[Any]:
-        return []
+    @property
+    def commands(self) -> MarkerStore:
+        """Execution markers and results by request id (the engine's command port)."""
+        snap = self.snapshot
+        return MarkerStore(self.provider.lock_dir(snap.space_id, snap.agent_id, self.session))
+
+    def services(self) -> dict[str, Any]:
+        return {"command_runner": self._runner}
+
+    def tools(self) -> list[ToolDefinition]:
+        wanted = set(self.snapshot.tools)
+        return [t for t in file_tools()
+                if ("workspace" in wanted and t.name != "workspace_command")
+                or t.name in wanted]
+
+    def instance(self, instance: str) -> InstanceWorkspace:
+        snap = self.snapshot
+        ws = self.provider.for_instance(snap.space_id, snap.agent_id, self.session,
+                                        self._engine.run_id, instance)
+        if self._sandbox_user is not None and ws.root.stat().st_uid != self._sandbox_user[0]:
+            os.chown(ws.root, *self._sandbox_user)
+        return ws
 
     def for_instance(self, instance: str) -> Any:
-        return None
+        return self.instance(instance).store()
 
-    def runner(self) -> Any:
-        return None
+    def runner(self) -> LocalRunner:
+        return LocalRunner(self)
+
+
+class LocalRunner:
+    """The driver's command runner: bubblewrap over the instance's directory."""
+
+    def __init__(self, workspaces: LocalWorkspaces) -> None:
+        self._ws = workspaces
+
+    async def run(self, spec: dict[str, Any], instance: str) -> dict[str, Any]:
+        command = CommandSpec.from_dict(spec)
+        result: CommandResult = await self._ws._runner.run(command, self._ws.instance(instance))
+        return result.to_dict()

@@ -137,6 +137,7 @@ def create_engine(
     tools: list[ToolDefinition] | None = None,
     commands: Any = None,
     hook_registry: Any = None,
+    services: Mapping[str, Any] | None = None,
 ) -> Engine:
     """Assemble an engine. ``checkpoint`` is the id of a run to attach to (resume or the
     next step); without it, call ``await engine.start(task)``. ``save`` is the checkpoint
@@ -157,7 +158,9 @@ def create_engine(
             registry.register(definition)
         if configure_tools is not None:
             configure_tools(registry)
-    services: dict[str, Any] = {"search": search} if search is not None else {}
+    services = dict(services or {})
+    if search is not None:
+        services["search"] = search
     if hooks is None and snap.hooks:
         hooks = hooks_from_snapshot(snap, hook_registry)
     modules = RuntimeModules(

@@ -113,11 +113,13 @@ class ToolSteps(ModelSteps):
         return prepared
 
     async def _finish_tool(self, frame: dict[str, Any], call: dict[str, Any], prepared: Any,
-                           raw: Any) -> None:
+                           raw: Any, *, status: ToolStatus | None = None) -> None:
         """Save the raw result before tool.after runs; record the outcome; commit."""
         j = self._journal()
         inst = frame["instance"]
         outcome = self.tools.outcome(prepared, raw)
+        if status is not None:
+            outcome = dataclasses.replace(outcome, status=status)
         if raw.ok:  # a result over the cap keeps a reference to its full text
             ref = f"{inst}#{j.last_seq(f'src:{inst}') + 1}"
             outcome = dataclasses.replace(outcome, value=cap_with_reference(
@@ -279,11 +281,13 @@ class ToolSteps(ModelSteps):
             return "command", "command"  # never started: the runner may run it
         frame = self.head["frames"][op["instance"]]
         call = next(c for c in frame["pending"] if c["request_id"] == op["request_id"])
+        prepared = self.tools.prepare(self._request(frame, call, True))
+        if isinstance(prepared, ToolOutcome):
+            raise ConfigError("a dispatched command no longer resolves in the catalog")
         value = dict(result)
-        failed = value.get("exit_code") not in (0, None) or value.get("timed_out")
-        outcome = ToolOutcome(value=value, status="error" if failed else "ok",
-                              raw_value=value, has_raw_value=True)
-        self.record_tool(frame, call, outcome, value)
+        failed = (value.get("exit_code") != 0 or bool(value.get("timed_out"))
+                  or bool(value.get("error")))
         self.head["op"] = None
-        self._journal().commit()
+        await self._finish_tool(frame, call, prepared, RawResult(ok=True, value=value),
+                                status="error" if failed else "ok")
         return "command", "continue"
