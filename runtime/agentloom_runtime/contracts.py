@@ -173,6 +173,53 @@ class CompactionPolicy(Module, Protocol):
         ...
 
 
+class ContextManager(Module, Protocol):
+    """Source records, the model-visible view and queued inputs of one instance
+    (``journal-context/v1``). ``journal`` is the run's unit of work; ``frame`` the
+    instance's record in the checkpoint head."""
+
+    def create(self, journal: Any, frame: dict[str, Any], *, system: str,
+               history: Sequence[Message], task: str,
+               counters: dict[str, int] | None = None) -> None: ...
+
+    def restore(self, journal: Any, frame: dict[str, Any]) -> list[Message]: ...
+
+    def view(self, journal: Any, frame: dict[str, Any]) -> list[Message]: ...
+
+    def append(self, journal: Any, frame: dict[str, Any], kind: str, message: Message,
+               visible: Message | None = None, *, extra: JSON | None = None) -> int: ...
+
+    def queue_input(self, frame: dict[str, Any], text: str) -> None: ...
+
+    def drain_inputs(self, journal: Any, frame: dict[str, Any]) -> int: ...
+
+    def commit_compaction(self, journal: Any, frame: dict[str, Any],
+                          result: CompactionResult) -> int: ...
+
+
+# ---------------------------------------------------------------- hooks / workspace
+
+
+class HookManager(Module, Protocol):
+    """``hooks/v1``; see ``agentloom_runtime.hooks.HookManager``."""
+
+    def stage(self, point: str, scope: Any) -> list[Any]: ...
+
+    async def run(self, point: str, payload: dict[str, Any], scope: Any, *,
+                  start: int = 0, on_cursor: Any = None) -> Any: ...
+
+    async def aclose(self) -> None: ...
+
+
+class WorkspaceProvider(Protocol):
+    """Resolves an instance's workspace from host identity only, never from the model."""
+
+    def for_instance(self, space: str, agent: str, session: str, run: str,
+                     instance: str) -> Any: ...
+
+    def checkpoint_binding(self) -> JSON: ...
+
+
 # ---------------------------------------------------------------- completion / strategy
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -44,6 +45,7 @@ class EngineCore:
         self.services = dict(services or {})
         self.j: Journal | None = None
         self._closed = False
+        self._active: asyncio.Task[Any] | None = None
 
     # -- attach ---------------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ version, so a duplicate or stale step raises ``CheckpointConflict`` and changes 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -128,6 +130,7 @@ class Engine(ToolSteps):
                                      "load the run again", details={"run_id": j.run_id})
         if j.head["status"] != "running":
             return self._result("done", "none")
+        self._active = asyncio.current_task()
         try:
             kind, next_ = await self._advance(command_result)
         except BlockRun as block:
@@ -138,6 +141,8 @@ class Engine(ToolSteps):
         except RunError as err:
             await self._stop(err, "blocked")
             return self._result("done", "none", err.code)
+        finally:
+            self._active = None
         if j.head["status"] != "running":
             return self._result("done", kind)
         request_id = j.head["op"]["request_id"] if next_ == "command" else None
@@ -245,6 +250,11 @@ class Engine(ToolSteps):
         if self._closed:
             return
         self._closed = True
+        active = self._active
+        if active is not None and active is not asyncio.current_task() and not active.done():
+            active.cancel()  # a step in flight: cancel it and wait for its cleanup
+            with contextlib.suppress(asyncio.CancelledError):
+                await active
         await self.tools.aclose()
         for module in self.modules.close_order():
             closer = getattr(module, "aclose", None)

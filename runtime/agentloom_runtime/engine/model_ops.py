@@ -74,9 +74,15 @@ class ModelOps(HookStages):
         self.emit("model.started", {"run_id": j.run_id, "op_id": op_id,
                                     "purpose": request.purpose, "instance": request.instance})
         raw = await self._invoke(request)
+        frame = head["frames"].get(request.instance, {})
         op["ops_seq"] = j.append("ops", {
             "op_id": op_id, "purpose": request.purpose, "instance": request.instance,
-            "request_hash": digest, "attempts": op["attempts"], "raw_output": raw.to_dict()})
+            "request_hash": digest, "attempts": op["attempts"], "raw_output": raw.to_dict(),
+            # the original input by reference: the instance's view as it stood
+            "original_input": {"view_upto": j.last_seq(f"view:{request.instance}"),
+                               "view_snapshot": frame.get("view", {}).get("snapshot", 0),
+                               "messages": len(request.messages)},
+            "final_input": op.get("final_input")})
         if self.has_hooks("model.chat.after", request.instance, purpose=request.purpose):
             op["phase"] = "raw_saved"
             j.commit()

@@ -151,3 +151,26 @@ async def test_close_order_each_module_once() -> None:
     await engine.close()
     await engine.close()
     assert closed == ["strategy", "completion", "shared", "model"]
+
+
+async def test_close_cancels_a_step_in_flight_and_waits() -> None:
+    import asyncio
+
+    started = asyncio.Event()
+    cleaned: list[bool] = []
+
+    class Hanging(KeyedScriptModel):
+        async def invoke(self, request):
+            started.set()
+            try:
+                await asyncio.sleep(60)
+            finally:
+                cleaned.append(True)
+
+    engine = create_engine(make_snapshot(), model_gateway=Hanging([]),
+                           tools=SideEffects().tools(), compaction_policy=None)
+    await engine.start("task")
+    step = asyncio.create_task(engine.step())
+    await started.wait()
+    await engine.close()
+    assert step.cancelled() and cleaned == [True]
