@@ -82,3 +82,12 @@ def representative_script() -> list[Any]:
         ScriptedModel.call("update_plan", PLAN_DONE, id="c4"),
         ScriptedModel.answer("Counted 3 words and mailed ops."),
     ]
+
+
+async def drive(engine: Any, limit: int = 500) -> Any:
+    """Step until the run is done; fail if it does not end within ``limit`` steps."""
+    for _ in range(limit):
+        result = await engine.step()
+        if result.next == "done":
+            return result
+    raise AssertionError(f"the run did not end within {limit} steps")

@@ -8,7 +8,7 @@ import asyncio
 import json
 
 import pytest
-from support.engine import SideEffects, make_snapshot
+from support.engine import SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.contracts import ModelResponse, ToolCall
@@ -42,12 +42,6 @@ def engine_with(model, store=None, effects=None):
                          model_gateway=model, tools=effects.tools(), compaction_policy=None)
 
 
-async def drive(engine):
-    for _ in range(40):
-        result = await engine.step()
-        if result.next == "done":
-            return result
-    raise AssertionError("no end")
 
 
 async def test_malformed_response_blocks_and_keeps_records() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from support.engine import Crash, CrashingStore, SideEffects, make_snapshot
+from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
@@ -50,12 +50,6 @@ def build(store, effects, run_id=None, model=None):
                          tools=effects.tools(), checkpoint=run_id)
 
 
-async def drive(engine):
-    for _ in range(200):
-        result = await engine.step()
-        if result.next == "done":
-            return result
-    raise AssertionError("no end")
 
 
 EXPECTED = [f"user{k}@example.com" for k in range(ROUNDS)]

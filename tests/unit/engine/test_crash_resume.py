@@ -10,6 +10,7 @@ from support.engine import (
     Crash,
     CrashingStore,
     SideEffects,
+    drive,
     make_snapshot,
     representative_script,
 )
@@ -25,12 +26,6 @@ def build(store: Any, effects: SideEffects, run_id: str | None = None):
                          tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
 
 
-async def drive(engine) -> Any:
-    for _ in range(60):
-        result = await engine.step()
-        if result.next == "done":
-            return result
-    raise AssertionError("no end")
 
 
 def kinds(store: InMemoryCheckpointStore, run_id: str) -> list[str]:

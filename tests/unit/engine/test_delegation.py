@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from support.engine import Crash, CrashingStore, SideEffects, make_snapshot
+from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
@@ -52,12 +52,6 @@ def build(store, effects, run_id=None):
                          tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
 
 
-async def drive(engine):
-    for _ in range(100):
-        result = await engine.step()
-        if result.next == "done":
-            return result
-    raise AssertionError("no end")
 
 
 async def test_two_children_complete_and_close_parent_calls() -> None:

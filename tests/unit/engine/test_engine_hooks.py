@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.engine import Crash, CrashingStore, SideEffects, make_snapshot
+from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.engine import create_engine
@@ -66,12 +66,6 @@ def build(store, effects, recorder, *, points=POINTS, run_id=None, replay_safe=T
                          tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
 
 
-async def drive(engine):
-    for _ in range(100):
-        result = await engine.step()
-        if result.next == "done":
-            return result
-    raise AssertionError("no end")
 
 
 class ChildAware(KeyedScriptModel):

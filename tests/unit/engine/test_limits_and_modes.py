@@ -1,19 +1,11 @@
 from __future__ import annotations
 
-from support.engine import SideEffects, make_snapshot
+from support.engine import SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.engine import ExecutionLimits, create_engine
 from agentloom_runtime.testing import ScriptedModel
 from agentloom_runtime.testing.keyed import KeyedScriptModel
-
-
-async def drive(engine):
-    for _ in range(500):
-        result = await engine.step()
-        if result.next == "done":
-            return result
-    raise AssertionError("no end")
 
 
 def looping_model(n: int) -> KeyedScriptModel:
