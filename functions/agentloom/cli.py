@@ -17,7 +17,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,36 +44,41 @@ class Transcript:
 
     def __call__(self, topic: str, data: Mapping[str, Any]) -> None:
         line = self._line(topic, data)
-        if line:
-            print(line, file=self.out, flush=True)
+        if line and self.out is not None:
+            try:
+                print(line, file=self.out, flush=True)
+            except BrokenPipeError:  # the reader went away (| head): the run goes on
+                self.out = None
 
     @staticmethod
     def _line(topic: str, d: Mapping[str, Any]) -> str | None:
+        if topic == "model.completed" and d.get("purpose") != "action":
+            return None  # reviews and summaries show through their own events
+        render = _LINES.get(topic)
+        if render is None:
+            return None
         who = "" if d.get("instance", "main") == "main" else f"[{d['instance']}] "
-        if topic == "run.started":
-            return f"▶ run {d['run_id']}\n  task: {_short(d['task'])}"
-        if topic == "run.resumed":
-            return f"▶ resuming run {d['run_id']} (execution {d['execution']})"
-        if topic == "model.completed" and d.get("purpose") == "action":
-            calls = d.get("tool_calls") or []
-            if calls:
-                return f"{who}model → {', '.join(calls)}"
-            return f"{who}model: {_short(d.get('content'))}"
-        if topic == "tool.started":
-            return f"{who}  tool {d['name']} {_short(d.get('arguments'), 200)}"
-        if topic == "tool.completed":
-            return f"{who}  ← {d['name']} [{d['status']}] {_short(d.get('result'), 200)}"
-        if topic == "review.decided":
-            return f"{who}review: {d['decision']} {_short(d.get('reason'), 200)}"
-        if topic == "context.compacted":
-            return f"{who}context compacted"
-        if topic == "subagent.started":
-            return f"  delegated to {d['instance']} ({d['template']})"
-        if topic == "run.finished":
-            return f"■ {d['status']}\n\n{d.get('answer') or ''}"
-        if topic == "run.stopped":
-            return f"■ {d['status']} ({d['code']}): {d['message']}"
-        return None
+        return who + render(d)
+
+
+def _model_line(d: Mapping[str, Any]) -> str:
+    calls = d.get("tool_calls") or []
+    return f"model → {', '.join(calls)}" if calls else f"model: {_short(d.get('content'))}"
+
+
+_LINES: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "run.started": lambda d: f"▶ run {d['run_id']}\n  task: {_short(d['task'])}",
+    "run.resumed": lambda d: f"▶ resuming run {d['run_id']} (execution {d['execution']})",
+    "model.completed": _model_line,
+    "tool.started": lambda d: f"  tool {d['name']} {_short(d.get('arguments'), 200)}",
+    "tool.completed": lambda d: (f"  ← {d['name']} [{d['status']}] "
+                                 f"{_short(d.get('result'), 200)}"),
+    "review.decided": lambda d: f"review: {d['decision']} {_short(d.get('reason'), 200)}",
+    "context.compacted": lambda d: "context compacted",
+    "subagent.started": lambda d: f"  delegated to {d['instance']} ({d['template']})",
+    "run.finished": lambda d: f"■ {d['status']}\n\n{d.get('answer') or ''}",
+    "run.stopped": lambda d: f"■ {d['status']} ({d['code']}): {d['message']}",
+}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+import logging
 from typing import Any
 
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
@@ -14,6 +15,7 @@ from .frames import frame_view
 from .journal import Journal
 
 Emit = Callable[[str, Mapping[str, Any]], None]
+logger = logging.getLogger(__name__)
 
 
 class BlockRun(Exception):
@@ -39,7 +41,7 @@ class EngineCore:
         self.tools = tools
         self.context = modules.context
         self.limits = modules.limits
-        self.emit: Emit = emit or (lambda topic, data: None)
+        self._emit: Emit = emit or (lambda topic, data: None)
         self.workspace = workspace
         self.commands = commands
         self.services = dict(services or {})
@@ -117,6 +119,13 @@ class EngineCore:
         base = self.snapshot.prompt if prompt is None else prompt
         rules = self.modules.strategy.instructions(frame_view(frame))
         return f"{base}\n\n{rules}".strip()
+
+    def emit(self, topic: str, data: Mapping[str, Any]) -> None:
+        """Observation only: a failing observer never breaks a step."""
+        try:
+            self._emit(topic, data)
+        except Exception:
+            logger.warning("event observer failed on %s", topic, exc_info=True)
 
     # provided by the step families ---------------------------------------------------------
 
