@@ -164,6 +164,7 @@ class Engine(ToolSteps):
             return await self._tool_step(frame, call)
         if frame.get("inputs") and not head.get("op") and self.context.drain_inputs(
                 self._journal(), frame):
+            frame["candidate"] = None  # the model answers again, with the supplement in view
             self._journal().commit()
             return "input", "continue"
         if frame["candidate"] is not None:

@@ -166,3 +166,20 @@ async def test_close_cancels_a_step_in_flight_and_waits() -> None:
     await started.wait()
     await engine.close()
     assert step.cancelled() and cleaned == [True]
+
+
+async def test_supplement_after_a_candidate_asks_the_model_again() -> None:
+    model = ScriptedModel([
+        ScriptedModel.answer("first answer"),
+        ScriptedModel.answer("answer with the extra detail"),
+        ScriptedModel.verdict("complete"),
+    ])
+    engine = create_engine(make_snapshot(), model_gateway=model,
+                           tools=SideEffects().tools(), compaction_policy=None)
+    await engine.start("task")
+    await engine.step()  # the candidate "first answer"
+    engine.queue_input("please add the detail")
+    assert (await drive(engine)).status == "completed"
+    assert engine.head["outcome"]["answer"] == "answer with the extra detail"
+    assert model.requests[1].messages[-1] == {"role": "user",
+                                              "content": "please add the detail"}
