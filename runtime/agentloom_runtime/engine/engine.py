@@ -34,7 +34,7 @@ from agentloom_runtime.errors import (
 
 from .core import BlockRun, Emit, EngineCore
 from .frames import new_frame
-from .hook_stages import HookRejected
+from .hook_stages import HookRejected, in_flight
 from .journal import Journal
 from .modules import bindings_hash, compare_bindings
 from .tool_steps import ToolSteps
@@ -151,8 +151,11 @@ class Engine(ToolSteps):
     async def _advance(self, command_result: Mapping[str, Any] | None, *,
                        resuming: bool = False) -> tuple[StepKind, StepNext]:
         head = self.head
-        if head.get("op") and not resuming:
-            return await self._resume_operation(head["op"], command_result)
+        op = head.get("op")
+        if op and not resuming:
+            if op["kind"] != "command":  # a dispatched command is the next step's to record
+                in_flight(head, op, f"operation {op['id']}")
+            return await self._resume_operation(op, command_result)
         if head.get("closing"):
             await self._close_step(head["frames"][head["closing"]])
             return "none", "continue"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloom_runtime.errors import RunError
+from agentloom_runtime.errors import CheckpointConflict, RunError
 
 from .core import BlockRun, EngineCore
 
@@ -23,6 +23,16 @@ class HookReplayRequired(RunError):
 
 class HookRejected(RunError):
     code = "hook_rejected"
+
+
+def in_flight(head: dict[str, Any], record: dict[str, Any], what: str) -> None:
+    """An operation started in the *current* execution belongs to a step that may still
+    be running (a duplicate or concurrent invocation): do nothing. Only a resume (a new
+    execution) may decide that its fate is unknown."""
+    if record.get("execution") == head["execution"]:
+        raise CheckpointConflict(
+            f"{what} of run {head['run_id']} is in flight in this execution; a step that "
+            "died here is continued by resuming the run", details={"run_id": head["run_id"]})
 
 
 class HookStages(EngineCore):
@@ -57,6 +67,8 @@ class HookStages(EngineCore):
         if saved and saved["key"] == key and saved["point"] == point:
             start = saved["cursor"]
             payload = {**payload, **saved["fields"]}
+            if saved.get("running") is not None:
+                in_flight(j.head, saved, f"hook {point}")
             if saved.get("running") is not None and not j.head["exec_options"].get(
                     "confirm_hooks"):
                 binding = stage[saved["running"]]
@@ -84,6 +96,7 @@ class HookStages(EngineCore):
         j = self._journal()
         fields = {k: payload[k] for k in writable if k in payload}
         j.head["hook"] = {"key": key, "point": point, "cursor": cursor,
+                          "execution": j.head["execution"],
                           "running": cursor if running else None, "fields": fields}
         j.commit()
 

@@ -62,7 +62,8 @@ class ModelOps(HookStages):
         request, final_input = await self._before_chat(request, retry)
         self._validate_request(request)
         op_id = retry["id"] if retry else f"m{head['execution']}-{head['total_calls'] + 1}"
-        op = {"id": op_id, "kind": "model", "phase": "sent", "purpose": request.purpose,
+        op = {"id": op_id, "kind": "model", "phase": "sent", "execution": head["execution"],
+              "purpose": request.purpose,
               "instance": request.instance, "index": index, "request_hash": digest,
               "attempts": (retry["attempts"] if retry else 0) + 1}
         if final_input is not None:

@@ -80,7 +80,8 @@ class ToolSteps(ModelSteps):
             return await self._dispatch_command(frame, call, prepared)
         if not definition.resume_inflight:
             j.head["op"] = {"id": f"t:{call['request_id']}", "kind": "tool",
-                            "phase": "started", "request_id": call["request_id"],
+                            "phase": "started", "execution": j.head["execution"],
+                            "request_id": call["request_id"],
                             "instance": frame["instance"], "attempts": 1,
                             "arguments": prepared.arguments}
             j.commit()
@@ -126,6 +127,7 @@ class ToolSteps(ModelSteps):
                 render(raw.value), self.tools.max_visible_chars, ref))
         if self.has_hooks("tool.after", inst, tool=call["name"]):
             op = j.head.get("op") or {"id": f"t:{call['request_id']}", "kind": "tool",
+                                      "execution": j.head["execution"],
                                       "request_id": call["request_id"], "instance": inst,
                                       "attempts": 1, "arguments": prepared.arguments}
             if op.get("phase") != "raw_saved":
