@@ -79,3 +79,30 @@ def test_a_second_question_inherits_the_session_history(tmp_path: Path) -> None:
     text, _ = shown.communicate(timeout=30)
     assert "history] first question" in text  # the earlier turn came along
     assert text.count("history]") >= 8  # question, calls + results, answer
+
+
+def test_real_provider_path_over_http(tmp_path: Path) -> None:
+    """OPENAI_API_KEY + OPENAI_BASE_URL: the CLI talks to an OpenAI-compatible server
+    (a local one here) through the real gateway; the key goes in the header only."""
+    from agentloom_runtime.testing import OpenAICompatibleServer, ScriptedModel
+
+    steps = [
+        ScriptedModel.call("update_plan", {"steps": [
+            {"id": "1", "title": "answer", "status": "completed"}]}, id="p1"),
+        ScriptedModel.answer("Hello from the provider."),
+        ScriptedModel.verdict("complete", "answered"),
+    ]
+    with OpenAICompatibleServer(steps, api_key="sk-local-test") as server:
+        env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_API_KEY"}
+        env.update(OPENAI_API_KEY="sk-local-test", OPENAI_BASE_URL=server.base_url)
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentloom.cli", "--home", str(tmp_path), "run",
+             "--agent", str(AGENT), "say hello"],
+            capture_output=True, text=True, env=env, timeout=60)
+        server.assert_consumed()
+        bodies = server.bodies
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "[model] openai gpt-4o-mini" in proc.stdout
+    assert "Hello from the provider." in proc.stdout
+    assert bodies[0]["max_completion_tokens"] == 4096
+    assert "sk-local-test" not in proc.stdout + proc.stderr
