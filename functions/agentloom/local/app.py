@@ -65,7 +65,8 @@ class LocalApp:
             run_id = uuid.uuid4().hex
             sessions.add_run(session, run_id)  # first, so a crash cannot orphan the run
             await engine.start(question, run_id=run_id, labels={"session": session},
-                               history=history.messages, counters=history.counters)
+                               history=history.messages, counters=history.counters,
+                               history_watermark=history.history_watermark)
             return await drive(engine, runner=workspaces.runner(), pause=pause)
         finally:
             await engine.close()

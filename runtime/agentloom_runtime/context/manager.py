@@ -18,7 +18,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from agentloom_runtime.contracts import JSON, CompactionResult, Message
+from agentloom_runtime.contracts import JSON, CompactionResult, ContextInput, Message, ToolSchema
 from agentloom_runtime.engine.journal import Journal
 
 COUNTERS = ("user_turns", "baseline_user_turns", "model_steps", "baseline_model_steps")
@@ -42,9 +42,10 @@ class JournalContextManager:
 
     def create(self, journal: Journal, frame: dict[str, Any], *, system: str,
                history: Sequence[Message], task: str,
-               counters: dict[str, int] | None = None) -> None:
+               counters: dict[str, int] | None = None, history_watermark: int = 0) -> None:
         inst = frame["instance"]
         frame["view"] = {"snapshot": 0, "base": 0}
+        frame["history_watermark"] = history_watermark  # the session seq inherited up to
         frame["inputs"] = []
         frame["counters"] = {k: int((counters or {}).get(k, 0)) for k in COUNTERS}
         frame["raw_complete"] = True
@@ -127,6 +128,16 @@ class JournalContextManager:
             self.append(journal, frame, "supplement", {"role": "user", "content": text})
         frame["inputs"] = []
         return len(inputs)
+
+    def prepare(self, journal: Journal, frame: dict[str, Any],
+                tools: Sequence[ToolSchema]) -> ContextInput:
+        """The working copy a compaction policy decides on: task, plan, the current view
+        (tagged with source seqs), tools and counters. Policies return a new view; they
+        never modify the frame."""
+        return ContextInput(task=frame["task"], plan=tuple(frame["plan"]),
+                            messages=tuple(self.view(journal, frame)),
+                            instance=frame["instance"], tools=tuple(tools),
+                            counters=dict(frame["counters"]))
 
     # -- compaction -----------------------------------------------------------------------
 

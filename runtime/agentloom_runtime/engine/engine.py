@@ -50,8 +50,10 @@ class Engine(ToolSteps):
 
     async def start(self, task: str, *, run_id: str | None = None,
                     history: Sequence[Message] = (), counters: Mapping[str, int] | None = None,
+                    history_watermark: int = 0,
                     labels: Mapping[str, str] | None = None) -> str:
-        """Create a run (version 1): meta record, main frame, first records."""
+        """Create a run (version 1): meta record, main frame, first records. ``history``
+        is the session history the run inherits (up to ``history_watermark``)."""
         if not task.strip():
             raise ConfigError("the task is empty")
         run_id = run_id or uuid.uuid4().hex
@@ -67,7 +69,8 @@ class Engine(ToolSteps):
         frame = new_frame("main", task)
         head["frames"]["main"] = frame
         self.context.create(self.j, frame, system=self._system_prompt(frame), history=history,
-                            task=task, counters=dict(counters or {}))
+                            task=task, counters=dict(counters or {}),
+                            history_watermark=history_watermark)
         self.j.commit()
         self.emit("run.started", {"run_id": run_id, "task": task})
         return run_id

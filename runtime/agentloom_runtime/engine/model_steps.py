@@ -166,10 +166,7 @@ class ModelSteps(ModelOps):
         if policy is None:
             return False
         j = self._journal()
-        data = ContextInput(task=frame["task"], plan=tuple(frame["plan"]),
-                            messages=tuple(self.context.view(j, frame)),
-                            instance=frame["instance"], tools=self.visible_schemas(frame),
-                            counters=dict(frame["counters"]))
+        data: ContextInput = self.context.prepare(j, frame, self.visible_schemas(frame))
         trigger = policy.should_compact(data)
         if not trigger:
             return False
