@@ -30,7 +30,8 @@ class LocalApp:
     @property
     def store(self) -> SqliteCheckpointStore:
         if self._store is None:
-            self.home.mkdir(parents=True, exist_ok=True)
+            # conversations and tool results live here: owner-only
+            self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._store = SqliteCheckpointStore(self.home / "agentloom.sqlite3")
         return self._store
 
