@@ -119,7 +119,7 @@ def preparation(n: int) -> None:
                         lambda: ctx([dict(m) for m in base]))
 
     def first() -> ContextInput:
-        estimators._TEXT_CACHES.clear()
+        estimators.clear_text_caches()
         return ctx([dict(m) for m in base])
 
     decide_first = timed(lambda c: policy_for(size, over=False).should_compact(c), first)

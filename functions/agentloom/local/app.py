@@ -68,9 +68,21 @@ class LocalApp:
             await engine.start(question, run_id=run_id, labels={"session": session},
                                history=history.messages, counters=history.counters,
                                history_watermark=history.history_watermark)
-            return await drive(engine, runner=workspaces.runner(), pause=pause)
+            result = await drive(engine, runner=workspaces.runner(), pause=pause)
+            self._save_view(sessions, session, engine, history)
+            return result
         finally:
             await engine.close()
+
+    @staticmethod
+    def _save_view(sessions: LocalSessions, session: str, engine: Engine,
+                   history: Any) -> None:
+        """A compacted main view becomes reusable by the session's next questions."""
+        main = engine.head["frames"]["main"]
+        if engine.head["status"] != "completed" or not main["view"]["snapshot"]:
+            return
+        view = [m for m in engine.context.view(engine.j, main) if m.get("role") != "system"]
+        sessions.save_view(session, engine.run_id, history, view, dict(main["counters"]))
 
     async def resume(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
                      retry_unknown_models: bool = False, pause: float = 0.0) -> StepResult:

@@ -17,7 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore, Commit, LogEntry
-from agentloom_runtime.context.history import RunHistory, build_run_history
+from agentloom_runtime.context.history import (
+    RunHistory,
+    SessionView,
+    build_run_history,
+    can_save_view,
+    make_view,
+)
 from agentloom_runtime.errors import CheckpointConflict, ConfigError
 
 HISTORY_KINDS_SKIPPED = ("system", "history")
@@ -44,18 +50,21 @@ class LocalSessions:
                               "it (agentloom resume) before asking a new question")
 
     def add_run(self, session: str, run_id: str) -> None:
+        self._append(session, "runs", {"run_id": run_id})
+
+    def _append(self, session: str, stream: str, body: dict[str, Any]) -> None:
         key = self._key(session)
-        for _ in range(20):  # CAS retry: another process may add a run at the same time
+        for _ in range(20):  # CAS retry: another process may write at the same time
             head = self.store.load_head(key)
-            version = head.version if head else 0
-            count = int(head.body["runs"]) if head else 0
+            version, counts = (head.version, dict(head.body)) if head else (0, {})
+            counts[stream] = int(counts.get(stream, 0)) + 1
             try:
-                self.store.commit(Commit(key, version, {"runs": count + 1},
-                                         [LogEntry("runs", count + 1, {"run_id": run_id})]))
+                self.store.commit(Commit(key, version, counts,
+                                         [LogEntry(stream, counts[stream], body)]))
                 return
             except CheckpointConflict:
                 continue
-        raise ConfigError(f"could not record the run in session {session!r}")
+        raise ConfigError(f"could not write to session {session!r}")
 
     def records(self, session: str) -> list[dict[str, Any]]:
         """Main-instance source records of the session's runs, with session seqs."""
@@ -69,5 +78,23 @@ class LocalSessions:
                             "kind": kind, "message": entry.body["message"]})
         return out
 
+    def views(self, session: str) -> list[SessionView]:
+        return [SessionView.model_validate(e.body)
+                for e in self.store.read(self._key(session), "views")]
+
     def history(self, session: str) -> RunHistory:
-        return build_run_history(self.records(session))
+        return build_run_history(self.records(session), self.views(session))
+
+    def save_view(self, session: str, run_id: str, history: RunHistory,
+                  messages: list[dict[str, Any]], counters: dict[str, int]) -> bool:
+        """After a run whose main view was compacted: save it as a reusable view if it
+        covers an observed, contiguous prefix of the session (seed 000 §4)."""
+        check = can_save_view(self.records(session), run_id=run_id,
+                              inherited_seqs=history.inherited_seqs, pending_tools=False,
+                              queued_inputs=False)
+        if not check.allowed:
+            return False
+        view = make_view(check, run_id=run_id, messages=messages, counters=counters,
+                         revision=len(self.views(session)) + 1)
+        self._append(session, "views", view.model_dump(mode="json"))
+        return True
