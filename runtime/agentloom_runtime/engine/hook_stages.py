@@ -1,11 +1,13 @@
 """Hook stages inside durable operations (seed 002 §11, §14).
 
 One mechanism for every point: ``run_stage`` runs the matched bindings in order and
-persists a cursor after each completed binding, together with the payload's writable
-fields (never the read-only bulk such as messages, which the step rebuilds). A binding
-that is not ``replay_safe`` is announced in the head before it runs; if the process dies
-while it runs, resume refuses to repeat it unless the execution was started with
-``confirm_hooks=True``. An empty stage costs nothing: no commit, no copy.
+keeps a cursor with the payload's writable fields (never the read-only bulk such as
+messages, which the step rebuilds). A binding that is not ``replay_safe`` (the default)
+is announced in the head before it runs and its cursor is committed after it, so it never
+runs twice unseen; if the process dies while it runs, resume refuses to repeat it unless
+the execution was started with ``confirm_hooks=True``. Replay-safe bindings cost no
+commit: their progress rides on the operation's next commit, and after a crash they may
+simply run again. An empty stage costs nothing.
 """
 
 from __future__ import annotations
@@ -77,7 +79,10 @@ class HookStages(EngineCore):
                     "interruption and is not replay_safe; resume with confirm_hooks=True "
                     "after checking its effects", details={"hook_id": binding.hook_id}))
         for item in stage[start:]:
-            if hooks.replay_required(item):
+            # Only a hook that must not run twice costs commits: announced before it runs,
+            # its cursor saved after. Replay-safe progress rides on the next commit.
+            risky = hooks.replay_required(item)
+            if risky:
                 self._save_hook(key, point, item.index, payload, writable, running=True)
             outcome = await hooks.run_binding(item, payload, scope,
                                               stage_deadline=self._stage_deadline(hooks))
@@ -87,18 +92,20 @@ class HookStages(EngineCore):
             if outcome.rejected is not None:
                 j.head.pop("hook", None)
                 return payload, outcome.rejected
-            self._save_hook(key, point, item.index + 1, payload, writable, running=False)
+            self._save_hook(key, point, item.index + 1, payload, writable, running=False,
+                            commit=risky)
         j.head.pop("hook", None)  # committed with the operation that consumes the payload
         return payload, None
 
     def _save_hook(self, key: str, point: str, cursor: int, payload: dict[str, Any],
-                   writable: list[str], *, running: bool) -> None:
+                   writable: list[str], *, running: bool, commit: bool = True) -> None:
         j = self._journal()
         fields = {k: payload[k] for k in writable if k in payload}
         j.head["hook"] = {"key": key, "point": point, "cursor": cursor,
                           "execution": j.head["execution"],
                           "running": cursor if running else None, "fields": fields}
-        j.commit()
+        if commit:
+            j.commit()
 
     @staticmethod
     def _stage_deadline(hooks: Any) -> float:

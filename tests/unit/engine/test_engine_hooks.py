@@ -218,13 +218,15 @@ async def test_resume_cannot_add_hooks() -> None:
               subagents=[], run_id=run_id)
 
 
-async def test_hook_stages_commit_only_when_bindings_match() -> None:
+async def test_only_hooks_that_must_not_replay_cost_commits() -> None:
     counts = []
-    for points in ([], ["run.before"]):
+    for points, replay_safe in (([], True), (["run.before"], True), (["run.before"], False)):
         store = CrashingStore(InMemoryCheckpointStore())
         engine = build(store, SideEffects(), Recorder(), points=points, subagents=[],
-                       model=KeyedScriptModel([ScriptedModel.answer("x")]))
+                       model=KeyedScriptModel([ScriptedModel.answer("x")]),
+                       replay_safe=replay_safe)
         await engine.start("q")
         await drive(engine)
         counts.append(store.commits)
-    assert counts[1] == counts[0] + 1  # one cursor commit for the one binding
+    assert counts[1] == counts[0], "a replay-safe hook rides on the next commit"
+    assert counts[2] == counts[0] + 2, "announced before it runs, cursor saved after"
