@@ -55,19 +55,35 @@ def history(n: int) -> list[dict[str, Any]]:
     return out
 
 
-async def measure(n: int, compaction: bool) -> dict[str, float]:
+def five_hooks() -> tuple[Any, list[dict[str, Any]]]:
+    """Five replay-safe hooks on each of model.chat.before and model.chat.after."""
+    from agentloom_runtime.hooks import Continue, HookDefinition, HookRegistry
+
+    async def noop(ctx: Any, payload: dict[str, Any]) -> Continue:
+        return Continue()
+
+    registry = HookRegistry([HookDefinition(f"h{i}", "1", noop, replay_safe=True)
+                             for i in range(5)])
+    bindings = [{"hook_id": f"h{i}", "version": "1", "point": point}
+                for point in ("model.chat.before", "model.chat.after") for i in range(5)]
+    return registry, bindings
+
+
+async def measure(n: int, compaction: bool, hooks: bool = False) -> dict[str, float]:
     steps = []
     for i in range(CYCLES // 2 + 1):
         steps.append(ScriptedModel.call("count_words", {"text": f"a b c {i}"}, id=f"c{i}"))
     model = TimedModel(steps)
     store = InMemoryCheckpointStore()
     kwargs: dict[str, Any] = {} if compaction else {"compaction_policy": NoCompaction()}
+    registry, bindings = five_hooks() if hooks else (None, [])
     snapshot = make_snapshot(model={"model": "m", "context_window": 10_000_000,
                                     "max_output_tokens": 4096},
                              context_policy={}, limits={"max_model_calls": 10_000,
-                                                        "max_iterations": 10_000})
+                                                        "max_iterations": 10_000},
+                             hooks=bindings)
     engine = create_engine(snapshot, save=store, model_gateway=model,
-                           tools=SideEffects().tools(), **kwargs)
+                           tools=SideEffects().tools(), hook_registry=registry, **kwargs)
     await engine.start("benchmark", history=history(n))
     durations, sizes = [], []
     for _ in range(CYCLES):
@@ -82,9 +98,10 @@ async def measure(n: int, compaction: bool) -> dict[str, float]:
 
 
 async def main() -> None:
-    for compaction in (False, True):
-        label = "budget compaction policy" if compaction else "no compaction policy"
-        rows = {n: await measure(n, compaction) for n in (10, 500)}
+    variants = [(False, False, "no compaction policy"), (True, False, "budget compaction policy"),
+                (False, True, "no compaction, 5 hooks on chat before + after")]
+    for compaction, hooks, label in variants:
+        rows = {n: await measure(n, compaction, hooks) for n in (10, 500)}
         print(f"engine, {label}, {CYCLES} cycles each (action and tool steps alternate)")
         for n, row in rows.items():
             print(f"  {n:>4} messages: overhead median {row['overhead_ms']:.3f} ms/cycle, "
