@@ -7,9 +7,13 @@ Prints figures; asserts nothing (wall time is never asserted).
    <= 20 ms at 5,000): ``should_compact`` on a view that does not trigger, and a whole
    ``compact`` that commits (units, tail, packing, assembly, validation) with an instant
    summarizer, with the byte estimator. "warm" reuses the same message objects (a
-   long-lived engine); "rebuilt" builds every message anew, as a step restoring its view
-   from a checkpoint in a warm process does (identity caches miss, text caches hit);
-   "first" also empties the text caches (a new process).
+   long-lived engine); "rebuilt" decodes every message anew from JSON (new dicts, lists
+   and strings), as a step restoring its view from a checkpoint in a warm process does
+   (identity caches miss, text caches hit, but every string is hashed again); "first"
+   also empties the text caches (a new process). "new dicts" copies each message dict
+   but shares its strings and lists (what "rebuilt" measured until now: it flatters the
+   text caches, the strings' hashes being known already). Every message text is
+   distinct.
 2. Session history: ``build_run_history`` (view choice + projection after the watermark)
    over N session records with a view at N/2.
 3. Estimator throughput, MB/s of message text, on fresh (uncached) messages.
@@ -18,6 +22,7 @@ Prints figures; asserts nothing (wall time is never asserted).
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
 from collections.abc import Callable
@@ -50,7 +55,8 @@ def view(n: int) -> list[dict[str, Any]]:
             {"role": "assistant", "content": None, "_seq": seq + 1, "tool_calls": [
                 {"id": f"c{t}", "type": "function",
                  "function": {"name": "read_file", "arguments": f'{{"path": "f{t}.txt"}}'}}]},
-            {"role": "tool", "tool_call_id": f"c{t}", "content": PROSE * 8, "_seq": seq + 2},
+            {"role": "tool", "tool_call_id": f"c{t}", "content": f"R{t}: " + PROSE * 8,
+             "_seq": seq + 2},
             {"role": "assistant", "content": f"A{t}: " + PROSE, "_seq": seq + 3}]
         t += 1
     return out[:n] if out[n - 1].get("role") != "assistant" or "tool_calls" not in out[
@@ -102,6 +108,11 @@ def policy_for(size: int, *, over: bool) -> BudgetCompactionPolicy:
                                   safety_margin_tokens=1_024, estimator=Utf8BytesEstimator())
 
 
+def restored(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as read back from a checkpoint: every object new."""
+    return json.loads(json.dumps(messages))
+
+
 def preparation(n: int) -> None:
     base = view(n)
     size = Utf8BytesEstimator().estimate(base, [])
@@ -114,22 +125,28 @@ def preparation(n: int) -> None:
     warm = ctx(base)
     quiet.should_compact(warm)  # fill the cache
     busy.should_compact(warm)
-    decide_warm = timed(lambda: quiet.should_compact(warm))
-    decide_cold = timed(lambda c: policy_for(size, over=False).should_compact(c),
-                        lambda: ctx([dict(m) for m in base]))
+
+    def decide(c: ContextInput) -> None:
+        policy_for(size, over=False).should_compact(c)
 
     def first() -> ContextInput:
         estimators.clear_text_caches()
-        return ctx([dict(m) for m in base])
+        return ctx(restored(base))
 
-    decide_first = timed(lambda c: policy_for(size, over=False).should_compact(c), first)
-
+    decide_warm = timed(lambda: quiet.should_compact(warm))
+    decide_dicts = timed(decide, lambda: ctx([dict(m) for m in base]))
+    decide_rebuilt = timed(decide, lambda: ctx(restored(base)))
+    decide_first = timed(decide, first)
     compact_warm = asyncio.run(timed_compaction(lambda: (busy, warm)))
-    compact_cold = asyncio.run(timed_compaction(
+    compact_dicts = asyncio.run(timed_compaction(
         lambda: (policy_for(size, over=True), ctx([dict(m) for m in base]))))
-    print(f"{n:>5} msgs {size / 1e6:4.2f} MB | should_compact warm {decide_warm} | rebuilt "
-          f"{decide_cold} | first {decide_first} | compact warm {compact_warm} | rebuilt "
-          f"{compact_cold}")
+    compact_rebuilt = asyncio.run(timed_compaction(
+        lambda: (policy_for(size, over=True), ctx(restored(base)))))
+    print(f"{n:>5} msgs {size / 1e6:4.2f} MB\n"
+          f"   should_compact  warm {decide_warm} | new dicts {decide_dicts} | "
+          f"rebuilt {decide_rebuilt} | first {decide_first}\n"
+          f"   compact         warm {compact_warm} | new dicts {compact_dicts} | "
+          f"rebuilt {compact_rebuilt}")
 
 
 def history(n: int) -> None:

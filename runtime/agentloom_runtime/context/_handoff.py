@@ -23,6 +23,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Protocol
 
 from agentloom_runtime.contracts import (
@@ -35,8 +36,8 @@ from agentloom_runtime.contracts import (
 )
 from agentloom_runtime.errors import ModelError, ModelOutcomeUnknown
 
-from ._protocol import Unit, chunk_text, merge_ranges, protocol_violations, split_units, to_ranges
-from ._summary import CURRENT, EARLIER, summary_message, summary_request, unit_text
+from ._protocol import Unit, chunk_text, merge_ranges, protocol_violations, split_units
+from ._summary import CURRENT, EARLIER, summary_message, summary_request, unit_parts
 from .failures import CompactionFailureMemory
 
 SIZE_TRIGGERS = ("budget", "characters")
@@ -50,7 +51,16 @@ class Measure(Protocol):
 
     def total(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int: ...
 
+    def sized(self, messages: Sequence[Message],
+              tools: Sequence[ToolSchema]) -> tuple[int, list[int]]:
+        """``(total(messages, tools), costs(messages))``, measuring each message once."""
+        ...
+
     def text(self, text: str) -> int: ...
+
+    def text_of(self, parts: Sequence[str]) -> int:
+        """``text("".join(parts))``, possibly without reading every part again."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -74,11 +84,13 @@ def counter(context: ContextInput, name: str) -> int:
 
 def task_index(context: ContextInput) -> int | None:
     """The current task message: the last user message whose content is the task."""
-    if not context.task:
+    task = context.task
+    if not task:
         return None
-    for index in range(len(context.messages) - 1, -1, -1):
-        message = context.messages[index]
-        if message.get("role") == "user" and message.get("content") == context.task:
+    messages = context.messages
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "user" and message.get("content") == task:
             return index
     return None
 
@@ -180,7 +192,7 @@ class HandoffPolicy(ABC):
         raises beyond ordinary model failures (budget, cancellation, persistence,
         ``ModelOutcomeUnknown``). ``memory`` is updated in place (see ``failures``)."""
         memory = CompactionFailureMemory() if memory is None else memory
-        before = self._measure().total(context.messages, context.tools)
+        before, costs = self._measure().sized(context.messages, context.tools)
         trigger = self._trigger(context, before)
         if trigger is None:
             memory.note("skipped", "no trigger fired")
@@ -190,7 +202,7 @@ class HandoffPolicy(ABC):
         if (hard is None or before <= hard) and not memory.allows(before, steps):
             memory.note("deferred", "waiting for growth or steps after a failed compaction")
             return None
-        selection = self._select(context, trigger, before)
+        selection = self._select(context, trigger, before, costs)
         pieces = selection if isinstance(selection, str) else self._pack(context, selection)
         if isinstance(selection, str) or isinstance(pieces, str):
             memory.note("skipped", str(pieces))
@@ -213,16 +225,17 @@ class HandoffPolicy(ABC):
 
     # ------------------------------------------------------------ steps
 
-    def _select(self, context: ContextInput, trigger: str, before: int) -> Selection | str:
+    def _select(self, context: ContextInput, trigger: str, before: int,
+                costs: list[int]) -> Selection | str:
         messages = context.messages
         task = task_index(context)
         pinned = {i for i, m in enumerate(messages) if m.get("_pin")}
         if task is not None:
             pinned.add(task)
         units = split_units(messages, frozenset(pinned))
-        costs = self._measure().costs(messages)
-        unit_costs = [sum(costs[u.start:u.end]) for u in units]
-        body = sum(c for u, c in zip(units, unit_costs, strict=True) if u.kind in _BODY)
+        prefix = list(accumulate(costs, initial=0))
+        unit_costs = [prefix[end] - prefix[start] for start, end, _ in units]
+        body = sum([c for u, c in zip(units, unit_costs, strict=True) if u.kind in _BODY])
         fixed = before - body
         allowance = self._summary_allowance()
         if fixed + allowance >= self._threshold():
@@ -241,7 +254,7 @@ class HandoffPolicy(ABC):
         compressible = [k for k in range(boundary) if units[k].kind in _BODY]
         if not compressible:
             return "nothing compressible"
-        if sum(unit_costs[k] for k in compressible) <= self._min_material():
+        if sum([unit_costs[k] for k in compressible]) <= self._min_material():
             return "too little compressible history to gain from a summary"
         return Selection(units, compressible, task, unit_costs)
 
@@ -255,12 +268,18 @@ class HandoffPolicy(ABC):
         covered: list[int] = []
         used = chars = spent = 0
         section: str | None = None
+        messages, units, task = context.messages, selection.units, selection.task_index
         for k in selection.compressible:
-            unit = selection.units[k]
-            label = _label(unit, selection.task_index)
-            body = unit_text(context.messages, unit)
-            joined = f"{label}\n{body}" if label and label != section else body
-            cost = measure.text(joined)
+            unit = units[k]
+            label = _label(unit, task)
+            parts = unit_parts(messages, unit)
+            body = "".join(parts)  # unit_text
+            if label and label != section:
+                joined = f"{label}\n{body}"
+                cost = measure.text_of([f"{label}\n", *parts])
+            else:
+                joined = body
+                cost = measure.text_of(parts)
             if cost <= capacity and 0 < used and used + cost <= capacity:
                 pieces[-1].append(joined)  # the last piece still has room
                 used += cost
@@ -309,10 +328,12 @@ class HandoffPolicy(ABC):
     def _result(self, context: ContextInput, selection: Selection, pieces: Pieces,
                 outcome: tuple[str, int], trigger: str, before: int) -> CompactionResult | str:
         summary, calls = outcome
-        kept = set(range(len(selection.units))) - set(pieces.covered)
-        if any(selection.units[k].kind == "orphan" for k in kept):
+        covered_units = set(pieces.covered)
+        if any(k not in covered_units for k, unit in enumerate(selection.units)
+               if unit.kind == "orphan"):
             return "rejected: a stray tool message or broken group would be kept"
-        messages, index, covered = _assemble(context, selection, pieces, summary)
+        messages, index, covered, source_indexes = _assemble(context, selection, pieces,
+                                                             summary)
         after, reason = self._verify(before, messages, context.tools)
         if reason is not None:
             return f"rejected: {reason}"
@@ -322,7 +343,7 @@ class HandoffPolicy(ABC):
             "trigger_threshold": self._threshold(), "target": self._target(),
             "target_reached": after <= self._target(), "calls": calls,
             "pieces": len(pieces.texts), "summary_index": index,
-            "covered_messages": len(covered), "source_indexes": to_ranges(covered),
+            "covered_messages": covered, "source_indexes": source_indexes,
             "source_seqs": messages[index].get("_covers", []),
             "kept_messages": len(messages) - 1,
             "baselines": {"baseline_user_turns": counter(context, "user_turns"),
@@ -338,26 +359,43 @@ def _label(unit: Unit, task: int | None) -> str | None:
 
 
 def _assemble(context: ContextInput, selection: Selection, pieces: Pieces,
-              summary: str) -> tuple[list[Message], int, list[int]]:
+              summary: str) -> tuple[list[Message], int, int, list[list[int]]]:
+    """The new view, the summary's index in it, how many messages it covers and their
+    indexes in the old view as ranges (``to_ranges`` of them)."""
     source = context.messages
     covered_units = set(pieces.covered)
     last = pieces.covered[-1]
     out: list[Message] = []
-    covered: list[int] = []
+    indexes: list[list[int]] = []  # covered source indexes, coalesced as we go
+    seqs: list[list[int]] = []  # covered source seqs and earlier summaries' ranges
+    run: list[int] | None = None  # the last range of consecutive seqs in seqs
     index = -1
-    for k, unit in enumerate(selection.units):
+    for k, (start, end, _) in enumerate(selection.units):
         if k not in covered_units:
-            out.extend(source[unit.start:unit.end])
+            if end - start == 1:
+                out.append(source[start])
+            else:
+                out.extend(source[start:end])
             continue
-        covered.extend(range(unit.start, unit.end))
+        if indexes and indexes[-1][1] == start - 1:
+            indexes[-1][1] = end - 1
+        else:
+            indexes.append([start, end - 1])
+        for i in range(start, end):
+            message = source[i]
+            seq = message.get("_seq")
+            if isinstance(seq, int):
+                if run is not None and seq == run[1] + 1:
+                    run[1] = seq
+                else:
+                    run = [seq, seq]
+                    seqs.append(run)
+            covers = message.get("_covers")
+            if covers:
+                seqs.extend(covers)
         if k == last:
             index = len(out)
             out.append({})
-    ranges: list[list[int]] = []
-    for i in covered:
-        message = source[i]
-        if isinstance(message.get("_seq"), int):
-            ranges.append([message["_seq"], message["_seq"]])
-        ranges.extend(message.get("_covers") or ())
-    out[index] = summary_message(summary, context.plan, len(covered), merge_ranges(ranges))
-    return out, index, covered
+    covered = sum(high - low + 1 for low, high in indexes)
+    out[index] = summary_message(summary, context.plan, covered, merge_ranges(seqs))
+    return out, index, covered, indexes

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from agentloom_runtime.contracts import Message
 
@@ -72,9 +71,10 @@ def protocol_violations(messages: Sequence[Message], *,
     return problems
 
 
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """A run of messages that is kept or summarised as a whole: ``[start, end)``."""
+class Unit(NamedTuple):
+    """A run of messages that is kept or summarised as a whole: ``[start, end)``. (A
+    named tuple: a view of 5,000 messages has thousands of units, built on every
+    compaction attempt; a frozen dataclass costs three times as much to build.)"""
 
     start: int
     end: int
@@ -87,38 +87,37 @@ def split_units(messages: Sequence[Message], pinned: frozenset[int]) -> list[Uni
     and ``orphan`` units (a stray tool message or an interrupted group) that may be
     summarised but never kept verbatim."""
     units: list[Unit] = []
+    add = units.append
     n = len(messages)
     i = 0
     while i < n and messages[i].get("role") == "system":
         i += 1
     if i:
-        units.append(Unit(0, i, "head"))
+        add(Unit(0, i, "head"))
     while i < n:
         message = messages[i]
-        ids = call_ids(message) if message.get("tool_calls") else None
-        if ids:
-            end, complete = _group_end(messages, i, set(ids))
-            kind: UnitKind = "group" if complete else ("pending" if end == n else "orphan")
-            units.append(Unit(i, end, kind))
-            i = end
-            continue
-        if message.get("role") == "tool":
-            units.append(Unit(i, i + 1, "orphan"))
+        role = message.get("role")
+        if role == "assistant" and message.get("tool_calls"):
+            ids = call_ids(message)
+            if ids:
+                waiting = set(ids)  # inlined _group_end: this loop runs per message
+                end = i + 1
+                while end < n and waiting and messages[end].get("role") == "tool":
+                    call_id = messages[end].get("tool_call_id")
+                    if call_id not in waiting:
+                        break
+                    waiting.discard(str(call_id))
+                    end += 1
+                add(Unit(i, end, "pending" if waiting and end == n
+                         else "orphan" if waiting else "group"))
+                i = end
+                continue
+        if role == "tool":
+            add(Unit(i, i + 1, "orphan"))
         else:
-            units.append(Unit(i, i + 1, "pinned" if i in pinned else "single"))
+            add(Unit(i, i + 1, "pinned" if i in pinned else "single"))
         i += 1
     return units
-
-
-def _group_end(messages: Sequence[Message], start: int, waiting: set[str]) -> tuple[int, bool]:
-    j = start + 1
-    while j < len(messages) and waiting and messages[j].get("role") == "tool":
-        call_id = messages[j].get("tool_call_id")
-        if call_id not in waiting:
-            break
-        waiting.discard(str(call_id))
-        j += 1
-    return j, not waiting
 
 
 def content_text(content: Any) -> str:
@@ -139,11 +138,25 @@ def content_text(content: Any) -> str:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+# The C encoder ``JSONEncoder.encode`` builds on every call, built once with the same
+# options but without the circular-reference markers (a dict shared between threads must
+# not look circular). None where the C accelerator is missing.
+_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_FAST_ENCODE: Any = (None if _MAKE_ENCODER is None else _MAKE_ENCODER(
+    None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False,
+    True))
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON text (one shared encoder: ``json.dumps`` with options builds one per
-    call)."""
+    """Compact JSON text: ``json.dumps(value, ensure_ascii=False, separators=(",", ":"),
+    default=str)``, without building an encoder per call. A value the shared C encoder
+    fails on (a circular structure, a failing ``default``) is encoded again by the
+    checked encoder, which raises its own error."""
+    if _FAST_ENCODE is not None:
+        try:
+            return "".join(_FAST_ENCODE(value, 0))
+        except Exception:  # the checked encoder below raises the real error
+            pass
     return _ENCODER.encode(value)
 
 

@@ -58,23 +58,33 @@ def summary_request(*, task: str, plan: Sequence[Mapping[str, Any]], previous: s
 
 def unit_text(messages: Sequence[Message], unit: Unit) -> str:
     """A unit as labelled transcript lines; ``#n`` is the source seq, ``@n`` the index."""
-    lines = []
+    return "".join(unit_parts(messages, unit))
+
+
+def unit_parts(messages: Sequence[Message], unit: Unit) -> list[str]:
+    """``unit_text`` in parts (``"".join`` them): each message's content is a part of its
+    own, so a measure that knows the size of the contents need not read them again."""
+    parts: list[str] = []
     for index in range(unit.start, unit.end):
         message = messages[index]
         ref = f"#{message['_seq']}" if "_seq" in message else f"@{index}"
         role = message.get("role")
         body = content_text(message.get("content"))
+        newline = "\n" if parts else ""  # between lines
         if message.get("_summary"):
-            lines.append(f"[{ref} earlier handoff summary]\n{body}")
+            parts += (f"{newline}[{ref} earlier handoff summary]\n", body)
         elif role == "tool":
-            lines.append(f"[{ref} tool result for call {message.get('tool_call_id')}]\n{body}")
+            parts += (f"{newline}[{ref} tool result for call {message.get('tool_call_id')}]\n",
+                      body)
+        elif body:
+            parts += (f"{newline}[{ref} {role}]\n", body)
         else:
-            lines.append(f"[{ref} {role}]\n{body}" if body else f"[{ref} {role}]")
+            parts.append(f"{newline}[{ref} {role}]")
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
-            lines.append(f"[{ref} tool call {function.get('name')} id={call.get('id')}] "
+            parts.append(f"\n[{ref} tool call {function.get('name')} id={call.get('id')}] "
                          f"{function.get('arguments', '')}")
-    return "\n".join(lines)
+    return parts
 
 
 def render_summary(summary: str, plan: Sequence[Mapping[str, Any]], covered: int) -> str:

@@ -22,7 +22,8 @@ Counters read from ``ContextInput.counters``: ``user_turns``, ``baseline_user_tu
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from agentloom_runtime.contracts import (
@@ -38,7 +39,13 @@ from agentloom_runtime.errors import BudgetExceeded, ConfigError
 from ._handoff import SIZE_TRIGGERS, HandoffPolicy, Measure, counter
 from ._protocol import public_messages
 from ._summary import summary_request
-from .estimators import _BaseEstimator, estimator_for, message_costs, text_cost
+from .estimators import (
+    Utf8BytesEstimator,
+    _BaseEstimator,
+    estimator_for,
+    message_costs,
+    text_cost,
+)
 
 SUMMARY_SHARE = 0.1  # of the effective budget, for the summary message
 SUMMARY_CAP = 12_000
@@ -53,6 +60,15 @@ class EstimatorMeasure:
     def __init__(self, estimator: TokenEstimator) -> None:
         self.estimator = estimator
         self._builtin = isinstance(estimator, _BaseEstimator)
+        # estimate() is the base one: base + Σ message_costs + Σ tool costs
+        self._additive = (isinstance(estimator, _BaseEstimator)
+                          and type(estimator).estimate is _BaseEstimator.estimate)
+        self._text: Callable[[str], int] = (
+            estimator.text_cost if isinstance(estimator, _BaseEstimator)
+            else partial(text_cost, estimator))
+        self._text_of: Callable[[Sequence[str]], int] | None = (
+            estimator.text_cost_of if isinstance(estimator, Utf8BytesEstimator)
+            and type(estimator).text_cost is Utf8BytesEstimator.text_cost else None)
 
     def costs(self, messages: Sequence[Message]) -> list[int]:
         return message_costs(self.estimator, messages)
@@ -62,8 +78,22 @@ class EstimatorMeasure:
             messages = public_messages(messages)
         return int(self.estimator.estimate(messages, tools))
 
+    def sized(self, messages: Sequence[Message],
+              tools: Sequence[ToolSchema]) -> tuple[int, list[int]]:
+        costs = self.costs(messages)
+        estimator = self.estimator
+        if isinstance(estimator, _BaseEstimator) and self._additive:
+            return (estimator.request_overhead + sum(costs)
+                    + sum(estimator.tool_cost(tool) for tool in tools)), costs
+        return self.total(messages, tools), costs
+
     def text(self, text: str) -> int:
-        return text_cost(self.estimator, text)
+        return self._text(text)
+
+    def text_of(self, parts: Sequence[str]) -> int:
+        if self._text_of is not None:
+            return self._text_of(parts)
+        return self._text("".join(parts))
 
 
 def _int(name: str, value: Any, *, minimum: int) -> int:

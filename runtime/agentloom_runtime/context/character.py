@@ -29,8 +29,16 @@ class CharacterMeasure:
     def total(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int:
         return sum(self._cost(m) for m in messages)
 
+    def sized(self, messages: Sequence[Message],
+              tools: Sequence[ToolSchema]) -> tuple[int, list[int]]:
+        costs = self.costs(messages)
+        return sum(costs), costs
+
     def text(self, text: str) -> int:
         return len(text)
+
+    def text_of(self, parts: Sequence[str]) -> int:
+        return sum(map(len, parts))
 
     def _cost(self, message: Message) -> int:
         cached = self._cache.get(message)

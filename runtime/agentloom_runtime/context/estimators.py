@@ -10,9 +10,11 @@
 
 Estimates are of the request as sent: ``_``-prefixed keys are ignored. Per-message costs
 are cached by message identity (a message is an immutable value once appended to a view)
-and long texts by value (per process), so re-estimating a growing or rebuilt view costs
-little more than the new messages. ``estimator_for(connection)`` picks one from a model
-connection. Never mutate a message in place once it has been estimated: replace it.
+and texts by value (per process: the tokenizers' message texts; the bytes estimator's
+long or non-ASCII contents), so re-estimating a growing view costs little more than the
+new messages, and a view rebuilt from a checkpoint mostly costs hashing its texts.
+``estimator_for(connection)`` picks one from a model connection. Never mutate a message
+in place once it has been estimated: replace it.
 """
 
 from __future__ import annotations
@@ -32,29 +34,38 @@ from ._protocol import PRIVATE_PREFIX, chunk_text, content_text, dumps
 
 _IDENTITY_ENTRIES = 20_000
 _TEXT_CHARS = 32_000_000  # per text cache, then it starts over
+_TEXT_ENTRIES = 250_000  # per text cache, likewise
 _CHUNK_CHARS = 50_000  # bpe-openai: < 1,000,000 chars and <= 200,000 tokens per call
 _LONG_TEXT = 256  # contents at least this long are also cached by value
+_SHORT_TEXT = 24  # (bytes estimator) and non-ASCII ones at least this long
 
 
 class _CostCache:
-    """id(obj) → (obj, cost); holding obj keeps its id from being reused."""
+    """id(obj) → cost. ``alive`` holds every obj, so no other object can take its id while
+    the entry exists: a hit is the same object. (No (obj, cost) tuple per entry: a view
+    rebuilt from a checkpoint adds thousands, each one more object for the collector.)"""
 
-    __slots__ = ("data",)
+    __slots__ = ("alive", "costs")
 
     def __init__(self) -> None:
-        self.data: dict[int, tuple[object, int]] = {}
+        self.costs: dict[int, int] = {}
+        self.alive: list[object] = []
 
     def get(self, obj: object) -> int | None:
-        hit = self.data.get(id(obj))
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        return None
+        return self.costs.get(id(obj))
 
     def put(self, obj: object, cost: int) -> int:
-        if len(self.data) >= _IDENTITY_ENTRIES:
-            self.data.clear()
-        self.data[id(obj)] = (obj, cost)
+        if len(self.costs) >= _IDENTITY_ENTRIES:
+            self.clear()
+        self.costs[id(obj)] = cost
+        self.alive.append(obj)
         return cost
+
+    def clear(self) -> None:
+        # costs last: an id is in costs only while its object is in alive (entries are
+        # added to costs first), even if another thread adds one meanwhile
+        self.alive.clear()
+        self.costs.clear()
 
 
 class _TextCache:
@@ -72,7 +83,7 @@ class _TextCache:
         if hit is not None:
             return hit
         value = measure(text)
-        if self.chars + len(text) > _TEXT_CHARS:
+        if self.chars + len(text) > _TEXT_CHARS or len(self.data) >= _TEXT_ENTRIES:
             self.data.clear()
             self.chars = 0
         self.data[text] = value
@@ -105,13 +116,23 @@ class _BaseEstimator:
                 + sum(self.tool_cost(tool) for tool in tools))
 
     def message_costs(self, messages: Sequence[Message]) -> list[int]:
-        data = self._messages.data
+        cache = self._messages
+        if len(cache.costs) + len(messages) > _IDENTITY_ENTRIES:
+            cache.clear()  # before, so that this view's costs stay for the next call
+        known, keep = cache.costs, cache.alive.append
+        measure, framing = self._measurer()
         out = []
         for message in messages:
-            hit = data.get(id(message))
-            out.append(hit[1] if hit is not None and hit[0] is message
-                       else self.message_cost(message))
+            cost = known.get(id(message))
+            if cost is None:
+                cost = known[id(message)] = measure(message) + framing
+                keep(message)
+            out.append(cost)
         return out
+
+    def _measurer(self) -> tuple[Callable[[Message], int], int]:
+        """``_message_cost`` as (function, constant to add) for the loop above."""
+        return self._message_cost, 0
 
     def message_cost(self, message: Message) -> int:
         cached = self._messages.get(message)
@@ -139,7 +160,8 @@ class _BaseEstimator:
 
 
 def _json_bytes(value: Any) -> int:
-    return len(dumps(value).encode("utf-8"))
+    text = dumps(value)
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _quoted_bytes(text: str) -> int:
@@ -148,23 +170,63 @@ def _quoted_bytes(text: str) -> int:
 
 
 _USER_WRAPPER = len('{"role":"user","content":}')
+_UTF8_TEXTS = _text_cache("utf8-json")
+# top-level key -> UTF-8 bytes of '"key":' plus the separator after the value; -1 for a
+# private key (not counted). Keys are a small set (role, content, tool_calls, ...).
+_FIELDS: dict[str, int] = {}
+_MAX_FIELDS = 4_096
+
+
+def _field_bytes(key: str) -> int:
+    size = -1 if key.startswith(PRIVATE_PREFIX) else len(key.encode("utf-8")) + 4
+    if len(_FIELDS) >= _MAX_FIELDS:
+        _FIELDS.clear()
+    _FIELDS[key] = size
+    return size
+
+
+def _text_bytes(text: str) -> int:
+    """``_quoted_bytes``; texts that cost more to measure than to look up (long ones,
+    non-ASCII ones that are not tiny) are measured once per process (by value)."""
+    if len(text) < _SHORT_TEXT or (len(text) < _LONG_TEXT and text.isascii()):
+        return len(encode_basestring(text)) if text.isascii() else _quoted_bytes(text)
+    hit = _UTF8_TEXTS.data.get(text)
+    return hit if hit is not None else _UTF8_TEXTS.cost(text, _quoted_bytes)
 
 
 def message_json_bytes(message: Message) -> int:
     """UTF-8 bytes of the message's compact JSON without its ``_`` keys — the same number
-    as ``len(dumps(public message).encode())`` for plain keys, computed field by
-    field so that long texts are measured once per process."""
+    as ``len(dumps(public message).encode())`` for plain keys, computed field by field
+    so that texts are measured once per process (see ``_text_bytes``). Hot: called for
+    every message of a view rebuilt from a checkpoint, hence the inlined cases."""
     size = 1  # "{"; each field adds '"key":' + value + "," or "}"
+    fields, texts, escape = _FIELDS, _UTF8_TEXTS.data, encode_basestring
     for key, value in message.items():
-        if key.startswith(PRIVATE_PREFIX):
+        field = fields.get(key)
+        if field is None:
+            field = _field_bytes(key)
+        if field < 0:
             continue
-        if isinstance(value, str):
-            length = (_text_cache("utf8-json").cost(value, _quoted_bytes)
-                      if len(value) >= _LONG_TEXT else _quoted_bytes(value))
+        if value.__class__ is str:
+            if value.isascii() and len(value) < _LONG_TEXT:
+                size += field + len(escape(value))  # escaped ASCII stays ASCII
+            else:
+                length = texts.get(value)
+                size += field + (_text_bytes(value) if length is None else length)
+        elif value is None:
+            size += field + 4  # null
+        elif isinstance(value, str):
+            size += field + _text_bytes(value)
         else:
-            length = _json_bytes(value)
-        size += len(key.encode("utf-8")) + 4 + length
+            size += field + _json_bytes(value)
     return size if size > 1 else 2
+
+
+def clear_text_caches() -> None:
+    """Forget every text measured by value in this process (as in a new process)."""
+    for cache in _TEXT_CACHES.values():
+        cache.data.clear()
+        cache.chars = 0
 
 
 class Utf8BytesEstimator(_BaseEstimator):
@@ -184,8 +246,20 @@ class Utf8BytesEstimator(_BaseEstimator):
     def _message_cost(self, message: Message) -> int:
         return message_json_bytes(message) + self.message_framing
 
+    def _measurer(self) -> tuple[Callable[[Message], int], int]:
+        if type(self)._message_cost is not Utf8BytesEstimator._message_cost:
+            return super()._measurer()  # a subclass measures its own way
+        return message_json_bytes, self.message_framing
+
     def text_cost(self, text: str) -> int:
         return _USER_WRAPPER + _quoted_bytes(text) + self.message_framing
+
+    def text_cost_of(self, parts: Sequence[str]) -> int:
+        """``text_cost("".join(parts))``: JSON escapes and UTF-8 bytes are per character,
+        so the quoted size of a concatenation is the sum of the parts' (less their quotes),
+        and contents already measured (``_text_bytes``) are not read again."""
+        return (_USER_WRAPPER + self.message_framing + 2
+                + sum([_text_bytes(part) - 2 for part in parts]))
 
     def _tool_cost(self, tool: ToolSchema) -> int:
         return _json_bytes(tool) + self.tool_framing

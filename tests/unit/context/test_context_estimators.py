@@ -6,6 +6,8 @@ import importlib.util
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentloom_runtime.context import estimators
 from agentloom_runtime.context.estimators import (
@@ -49,6 +51,33 @@ def test_bytes_are_exactly_the_compact_json(message: dict[str, object]) -> None:
     assert est.estimate([message], []) == 8 + expected + 16
     tagged = {"_seq": 3, **message, "_pin": True}
     assert est.estimate([tagged], []) == 8 + expected + 16
+
+
+_CHARS = st.characters(codec="utf-8") | st.sampled_from(list('"\\\n\t\x01 é你😀'))
+_TEXTS = st.one_of(st.text(_CHARS, max_size=40), st.text(_CHARS, min_size=20, max_size=600),
+                   st.sampled_from(["user", "é" * 23, "é" * 24, "x" * 256, "你" * 300]))
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | _TEXTS,
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(_TEXTS, inner, max_size=3), max_leaves=8)
+_KEYS = st.text(st.characters(codec="utf-8", exclude_characters='"\\',
+                              exclude_categories=["Cc"]), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(_KEYS, _JSON, max_size=5), max_size=4))
+def test_bytes_are_exactly_the_compact_json_of_any_message(
+        messages: list[dict[str, object]]) -> None:
+    """The field-by-field fast paths (texts cached by value, short ASCII, null) agree with
+    json.dumps, for the same message objects and for copies decoded anew."""
+    public = [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages]
+    expected = 8 + sum(len(json.dumps(m, ensure_ascii=False, separators=(",", ":"))
+                           .encode()) + 16 for m in public)
+    est = Utf8BytesEstimator()
+    assert est.estimate(messages, []) == expected
+    assert est.estimate(messages, []) == expected  # cached by identity
+    assert est.estimate(json.loads(json.dumps(messages)), []) == expected  # by value
+    texts = [v for m in messages for v in m.values() if isinstance(v, str)]
+    assert est.text_cost_of(texts) == est.text_cost("".join(texts))
 
 
 def test_private_keys_are_not_counted() -> None:
