@@ -34,6 +34,8 @@ class JournalContextManager:
     def __init__(self) -> None:
         # instance -> view messages, each tagged with "_seq" (its source record, if any)
         self._views: dict[str, list[Message]] = {}
+        # instance -> (the view list it was made from, its stripped copies)
+        self._model: dict[str, tuple[list[Message] | None, list[Message]]] = {}
 
     def checkpoint_config(self) -> JSON:
         return {}
@@ -92,6 +94,19 @@ class JournalContextManager:
     @staticmethod
     def model_messages(view: Sequence[Message]) -> list[Message]:
         return [_strip_private(m) for m in view]
+
+    def model_view(self, journal: Journal, frame: dict[str, Any]) -> list[Message]:
+        """The view as the model sees it (private keys stripped). The stripped copies are
+        made once per message and reused, so estimators that cache by message identity
+        do not re-size the whole view on every step. Never mutate them."""
+        view = self.view(journal, frame)
+        inst = frame["instance"]
+        source, stripped = self._model.get(inst, (None, []))
+        if source is not view:  # the view was rebuilt (restore, compaction)
+            stripped = []
+        stripped.extend(_strip_private(m) for m in view[len(stripped):])
+        self._model[inst] = (view, stripped)
+        return list(stripped)
 
     # -- appends --------------------------------------------------------------------------
 

@@ -76,9 +76,8 @@ class ModelSteps(ModelOps):
 
     async def _action_step(self, frame: dict[str, Any]) -> None:
         j = self._journal()
-        view = self.context.view(j, frame)
         tools = self.visible_schemas(frame)
-        messages = await self._prepare_hooks(frame, self.context.model_messages(view), tools)
+        messages = await self._prepare_hooks(frame, self.context.model_view(j, frame), tools)
         request = ModelRequest(messages=messages, tools=tools, purpose="action",
                                instance=frame["instance"], options=self._options())
         raw, response = await self.model_op(request)
@@ -140,7 +139,7 @@ class ModelSteps(ModelOps):
         candidate = self.candidate_text(frame)
         data = CompletionInput(
             task=frame["task"], plan=tuple(frame["plan"]), evidence=tuple(frame["evidence"]),
-            messages=self.context.model_messages(self.context.view(j, frame)),
+            messages=self.context.model_view(j, frame),
             candidate=candidate, instance=frame["instance"])
         decision = await self.modules.completion.review(data, self.call_model)
         j.append("ops", {"op_id": f"review-{j.head['total_calls']}", "purpose": "decision",
