@@ -106,3 +106,10 @@ def test_real_provider_path_over_http(tmp_path: Path) -> None:
     assert "Hello from the provider." in proc.stdout
     assert bodies[0]["max_completion_tokens"] == 4096
     assert "sk-local-test" not in proc.stdout + proc.stderr
+
+
+def test_sdk_example_runs() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "docs" / "examples" / "sdk" / "embed.py")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "completed: There are 3 words."
