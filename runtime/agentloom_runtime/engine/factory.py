@@ -68,12 +68,12 @@ class NoCompaction:
 def default_compaction(snapshot: AgentSnapshot) -> Any:
     """Budget policy for snapshots with a context_policy; the character policy for old
     published versions without one (seed 000 §8)."""
-    try:
-        from agentloom_runtime.context.budget import BudgetCompactionPolicy
-        from agentloom_runtime.context.character import CharacterCompactionPolicy
-        from agentloom_runtime.context.estimators import estimator_for
-    except ImportError:  # pragma: no cover - context policies ship with the package
-        return None
+    from agentloom_runtime.context import (
+        BudgetCompactionPolicy,
+        CharacterCompactionPolicy,
+        estimator_for,
+    )
+
     model = snapshot.model
     if snapshot.context_policy is None:
         return CharacterCompactionPolicy()
