@@ -25,6 +25,8 @@ from .core import BlockRun
 from .frames import frame_view
 from .model_ops import ModelOps
 
+CHILD_BUILTINS = frozenset({"update_plan", "read_result"})
+
 
 class ModelSteps(ModelOps):
     async def _resume_operation(self, op: dict[str, Any], command_result: Any
@@ -60,12 +62,17 @@ class ModelSteps(ModelOps):
         return [d.schema() for d in defs if self.tool_allowed(frame, d.name, allowed)]
 
     def tool_allowed(self, frame: dict[str, Any], name: str, allowed: Any = None) -> bool:
+        """Main may use the whole catalog; a child only its template's tools (least
+        privilege: an empty list grants none) plus the built-in plan and read-back."""
         if name == "delegate_task":
             return frame["parent"] is None
-        if frame["parent"] is None or name == "update_plan":
+        if frame["parent"] is None or name in CHILD_BUILTINS:
             return True
-        allowed = frame.get("tools") if allowed is None else allowed
-        return not allowed or name in allowed
+        granted = set(frame.get("tools") or ()) if allowed is None else set(allowed)
+        if "workspace" in granted and name.startswith("workspace_") \
+                and name != "workspace_command":
+            return True  # the "workspace" group: the file tools, not commands
+        return name in granted
 
     def _options(self) -> dict[str, Any]:
         model = self.snapshot.model

@@ -100,3 +100,30 @@ async def test_delegation_limit_and_unknown_template() -> None:
     await engine.start("task")
     assert (await drive(engine)).status == "completed"
     assert "subagent_not_found" in model.requests[1].messages[-1]["content"]
+
+
+async def test_a_child_gets_only_its_templates_tools() -> None:
+    seen: dict[str, set[str]] = {}
+
+    class Recorder:
+        module_id = "recorder/v1"
+
+        def checkpoint_config(self):
+            return {}
+
+        async def invoke(self, request):
+            if request.purpose == "verification":
+                return ScriptedModel.verdict("complete")
+            seen[request.instance] = {t["function"]["name"] for t in request.tools}
+            if request.instance == "main" and "d1" not in str(request.messages):
+                return ScriptedModel.call("delegate_task", {"subagent_id": "bare",
+                                                            "task": "think"}, id="d1")
+            return ScriptedModel.answer("done")
+
+    subs = [{"id": "bare", "name": "Bare", "duty": "think only"}]
+    engine = create_engine(make_snapshot(subagents=subs), model_gateway=Recorder(),
+                           tools=SideEffects().tools(), compaction_policy=None)
+    await engine.start("delegate")
+    assert (await drive(engine)).status == "completed"
+    assert seen["sub-1"] == {"update_plan", "read_result"}
+    assert {"send_mail", "count_words", "delegate_task"} <= seen["main"]
