@@ -35,6 +35,7 @@ from agentloom_runtime.errors import (
 from .core import BlockRun, Emit, EngineCore
 from .frames import new_frame
 from .hook_stages import HookRejected, in_flight
+from .inbox import post_input, pull_inputs
 from .journal import Journal
 from .modules import bindings_hash, compare_bindings
 from .tool_steps import ToolSteps
@@ -107,13 +108,18 @@ class Engine(ToolSteps):
         j.commit()
         self.emit("run.resumed", {"run_id": j.run_id, "execution": head["execution"]})
 
-    def queue_input(self, text: str) -> None:
-        """A supplement for the running task, injected at the next safe boundary."""
-        if not text.strip():
-            raise ConfigError("the supplement is empty")
-        j = self._journal()
-        self.context.queue_input(j.head["frames"][j.head["stack"][0]], text)
-        j.commit()
+    def queue_input(self, text: str) -> int:
+        """A supplement for the running task (see ``inbox``): safe while a step runs, even
+        in another process; injected at the next safe boundary."""
+        return post_input(self.store, self._journal().run_id, text)
+
+    def _pull_inbox(self) -> None:
+        """Move new supplements into the main frame's durable queue (committed with this
+        step's next commit; a crash before it simply pulls them again)."""
+        head = self.head
+        for seq, text in pull_inputs(self.store, head["run_id"], head.get("inbox_seen", 0)):
+            self.context.queue_input(head["frames"]["main"], text)
+            head["inbox_seen"] = seq
 
     async def cancel(self, reason: str = "cancelled") -> None:
         j = self._journal()
@@ -164,6 +170,7 @@ class Engine(ToolSteps):
             return "none", "continue"
         if not head.get("run_checked"):
             await self._run_before()
+        self._pull_inbox()
         frame = self.active_frame()
         call = next((c for c in frame["pending"] if c["state"] == "queued"), None)
         if call is not None:

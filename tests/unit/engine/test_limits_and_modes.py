@@ -183,3 +183,41 @@ async def test_supplement_after_a_candidate_asks_the_model_again() -> None:
     assert engine.head["outcome"]["answer"] == "answer with the extra detail"
     assert model.requests[1].messages[-1] == {"role": "user",
                                               "content": "please add the detail"}
+
+
+async def test_a_supplement_posted_during_a_step_does_not_break_it() -> None:
+    import asyncio
+
+    from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+
+    gate = asyncio.Event()
+    effects = SideEffects()
+    tools = effects.tools()
+    mail = tools[0]
+
+    async def slow_mail(context, arguments):
+        await gate.wait()
+        return await mail.handler(context, arguments)
+
+    import dataclasses
+
+    store = InMemoryCheckpointStore()
+    model = ScriptedModel([
+        ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
+        ScriptedModel.answer("sent"),
+        ScriptedModel.verdict("complete"),
+    ])
+    engine = create_engine(make_snapshot(), save=store, model_gateway=model,
+                           tools=[dataclasses.replace(mail, handler=slow_mail), tools[1]],
+                           compaction_policy=None)
+    await engine.start("mail ops")
+    await engine.step()  # action: send_mail pending
+    step = asyncio.create_task(engine.step())  # the tool runs...
+    await asyncio.sleep(0.01)
+    engine.queue_input("cc the team too")  # ...while the user adds to the task
+    gate.set()
+    assert (await step).kind == "tool", "the running step committed its result"
+    assert (await drive(engine)).status == "completed"
+    assert effects.calls == ["ops@example.com"]
+    assert any(m == {"role": "user", "content": "cc the team too"}
+               for m in model.requests[1].messages)
