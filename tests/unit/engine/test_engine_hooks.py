@@ -230,3 +230,49 @@ async def test_only_hooks_that_must_not_replay_cost_commits() -> None:
         counts.append(store.commits)
     assert counts[1] == counts[0], "a replay-safe hook rides on the next commit"
     assert counts[2] == counts[0] + 2, "announced before it runs, cursor saved after"
+
+
+@pytest.mark.parametrize("crash_after", range(3, 12))
+async def test_crash_at_each_hook_cursor_never_reruns_completed_hooks(crash_after: int) -> None:
+    """Three non-replay-safe tool.before hooks: crash after every commit around them.
+    Completed hooks never run again; the one announced as running needs confirmation."""
+    runs: list[str] = []
+
+    def counting(name: str):
+        async def hook(ctx, payload):
+            runs.append(name)
+            return Continue()
+        return hook
+
+    def make(store, run_id=None):
+        registry = HookRegistry([HookDefinition(f"g{i}", "1", counting(f"g{i}"))
+                                 for i in range(3)])
+        snapshot = make_snapshot(hooks=[{"hook_id": f"g{i}", "version": "1",
+                                         "point": "tool.before"} for i in range(3)])
+        return create_engine(snapshot, save=store, hook_registry=registry,
+                             model_gateway=KeyedScriptModel([
+                                 ScriptedModel.call("send_mail", {"to": "a@example.com"},
+                                                    id="m1"),
+                                 ScriptedModel.answer("done")]),
+                             tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
+
+    effects, inner = SideEffects(), InMemoryCheckpointStore()
+    with pytest.raises(Crash):
+        engine = make(CrashingStore(inner, crash_after))
+        await engine.start("mail", run_id="r")
+        await drive(engine)
+    saved = inner.load_head("r").body.get("hook") or {}
+    running = saved.get("running")
+    resumed = make(inner, "r")
+    await resumed.begin_execution(confirm_hooks=True)
+    result = await drive(resumed)
+    if result.error_code == "tool_outcome_unknown":  # the crash hit the tool itself
+        assert runs == ["g0", "g1", "g2"] and effects.calls == []
+        return
+    assert result.status == "completed"
+    assert effects.calls == ["a@example.com"]
+    # completed hooks ran exactly once; only the one announced as running when the
+    # process died may have run twice (with confirmation)
+    for i in range(3):
+        assert runs.count(f"g{i}") == (runs.count(f"g{i}") if i == running else 1), runs
+    assert runs.count(f"g{running}") <= 2 if running is not None else len(runs) == 3
