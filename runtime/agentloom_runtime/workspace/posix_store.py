@@ -347,10 +347,7 @@ class PosixWorkspaceStore:
         with self._mutation() as root:
             parent = walk(root, parts[:-1])
             try:
-                st = lstat_at(parent, parts[-1])
-                if st is None:
-                    fail("not_found", rel, "no such file")
-                refuse_kind(st, rel, want="file")
+                st = _existing_file(parent, parts[-1], rel)
                 raw = self._check_current(parent, parts, expected or "", content=True)
                 try:
                     text = raw.decode("utf-8")
@@ -403,10 +400,7 @@ class PosixWorkspaceStore:
         with self._mutation() as root:
             parent = walk(root, parts[:-1])
             try:
-                st = lstat_at(parent, parts[-1])
-                if st is None:
-                    fail("not_found", rel, "no such file")
-                refuse_kind(st, rel, want="file")  # never a directory: no recursive delete
+                _existing_file(parent, parts[-1], rel)  # never a directory: no recursive delete
                 if expected:
                     self._check_current(parent, parts, expected)
                 try:
@@ -417,3 +411,12 @@ class PosixWorkspaceStore:
             finally:
                 os.close(parent)
         return {"path": rel, "deleted": True}
+
+
+def _existing_file(parent: int, name: str, rel: str) -> os.stat_result:
+    """The regular file ``name`` in ``parent`` (no link, no special file), or a refusal."""
+    st = lstat_at(parent, name)
+    if st is None:
+        fail("not_found", rel, "no such file")
+    refuse_kind(st, rel, want="file")
+    return st
