@@ -22,7 +22,7 @@ from agentloom_runtime.contracts import (
     ToolStatus,
 )
 from agentloom_runtime.errors import ConfigError, ToolOutcomeUnknown
-from agentloom_runtime.tool_contracts import ToolContext, freeze
+from agentloom_runtime.tool_contracts import ToolContext
 from agentloom_runtime.tools import RawResult, failure_outcome
 
 from .core import BlockRun
@@ -54,7 +54,7 @@ class ToolSteps(ModelSteps):
                      uncertain: bool = False) -> ToolContext:
         workspace = self.workspace(frame["instance"]) if self.workspace else None
         return ToolContext(
-            config=freeze(self._snapshot_data()), instance=frame["instance"],
+            config=self.tools.config, instance=frame["instance"],
             run_id=self.run_id, call_id=call["call_id"], request_id=call["request_id"],
             uncertain=uncertain, emit=self.emit, plan=FramePlan(frame), workspace=workspace,
             services={**self.services,
