@@ -61,6 +61,23 @@ class Transcript:
         return who + render(d)
 
 
+def _result_line(d: Mapping[str, Any]) -> str:
+    """Tool results as a person reads them; command results as exit code and output."""
+    text = d.get("result")
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        value = text
+    if isinstance(value, dict) and "exit_code" in value:
+        out = (value.get("stdout_head") or "") + (value.get("stdout_tail") or "")
+        err = (value.get("stderr_head") or "") + (value.get("stderr_tail") or "")
+        text = f"exit {value['exit_code']}" + (" (timed out)" if value.get("timed_out") else "")
+        text += f" · {_short(out.strip(), 160)}" if out.strip() else ""
+        text += f" · stderr: {_short(err.strip(), 120)}" if err.strip() else ""
+        return f"  ← {d['name']} [{d['status']}] {text}"
+    return f"  ← {d['name']} [{d['status']}] {_short(text, 200)}"
+
+
 def _model_line(d: Mapping[str, Any]) -> str:
     calls = d.get("tool_calls") or []
     return f"model → {', '.join(calls)}" if calls else f"model: {_short(d.get('content'))}"
@@ -71,8 +88,7 @@ _LINES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "run.resumed": lambda d: f"▶ resuming run {d['run_id']} (execution {d['execution']})",
     "model.completed": _model_line,
     "tool.started": lambda d: f"  tool {d['name']} {_short(d.get('arguments'), 200)}",
-    "tool.completed": lambda d: (f"  ← {d['name']} [{d['status']}] "
-                                 f"{_short(d.get('result'), 200)}"),
+    "tool.completed": _result_line,
     "review.decided": lambda d: f"review: {d['decision']} {_short(d.get('reason'), 200)}",
     "context.compacted": lambda d: "context compacted",
     "subagent.started": lambda d: f"  delegated to {d['instance']} ({d['template']})",

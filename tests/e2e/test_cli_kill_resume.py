@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +24,10 @@ def cli(home: Path, *args: str, **kwargs):
 
 
 def test_run_completes_with_the_demo_model(tmp_path: Path) -> None:
+    # pytest's own temp root is private; as root, commands run as nobody, who must be
+    # able to reach the workspace: use a traversable folder of our own
+    tmp_path = Path(tempfile.mkdtemp(prefix="agentloom-e2e-"))
+    tmp_path.chmod(0o711)
     proc = cli(tmp_path, "run", "--agent", str(AGENT), "Write release notes")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -29,6 +35,21 @@ def test_run_completes_with_the_demo_model(tmp_path: Path) -> None:
     notes = list(tmp_path.glob("workspaces/spaces/local/agents/hello/sessions/cli/main/"
                                "notes/release.md"))
     assert notes and "Durable step engine" in notes[0].read_text()
+    if shutil.which("bwrap"):  # the command really ran in the sandbox
+        assert "← workspace_command [ok] exit 0 · 17 notes/release.md" in out, out
+    assert oct((tmp_path / "agentloom.sqlite3").stat().st_mode & 0o777) == "0o600"
+    shutil.rmtree(tmp_path)
+
+
+def test_a_private_state_directory_gives_a_clear_sandbox_error(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        return  # only a root host runs commands as another user
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    proc = cli(private / "home", "run", "--agent", str(AGENT), "Write release notes")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "← workspace_command [error]" in out and "cannot reach" in out
 
 
 def test_sigkill_then_resume_finishes_the_same_run(tmp_path: Path) -> None:

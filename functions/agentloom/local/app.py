@@ -3,6 +3,7 @@ sandbox, and the local driver — one machine, no cloud."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,9 +31,13 @@ class LocalApp:
     @property
     def store(self) -> SqliteCheckpointStore:
         if self._store is None:
-            # conversations and tool results live here: owner-only
-            self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._store = SqliteCheckpointStore(self.home / "agentloom.sqlite3")
+            # Others may traverse (a sandbox running as nobody must reach its workspace)
+            # but not list; the database holding conversations is owner-only (SQLite
+            # gives its -wal/-shm files the database file's mode).
+            self.home.mkdir(mode=0o711, parents=True, exist_ok=True)
+            path = self.home / "agentloom.sqlite3"
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            self._store = SqliteCheckpointStore(path)
         return self._store
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from agentloom_runtime.workspace import (
     CommandSpec,
     InstanceWorkspace,
     MarkerStore,
+    SandboxUnavailable,
     WorkspaceProvider,
     file_tools,
 )
@@ -49,7 +50,22 @@ class LocalWorkspaces:
         return MarkerStore(self.provider.lock_dir(snap.space_id, snap.agent_id, self.session))
 
     def services(self) -> dict[str, Any]:
-        return {"command_runner": self._runner}
+        return {"command_runner": self}
+
+    def ensure_available(self) -> None:
+        """The sandbox works here: bubblewrap is usable and, when commands run as another
+        user, that user can reach the workspace (a private parent directory would make
+        every command fail obscurely)."""
+        self._runner.ensure_available()
+        if self._sandbox_user is None:
+            return
+        for folder in [self.provider.root, *self.provider.root.parents]:
+            if folder.exists() and not folder.stat().st_mode & 0o001:
+                raise SandboxUnavailable(
+                    f"commands run as uid {self._sandbox_user[0]} on a root host, and that "
+                    f"user cannot reach {self.provider.root} ({folder} is private); run "
+                    "agentloom as a normal user or use a state directory under a "
+                    "traversable path (AGENTLOOM_HOME / --home)")
 
     def tools(self) -> list[ToolDefinition]:
         wanted = set(self.snapshot.tools)
