@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from agentloom_runtime.completion import parse_decision
 from agentloom_runtime.contracts import ModelGateway, ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import ModelResponseError, ModelStatusError
 from agentloom_runtime.testing import (
+    FunctionModel,
     ScriptedModel,
     ScriptExhausted,
     ScriptNotConsumed,
@@ -39,12 +42,15 @@ async def test_plays_steps_in_order_and_records_requests() -> None:
     assert [r.messages[-1]["content"] for r in model.requests] == ["hi", "hi", "ping", "hi"]
 
 
-async def test_requests_are_snapshots() -> None:
+async def test_requests_keep_their_own_message_list_but_share_the_messages() -> None:
     model = ScriptedModel([ScriptedModel.answer("a")])
-    messages = [{"role": "user", "content": "before"}]
+    first = {"role": "user", "content": "before"}
+    messages = [first]
     await model.invoke(ModelRequest(messages=messages))
-    messages[0]["content"] = "after"
-    assert model.requests[0].messages[0]["content"] == "before"
+    messages.append({"role": "user", "content": "later"})  # the caller's list grows
+    recorded = model.requests[0].messages
+    assert len(recorded) == 1
+    assert recorded[0] is first  # no deep copy per call (documented: never mutate)
 
 
 async def test_exhausted_script_raises_and_records() -> None:
@@ -96,7 +102,7 @@ async def test_unconsumed_steps_fail_the_test() -> None:
 @pytest.mark.parametrize("reply", [
     ModelResponse(content=""),
     ModelResponse(tool_calls=(ToolCall("a", "f", "{}"), ToolCall("a", "g", "{}"))),
-    ModelResponse(tool_calls=(ToolCall("a", "f", "not json"),)),
+    ModelResponse(tool_calls=(ToolCall("", "f", "{}"),)),  # a call without an id
     {"role": "assistant", "content": None},
 ])
 async def test_replies_are_validated_like_the_gateway(reply: Any) -> None:
@@ -133,3 +139,67 @@ def test_helpers() -> None:
 def test_is_a_model_gateway() -> None:
     model: ModelGateway = ScriptedModel()
     assert model.module_id == "scripted/v1" and model.checkpoint_config() == {}
+
+
+# ---------------------------------------------------------------- FunctionModel
+
+
+async def test_function_model_answers_with_a_function_of_the_request() -> None:
+    def reply(req: ModelRequest) -> Any:
+        if req.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        if req.messages[-1]["content"] == "read it":
+            return ScriptedModel.call("read", {"path": "a.txt"}, id="c1")
+        if req.purpose == "compaction":
+            return {"role": "assistant", "content": "a summary"}
+        return f"answer to {req.messages[-1]['content']}"
+
+    model = FunctionModel(reply)
+    call = await model.invoke(request(text="read it"))
+    assert call.tool_calls == (ToolCall("c1", "read", '{"path": "a.txt"}'),)
+    assert (await model.invoke(request(text="why"))).content == "answer to why"
+    assert (await model.invoke(request(purpose="compaction"))).content == "a summary"
+    review = await model.invoke(request(purpose="verification"))
+    assert parse_decision(review.content) is not None
+    assert [r.purpose for r in model.requests] == ["action", "action", "compaction",
+                                                   "verification"]
+
+
+async def test_function_model_async_functions_exceptions_and_validation() -> None:
+    async def slow(req: ModelRequest) -> str:
+        return "later"
+
+    assert (await FunctionModel(slow).invoke(request())).content == "later"
+    err = ModelStatusError("rate limited", status=429, retryable=True)
+    with pytest.raises(ModelStatusError) as info:
+        await FunctionModel(lambda req: err).invoke(request())
+    assert info.value is err
+    with pytest.raises(ModelResponseError):
+        await FunctionModel(lambda req: "").invoke(request())  # an empty answer
+    with pytest.raises(TypeError):
+        await FunctionModel(lambda req: 42).invoke(request())  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError):
+        FunctionModel("not callable")  # type: ignore[arg-type]
+
+
+async def test_function_model_is_a_model_gateway_and_refuses_calls_after_close() -> None:
+    model: ModelGateway = FunctionModel(lambda req: "x")
+    assert model.module_id == "function-model/v1" and model.checkpoint_config() == {}
+    await model.aclose()
+    with pytest.raises(UnexpectedCall, match="after aclose"):
+        await model.invoke(request())
+
+
+def test_importing_the_doubles_does_not_load_the_http_test_server() -> None:
+    code = ("import sys\n"
+            "from agentloom_runtime.testing import FunctionModel, ScriptedModel\n"
+            "assert 'agentloom_runtime.testing.openai_server' not in sys.modules\n"
+            "assert 'http.server' not in sys.modules\n"
+            "from agentloom_runtime.testing import OpenAICompatibleServer\n"
+            "assert 'agentloom_runtime.testing.openai_server' in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    import agentloom_runtime.testing as testing
+
+    with pytest.raises(AttributeError):
+        testing.NoSuchDouble  # noqa: B018
+    assert "FunctionModel" in dir(testing)

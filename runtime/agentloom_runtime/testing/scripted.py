@@ -5,11 +5,15 @@ for fails loudly — a call past the end of the script, a call with the wrong ``
 or steps left over at the end (``assert_consumed``). Replies pass through the same
 validation as the real gateway, so a script cannot hand the runtime a response that a
 provider's answer would never produce (duplicate call ids, non-JSON arguments, …).
+
+Recorded requests (``requests``) keep the caller's message dicts by reference, in a
+shallow copy of the message list: what the caller appends to its list later does not
+show, but a message changed in place would. Never mutate a recorded request or a message
+after sending it (the runtime never does: a message is a value once it is in a view).
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import itertools
 import json
@@ -75,10 +79,9 @@ def describe(request: ModelRequest) -> str:
 
 
 def snapshot(request: ModelRequest) -> ModelRequest:
-    """A copy as it was at call time; the caller may go on mutating its message list."""
-    return replace(request, messages=copy.deepcopy(list(request.messages)),
-                   tools=copy.deepcopy(list(request.tools)),
-                   options=copy.deepcopy(dict(request.options)))
+    """The request with its own message list (the messages themselves are shared): the
+    caller may go on appending to its list. O(messages) pointers, never a deep copy."""
+    return replace(request, messages=list(request.messages))
 
 
 class ScriptedModel:
