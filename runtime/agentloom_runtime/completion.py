@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ._json import as_text
 from .contracts import (
     JSON,
     CompletionDecision,
@@ -33,7 +34,7 @@ _SYSTEM = (
 
 
 def _excerpt(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = as_text(value)
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + " …[cut]"
 
 

@@ -1,5 +1,6 @@
 """ToolRegistry / ToolRuntime: every failure path becomes a result the model can read;
-the catalog is frozen and fingerprinted; visible values are capped, raw values kept."""
+the catalog is frozen and fingerprinted; outcomes are rendered in full (the one cap is
+``cap_with_reference``), raw values kept and storable."""
 
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ from agentloom_runtime.tools import (
     RawResult,
     ToolRegistry,
     ToolRuntime,
-    cap_text,
+    cap_with_reference,
+    reference_marker,
 )
+from agentloom_runtime.tools import registry as registry_module
 
 # -- the seed's example, exactly as written (untyped on purpose) ---------------------------
 
@@ -256,15 +259,11 @@ async def test_timeout_cancels_the_handler_and_reports_it() -> None:
     await runtime.aclose()
 
 
-async def test_visible_value_is_capped_and_the_raw_value_kept() -> None:
+async def test_the_outcome_is_rendered_in_full_and_the_raw_value_kept() -> None:
     big = "é" * 30_000
     runtime = runtime_with(tool(handler=lambda c, a: returns({"content": big})))
     outcome = await runtime.execute(request("echo", "{}"), context_for)
-    assert len(outcome.value) <= 24_000
-    full = json.dumps({"content": big}, ensure_ascii=False)
-    cut = len(full) - outcome.value.index("\n…[truncated")
-    assert outcome.value.endswith(f"[truncated: {cut} of {len(full)} characters cut]")
-    assert outcome.value.startswith('{"content": "ééé')
+    assert outcome.value == json.dumps({"content": big}, ensure_ascii=False)  # not capped
     assert outcome.raw_value == {"content": big} and outcome.has_raw_value
     small = runtime_with(tool(handler=lambda c, a: returns("plain\ntext")))
     assert (await small.execute(request("echo", "{}"), context_for)).value == "plain\ntext"
@@ -272,13 +271,36 @@ async def test_visible_value_is_capped_and_the_raw_value_kept() -> None:
     await small.aclose()
 
 
-def test_cap_text_never_exceeds_the_limit() -> None:
-    for length in (200, 201, 250, 999, 10_000, 123_456):
-        capped = cap_text("x" * length, 200)
+def test_cap_with_reference_never_exceeds_the_limit_and_says_how_to_read_on() -> None:
+    ref = "run-1/main#12"
+    assert cap_with_reference("x" * 200, 200, ref) == "x" * 200
+    for length in (201, 250, 999, 10_000, 123_456):
+        text = "".join(chr(0x61 + i % 26) for i in range(length))
+        capped = cap_with_reference(text, 200, ref)
         assert len(capped) <= 200
-        if length > 200:
-            kept = capped.index("\n")
-            assert capped.endswith(f"[truncated: {length - kept} of {length} characters cut]")
+        kept = capped.index("\n…[truncated")
+        assert capped[:kept] == text[:kept]
+        assert capped[kept:] == reference_marker(ref, kept, length)
+        assert capped.endswith(f'[truncated: showing {kept} of {length} characters. The full '
+                               f'result is kept: call read_result with ref "{ref}" and '
+                               f'offset {kept} to read on]')
+
+
+async def test_tool_text_is_made_storable_at_the_boundary() -> None:
+    value = {"text\ud800": ["ok", "lone \udc00 surrogate"], "n": 1}
+    runtime = runtime_with(tool(handler=lambda c, a: returns(value)))
+    outcome = await runtime.execute(request("echo", "{}"), context_for)
+    assert outcome.raw_value == {"text\ufffd": ["ok", "lone \ufffd surrogate"], "n": 1}
+    outcome.value.encode("utf-8")  # the rendered text encodes: it can be saved
+
+    async def fails(context: Any, arguments: Any) -> Any:
+        raise ValueError("bad \ud800 input")
+
+    failing = runtime_with(tool(handler=fails))
+    outcome = await failing.execute(request("echo", "{}"), context_for)
+    assert error_of(outcome)["message"] == "ValueError: bad \ufffd input"
+    await runtime.aclose()
+    await failing.aclose()
 
 
 async def test_outcome_uses_a_hook_visible_value_but_keeps_the_raw_result() -> None:
@@ -397,7 +419,33 @@ async def test_catalog_is_frozen_at_assembly_and_fingerprinted() -> None:
     with pytest.raises(ResumeMismatch) as info:
         registry.check_catalog({"a": "0" * 64, "gone": "1" * 64})
     assert info.value.details == {"missing": ["gone"], "added": [], "changed": ["a"]}
+    assert "missing: gone; changed: a" in info.value.message
+    with pytest.raises(ResumeMismatch, match=r"\(added: a\)"):
+        registry.check_catalog({})
     await runtime.aclose()
+
+
+def test_schema_checks_are_cached_by_content(monkeypatch: pytest.MonkeyPatch) -> None:
+    checks: list[Any] = []
+    original = registry_module.Draft202012Validator.check_schema
+
+    def counting(schema: Any, *args: Any, **kwargs: Any) -> None:
+        checks.append(schema)
+        original(schema, *args, **kwargs)
+
+    monkeypatch.setattr(registry_module, "_CHECKED", {})
+    monkeypatch.setattr(registry_module.Draft202012Validator, "check_schema", counting)
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 7}}}
+    first, second = ToolRegistry([tool("a", parameters=schema)]), ToolRegistry()
+    second.register(tool("a", parameters={**schema}))  # equal content, another dict
+    second.register(tool("b", parameters=schema))
+    assert len(checks) == 1
+    assert first.validate("a", {"n": 3}) == second.validate("b", {"n": 3}) != []
+    bad = {"type": "object", "properties": {"n": {"type": 12}}}
+    for _ in range(2):  # an invalid schema is refused every time, never cached
+        with pytest.raises(ConfigError, match="invalid parameters schema"):
+            ToolRegistry([tool("c", parameters=bad)])
+    assert len(checks) == 3
 
 
 @pytest.mark.parametrize("change", [

@@ -7,8 +7,9 @@ from .runtime import (
     PreparedCall,
     RawResult,
     ToolRuntime,
-    cap_text,
+    cap_with_reference,
     failure_outcome,
+    reference_marker,
 )
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "RawResult",
     "ToolRegistry",
     "ToolRuntime",
-    "cap_text",
+    "cap_with_reference",
     "failure_outcome",
+    "reference_marker",
 ]

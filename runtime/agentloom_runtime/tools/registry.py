@@ -1,6 +1,12 @@
 """The tool catalog (seed 002 §9): trusted definitions, checked once at registration and
 frozen when a ``ToolRuntime`` is assembled. ``catalog()`` is what a checkpoint binds: a
-resumed run must find the same names with the same fingerprints."""
+resumed run must find the same names with the same fingerprints (``check_catalog``).
+
+Checking a parameters schema against the JSON Schema meta-schema costs far more than
+validating arguments, and every run registers the same few schemas again. Checked
+schemas and their compiled validators are kept per process, keyed by the schema's
+content digest (``_json.digest``): a fresh catalog of known tools checks nothing twice.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +19,30 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from agentloom_runtime._json import digest
 from agentloom_runtime.errors import ConfigError, ResumeMismatch, ToolNotFound
 from agentloom_runtime.tool_contracts import ToolDefinition
 
 NAME_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # used with fullmatch: "$" allows "\n"
 _MESSAGE_LIMIT = 150  # per schema error; a runtime message lists up to five
+_CHECKED_LIMIT = 4_096  # distinct schemas kept per process, then the cache starts over
+# schema digest -> validator of a schema that passed check_schema. A validator holds
+# the schema it was built from: a private copy nobody mutates.
+_CHECKED: dict[str, Draft202012Validator] = {}
+
+
+def checked_validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """A validator for ``schema`` after checking it against the meta-schema once per
+    process and content (``SchemaError`` when invalid; never cached)."""
+    key = digest(schema)
+    validator = _CHECKED.get(key)
+    if validator is None:
+        Draft202012Validator.check_schema(schema)
+        validator = Draft202012Validator(copy.deepcopy(schema))
+        if len(_CHECKED) >= _CHECKED_LIMIT:
+            _CHECKED.clear()
+        _CHECKED[key] = validator
+    return validator
 
 
 class ToolRegistry:
@@ -41,10 +66,10 @@ class ToolRegistry:
             raise ConfigError(f"tool {name!r} is already registered")
         if any(d.tool_id == definition.tool_id for d in self._tools.values()):
             raise ConfigError(f"tool_id {definition.tool_id!r} is already registered")
-        _check_definition(definition)
+        validator = _check_definition(definition)
         stored = dataclasses.replace(definition,
                                      parameters=copy.deepcopy(definition.parameters))
-        self._validators[name] = Draft202012Validator(stored.parameters)
+        self._validators[name] = validator
         self._tools[name] = stored
         return stored
 
@@ -79,15 +104,20 @@ class ToolRegistry:
 
     def check_catalog(self, saved: Mapping[str, str]) -> None:
         """Raise ``ResumeMismatch`` unless ``saved`` (a checkpoint's ``catalog()``) equals
-        the current catalog."""
+        the current catalog; the message names the missing, added and changed tools."""
         current = self.catalog()
         if dict(saved) == current:
             return
-        changed = sorted(n for n in saved.keys() & current.keys() if saved[n] != current[n])
+        differences = {
+            "missing": sorted(saved.keys() - current.keys()),
+            "added": sorted(current.keys() - saved.keys()),
+            "changed": sorted(n for n in saved.keys() & current.keys()
+                              if saved[n] != current[n])}
+        listed = "; ".join(f"{kind}: {_names(names)}"
+                           for kind, names in differences.items() if names)
         raise ResumeMismatch(
-            "the tool catalog differs from the one the run was started with",
-            details={"missing": sorted(saved.keys() - current.keys()),
-                     "added": sorted(current.keys() - saved.keys()), "changed": changed})
+            f"the tool catalog differs from the one the run was started with ({listed})",
+            details=differences)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -99,20 +129,26 @@ class ToolRegistry:
         return len(self._tools)
 
 
-def _check_definition(definition: ToolDefinition) -> None:
+def _names(names: list[str], shown: int = 10) -> str:
+    text = ", ".join(names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _check_definition(definition: ToolDefinition) -> Draft202012Validator:
+    """Check a definition; returns the validator of its parameters."""
     name = definition.name
     params = definition.parameters
     if not isinstance(params, dict) or params.get("type") != "object":
         raise ConfigError(f"tool {name!r}: parameters must be a JSON Schema of type object")
     try:
-        Draft202012Validator.check_schema(params)
-    except SchemaError as exc:
-        raise ConfigError(f"tool {name!r}: invalid parameters schema: "
-                          f"{_clip(exc.message, _MESSAGE_LIMIT)}") from None
-    try:
         definition.fingerprint()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"tool {name!r}: the definition is not JSON data: {exc}") from None
+    try:
+        validator = checked_validator(params)
+    except SchemaError as exc:
+        raise ConfigError(f"tool {name!r}: invalid parameters schema: "
+                          f"{_clip(exc.message, _MESSAGE_LIMIT)}") from None
     if not callable(definition.handler):
         raise ConfigError(f"tool {name!r}: handler must be an async callable")
     if not definition.implementation_id:
@@ -125,6 +161,7 @@ def _check_definition(definition: ToolDefinition) -> None:
     if unknown:
         raise ConfigError(f"tool {name!r}: evidence_fields {unknown} are not declared "
                           "parameters")
+    return validator
 
 
 def _clip(text: str, limit: int) -> str:

@@ -4,10 +4,15 @@
       → [engine: tool.before hooks → revalidate]
       → invoke (bus "tool.execute" → handler, with the definition's timeout)
       → [engine: save the RawResult → tool.after hooks]
-      → outcome (model-visible text capped, raw value kept, evidence arguments)
+      → outcome (the model-visible value rendered as text, raw value kept, evidence
+        arguments)
+      → [engine: cap_with_reference(text, max_visible_chars, ref) before the view]
 
 The phases are separate so the engine can persist between them; ``execute`` chains them
-without persistence. Failures the model can act on (bad JSON, unknown tool, schema
+without persistence. ``outcome`` never truncates: the one cap is ``cap_with_reference``,
+whose marker tells the model how to read the rest with ``read_result``. Everything a
+handler returns is made storable here (lone surrogates become U+FFFD), so a tool result
+can always be saved. Failures the model can act on (bad JSON, unknown tool, schema
 errors, refusals, a handler's exception or timeout) come back as ``ToolOutcome`` error
 results and are never raised. Only ``AgentLoomError``s other than ``ToolError`` escape a
 handler (a failed save, a cancelled run, misuse): they must stop the run, not become an
@@ -22,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentloom_runtime._json import as_text, storable_text
 from agentloom_runtime.bus import BusTimeout, Event, EventBus
 from agentloom_runtime.contracts import ToolOutcome, ToolRequest, ToolStatus
 from agentloom_runtime.errors import (
@@ -77,7 +83,7 @@ class RawResult:
 
     @classmethod
     def failure(cls, code: str, message: str) -> RawResult:
-        return cls(ok=False, error={"code": code, "message": _clip(message)})
+        return cls(ok=False, error={"code": code, "message": _clip(storable_text(message))})
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "ok": self.ok, "value": self.value,
@@ -204,27 +210,22 @@ class ToolRuntime:
 
     def outcome(self, prepared: PreparedCall, raw: RawResult, *,
                 visible_value: Any = None) -> ToolOutcome:
-        """The model-visible result (``visible_value``: a tool.after hook's replacement)."""
+        """The model-visible result (``visible_value``: a tool.after hook's replacement),
+        rendered as text in full: the engine caps it with ``cap_with_reference``."""
         definition, arguments = prepared.definition, prepared.arguments
         evidence = {k: _json_copy(arguments[k])
                     for k in definition.evidence_fields if k in arguments}
         if raw.ok:
             shown = raw.value if visible_value is None else visible_value
-            return ToolOutcome(value=self.render(shown), status="ok",
+            return ToolOutcome(value=as_text(shown), status="ok",
                                evidence_arguments=evidence, raw_value=raw.value,
                                has_raw_value=True)
         error = dict(raw.error or {"code": "tool_failed", "message": "the tool failed"})
         code = error.get("code", "tool_failed")
         status: ToolStatus = "unknown" if code == "tool_outcome_unknown" else "error"
-        value = {"error": error} if visible_value is None else self.render(visible_value)
+        value = {"error": error} if visible_value is None else as_text(visible_value)
         return ToolOutcome(value=value, status=status, evidence_arguments=evidence,
                            error_code=code)
-
-    def render(self, value: Any) -> str:
-        """Model-visible text: strings as they are, other values as JSON; at most
-        ``max_visible_chars`` with an explicit marker saying how much was cut."""
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        return cap_text(text, self.max_visible_chars)
 
     async def execute(self, request: ToolRequest,
                       context_factory: Callable[[PreparedCall], ToolContext], *,
@@ -274,17 +275,21 @@ class ToolRuntime:
         return await definition.handler(event.context, event.payload["arguments"])
 
 
-def cap_text(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, marker included."""
+def reference_marker(ref: str, shown: int, total: int) -> str:
+    """The note after a capped tool result: how much is shown and how to read on."""
+    return (f"\n…[truncated: showing {shown} of {total} characters. The full result is "
+            f"kept: call read_result with ref \"{ref}\" and offset {shown} to read on]")
+
+
+def cap_with_reference(text: str, limit: int, ref: str) -> str:
+    """``text`` when it has at most ``limit`` characters; else its head plus
+    ``reference_marker``, at most ``limit`` characters in all (when the marker itself
+    fits). The one truncation of model-visible tool results."""
     if len(text) <= limit:
         return text
-
-    def marker(cut: int) -> str:
-        return f"\n…[truncated: {cut} of {len(text)} characters cut]"
-
-    # The marker for len(text) is at least as long as the real one, so the result fits.
-    keep = limit - len(marker(len(text)))
-    return text[:keep] + marker(len(text) - keep)
+    # the marker for ``limit`` shown is at least as long as the real one (keep < limit)
+    keep = max(0, limit - len(reference_marker(ref, limit, len(text))))
+    return text[:keep] + reference_marker(ref, keep, len(text))
 
 
 def _parse_arguments(text: Any) -> dict[str, Any] | ToolOutcome:
@@ -308,9 +313,12 @@ def _reject_constant(name: str) -> Any:
 
 
 def _json_copy(value: Any) -> Any:
-    """A detached JSON copy: the handler cannot alter the saved arguments, and the live
-    raw value equals the one a resume reads back (tuples become lists)."""
-    return json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False))
+    """A detached, storable JSON copy: the handler cannot alter the saved arguments, the
+    live raw value equals the one a resume reads back (tuples become lists), and a lone
+    surrogate anywhere (keys included) becomes U+FFFD, as ``_json.storable`` does. With
+    ``ensure_ascii=False`` a surrogate stays a raw character of the JSON text, always
+    inside a string, so replacing it there is the same as replacing it in the value."""
+    return json.loads(storable_text(json.dumps(value, ensure_ascii=False, allow_nan=False)))
 
 
 def _clip(text: str, limit: int = _ERROR_MESSAGE_LIMIT) -> str:
