@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +13,13 @@ import pytest
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.errors import ModelResponseError, ModelStatusError, ModelTransportError
 from agentloom_runtime.model import ChatCompletionsGateway
-from agentloom_runtime.testing import Disconnect, OpenAICompatibleServer, Raw, ScriptedModel
+from agentloom_runtime.testing import (
+    Disconnect,
+    OpenAICompatibleServer,
+    Raw,
+    ScriptedModel,
+    completion_body,
+)
 
 KEY = "sk-local-test-key"
 REQUEST = ModelRequest(messages=[{"role": "user", "content": "hello"}])
@@ -168,3 +176,80 @@ async def test_unexpected_call_and_models_listing() -> None:
         await gw.aclose()
         assert srv.unexpected == [1]
     assert [m["id"] for m in listing["data"]] == ["demo-model"]
+
+
+# ---------------------------------------------------------------- every failure has a way out
+
+
+async def test_attempt_deadline_stops_a_trickling_server() -> None:
+    """One byte every 50 ms never trips the read timeout; the attempt's total deadline
+    (the connection's timeout) does, and a sent request is not repeated."""
+    body = completion_body(ModelResponse(content="slow " * 40), model="local-model")
+    with OpenAICompatibleServer([Raw(200, body, trickle=0.05),
+                                 ScriptedModel.answer("no")]) as srv:
+        gw = gateway(srv, timeout=0.6, max_retries=2)
+        started = time.monotonic()
+        with pytest.raises(ModelTransportError) as info:
+            await gw.invoke(REQUEST)
+        elapsed = time.monotonic() - started
+        await gw.aclose()
+    assert elapsed < 3.0  # the body alone would take more than 10 s
+    assert info.value.details["sent"] is True
+    assert info.value.details["reason"] == "deadline"
+    assert info.value.details["attempts"] == 1 and len(srv.received) == 1
+    assert "within 0.6 s" in str(info.value)
+
+
+async def test_attempt_deadline_allows_a_slow_answer_that_finishes_in_time() -> None:
+    body = completion_body(ModelResponse(content="ok"), model="local-model")
+    with OpenAICompatibleServer([Raw(200, body, trickle=0.001)]) as srv:
+        gw = gateway(srv, timeout=10)
+        assert (await gw.invoke(REQUEST)).content == "ok"
+        await gw.aclose()
+
+
+def _surrogate_completion() -> bytes:
+    """A body whose JSON escapes decode to lone surrogates, as a broken model sends."""
+    arguments = json.dumps({"path": "\ud800.txt"})  # the escape inside the argument text
+    message = {"role": "assistant", "content": "bad \udc00 text",
+               "reasoning_content": "think \ud800",
+               "tool_calls": [
+                   {"id": "call-\ud801", "type": "function",
+                    "function": {"name": "read\udfff", "arguments": arguments}},
+                   {"id": "call-2", "type": "function",
+                    "function": {"name": "write", "arguments": '{"path": "a\ud800"}'}}]}
+    text = json.dumps({"choices": [{"index": 0, "message": message}]})  # ASCII escapes
+    assert "\\ud800" in text
+    return text.encode()
+
+
+@pytest.mark.parametrize("dialect", ["openai", "deepseek"])
+async def test_lone_surrogates_from_the_model_become_replacement_characters(
+        dialect: str) -> None:
+    with OpenAICompatibleServer([Raw(200, _surrogate_completion())]) as srv:
+        gw = gateway(srv, dialect=dialect)
+        resp = await gw.invoke(REQUEST)
+        await gw.aclose()
+    message = resp.message()
+    json.dumps(message, ensure_ascii=False).encode("utf-8")  # storable: no lone surrogate
+    assert resp.content == "bad \ufffd text"
+    first, second = resp.tool_calls
+    assert (first.id, first.name) == ("call-\ufffd", "read\ufffd")
+    assert json.loads(first.arguments) == {"path": "\ufffd.txt"}
+    assert second.id == "call-2" and json.loads(second.arguments) == {"path": "a\ufffd"}
+    if dialect == "deepseek":
+        assert resp.reasoning_content == "think \ufffd"
+    else:
+        assert resp.reasoning_content is None
+
+
+async def test_tool_call_arguments_that_are_not_json_are_kept_over_the_wire() -> None:
+    calls = [{"id": "c1", "type": "function",
+              "function": {"name": "read", "arguments": '{"path": "a.txt"'}}]
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": None,
+                                                 "tool_calls": calls}}]}
+    with OpenAICompatibleServer([Raw(200, body)]) as srv:
+        gw = gateway(srv)
+        resp = await gw.invoke(REQUEST)
+        await gw.aclose()
+    assert resp.tool_calls[0].arguments == '{"path": "a.txt"'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -32,7 +33,9 @@ def completion(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def ok(message: dict[str, Any], **extra: Any) -> httpx.Response:
-    return httpx.Response(200, json=completion(message, **extra))
+    """ASCII JSON, as providers send it: lone surrogates travel as ``\\ud800`` escapes."""
+    return httpx.Response(200, content=json.dumps(completion(message, **extra)).encode(),
+                          headers={"Content-Type": "application/json"})
 
 
 def tool_call(call_id: str = "c1", name: str = "read", arguments: str = '{"p": 1}',
@@ -214,13 +217,10 @@ async def test_closed_gateway_refuses(make: Any) -> None:
     ({"content": None, "tool_calls": []}, "empty_answer"),
     ({"content": 3}, "content_type"),
     ({"tool_calls": [tool_call("a"), tool_call("a")]}, "duplicate_tool_call_id"),
-    ({"tool_calls": [tool_call(arguments="{not json")]}, "tool_call_arguments"),
-    ({"tool_calls": [tool_call(arguments="")]}, "tool_call_arguments"),
-    ({"tool_calls": [{"id": "a", "type": "function",
-                      "function": {"name": "f", "arguments": {"p": 1}}}]},
-     "tool_call_arguments"),
+    ({"tool_calls": [tool_call("\ud800"), tool_call("\udc00")]}, "duplicate_tool_call_id"),
     ({"tool_calls": [tool_call(call_id="")]}, "tool_call_id"),
     ({"tool_calls": [tool_call(name="")]}, "tool_call_name"),
+    ({"tool_calls": [{"id": "a", "type": "function", "function": "read"}]}, "tool_call_name"),
     ({"tool_calls": [tool_call(kind="code")]}, "tool_call_type"),
     ({"tool_calls": {"id": "a"}}, "tool_calls_type"),
 ])
@@ -254,6 +254,80 @@ async def test_valid_tool_calls_keep_argument_text(make: Any) -> None:
     resp = await make(rec).invoke(REQUEST)
     assert [c.arguments for c in resp.tool_calls] == ['{"path": "x"}', "[]"]
     assert resp.usage is None and resp.reasoning_content is None
+
+
+@pytest.mark.parametrize(("arguments", "kept"), [
+    ("{not json", "{not json"),
+    ('{"path": "a.txt"', '{"path": "a.txt"'),
+    ("", ""),
+    (None, ""),
+    ({"p": 1}, '{"p": 1}'),
+    ('{"p": "\\ud800"}', '{"p": "\ufffd"}'),
+    ('{"p": "\\u00e9 \\ud83d\\ude00"}', '{"p": "\\u00e9 \\ud83d\\ude00"}'),
+])
+async def test_tool_call_arguments_that_are_not_json_are_kept(
+        make: Any, arguments: Any, kept: str) -> None:
+    """Only the tool runtime judges arguments (it answers bad ones with a failure result
+    the model can correct); the gateway keeps them, made storable."""
+    call = {"id": "c1", "type": "function", "function": {"name": "read"}}
+    if arguments is not None:
+        call["function"]["arguments"] = arguments
+    rec = Recorder(lambda r: ok({"content": None, "tool_calls": [call]}))
+    resp = await make(rec).invoke(REQUEST)
+    assert resp.tool_calls == (ToolCall("c1", "read", kept),)
+
+
+async def test_lone_surrogates_are_replaced_in_every_text(make: Any) -> None:
+    calls = [tool_call("id-\ud800", "read\udbff", '{"p": "\ud800"}')]
+    rec = Recorder(lambda r: ok({"content": "a\udfffb", "reasoning_content": "\ud800",
+                                 "tool_calls": calls}, usage={"note": "\ud800"}))
+    resp = await make(rec, dialect="deepseek").invoke(REQUEST)
+    assert resp == ModelResponse(content="a\ufffdb", reasoning_content="\ufffd",
+                                 tool_calls=(ToolCall("id-\ufffd", "read\ufffd",
+                                                      '{"p": "\ufffd"}'),),
+                                 usage={"note": "\ufffd"})
+
+
+# ---------------------------------------------------------------- deadline
+
+
+class StallingTransport(httpx.AsyncBaseTransport):
+    """Reports the given trace events for each request, then never answers."""
+
+    def __init__(self, *events: str) -> None:
+        self.events = events
+        self.requests = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        trace = request.extensions.get("trace")
+        for event in self.events:
+            if trace is not None:
+                await trace(event, {})
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize(("events", "sent", "requests"), [
+    (("connection.connect_tcp.started",), False, 3),
+    (("connection.connect_tcp.started", "connection.connect_tcp.complete",
+      "http11.send_request_headers.started"), True, 1),
+    (("http2.send_request_headers.started",), True, 1),
+    ((), True, 1),  # a transport that does not trace: the request may have gone out
+])
+async def test_attempt_deadline_reports_whether_the_request_was_sent(
+        sleeps: Sleeps, events: tuple[str, ...], sent: bool, requests: int) -> None:
+    transport = StallingTransport(*events)
+    gw = ChatCompletionsGateway(base_url="https://api.example.test/v1", model="m",
+                                api_key=KEY, timeout=0.05, max_retries=2, sleep=sleeps,
+                                transport=transport)
+    with pytest.raises(ModelTransportError) as info:
+        await gw.invoke(REQUEST)
+    await gw.aclose()
+    assert info.value.details["reason"] == "deadline"
+    assert info.value.details["sent"] is sent
+    assert info.value.details["attempts"] == requests == transport.requests
+    assert error_from_dict(info.value.to_dict()).details["sent"] is sent
 
 
 # ---------------------------------------------------------------- retries

@@ -1,12 +1,20 @@
 """``chat-completions/v1``: the default model gateway (seed 002 §4–5, §14).
 
-One POST to ``{base_url}/chat/completions`` per attempt, no streaming. The response is
-validated in full before the runtime sees it: an answer or tool calls with unique ids and
-JSON-text arguments (kept as text). Retries are bounded and happen only where a repeat
-cannot bill twice for work the provider may already have done: a connection that never
-opened, or an explicitly retryable status. A read timeout or a disconnect after sending
-raises ``ModelTransportError`` with ``details["sent"] is True`` and is never repeated here;
-the host decides (``retry_unknown_models``).
+One POST to ``{base_url}/chat/completions`` per attempt, no streaming. Each attempt —
+connect, send, and reading the whole body — has a total deadline of ``timeout`` seconds,
+so a server that trickles bytes cannot hold a run longer than that.
+
+The response is validated in full before the runtime sees it: an answer or tool calls with
+unique ids. Arguments are kept as the model wrote them, even when they are not JSON (the
+tool runtime turns those into a failure result the model can correct). Every text is made
+storable at this boundary: lone surrogates (which JSON ``\\ud800`` escapes decode to)
+become U+FFFD, so nothing downstream fails to encode a model's output.
+
+Retries are bounded and happen only where a repeat cannot bill twice for work the provider
+may already have done: a connection that never opened, or an explicitly retryable status.
+A read timeout, a missed deadline or a disconnect after sending raises
+``ModelTransportError`` with ``details["sent"] is True`` and is never repeated here; the
+host decides (``retry_unknown_models``).
 
 Errors name a status and at most a sanitized provider error code, never a response body
 or the key: they are saved into checkpoints and shown to users.
@@ -27,6 +35,7 @@ from typing import Any, Literal
 
 import httpx
 
+from agentloom_runtime._json import storable, storable_text
 from agentloom_runtime.contracts import JSON, Message, ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import (
     ConfigError,
@@ -55,12 +64,25 @@ def _invalid(message: str, reason: str, index: int | None = None) -> ModelRespon
     return ModelResponseError(f"invalid model response: {message}", details=details)
 
 
-def _is_json(text: str) -> bool:
+def _arguments(value: Any) -> str:
+    """The arguments as text, kept even when they are not JSON: the tool runtime answers
+    those with a failure result the model can correct, instead of the run stopping here.
+    A missing value is "" (a call without arguments); a decoded JSON value (a proxy that
+    sends an object) becomes its JSON text. Escaped lone surrogates (``"\\ud800"``) would
+    come back when the tool runtime decodes the text, so such arguments are re-encoded."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return json.dumps(storable(value), ensure_ascii=False)
+    text = storable_text(value)
+    if "\\u" not in text:
+        return text
     try:
-        json.loads(text)
+        decoded = json.loads(text)
     except (ValueError, RecursionError):
-        return False
-    return True
+        return text
+    clean = storable(decoded)
+    return text if clean == decoded else json.dumps(clean, ensure_ascii=False)
 
 
 def _tool_call(item: Any, index: int, seen: set[str]) -> ToolCall:
@@ -70,23 +92,25 @@ def _tool_call(item: Any, index: int, seen: set[str]) -> ToolCall:
     call_id = item.get("id")
     if not isinstance(call_id, str) or not call_id:
         raise _invalid(f"{where} has no id", "tool_call_id", index)
+    call_id = storable_text(call_id)
     if call_id in seen:
         raise _invalid(f"{where} repeats the id of an earlier call", "duplicate_tool_call_id",
                        index)
     seen.add(call_id)
     function = item.get("function")
-    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(function, Mapping):
+        raise _invalid(f"{where} has no function", "tool_call_name", index)
+    name = function.get("name")
     if not isinstance(name, str) or not name.strip():
         raise _invalid(f"{where} has no function name", "tool_call_name", index)
-    arguments = function.get("arguments") if isinstance(function, Mapping) else None
-    if not isinstance(arguments, str) or not _is_json(arguments):
-        raise _invalid(f"{where} arguments are not a JSON string", "tool_call_arguments", index)
-    return ToolCall(id=call_id, name=name, arguments=arguments)
+    return ToolCall(id=call_id, name=storable_text(name),
+                    arguments=_arguments(function.get("arguments")))
 
 
 def validate_message(message: Any, *, usage: Mapping[str, Any] | None = None,
                      keep_reasoning: bool = True) -> ModelResponse:
     """Normalize one assistant message; raise ``ModelResponseError`` when it is unusable.
+    The result holds only storable text (no lone surrogates).
 
     Shared with the test doubles so a script cannot produce what a provider may not.
     """
@@ -107,8 +131,10 @@ def validate_message(message: Any, *, usage: Mapping[str, Any] | None = None,
     reasoning = message.get("reasoning_content") if keep_reasoning else None
     if reasoning is not None and not isinstance(reasoning, str):
         raise _invalid("reasoning_content is not a string", "reasoning_type")
-    return ModelResponse(content=content, tool_calls=calls, reasoning_content=reasoning,
-                         usage=dict(usage) if usage is not None else None)
+    return ModelResponse(
+        content=None if content is None else storable_text(content), tool_calls=calls,
+        reasoning_content=None if reasoning is None else storable_text(reasoning),
+        usage=storable(dict(usage)) if usage is not None else None)
 
 
 def parse_chat_completion(data: Any, *, keep_reasoning: bool) -> ModelResponse:
@@ -132,6 +158,27 @@ class _Reply:
     status: int
     retry_after: str | None
     body: bytes
+
+
+class _Progress:
+    """How far one attempt got, from httpcore's ``trace`` extension: once the request
+    headers start going out, the provider may act on the request. A transport that does
+    not trace (a mock, a custom one) tells us nothing, so its requests count as sent."""
+
+    __slots__ = ("sending", "traced")
+
+    def __init__(self) -> None:
+        self.traced = False
+        self.sending = False
+
+    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        self.traced = True
+        if ".send_request_" in event:
+            self.sending = True
+
+    @property
+    def sent(self) -> bool:
+        return self.sending or not self.traced
 
 
 def _number(value: Any) -> bool:
@@ -271,6 +318,8 @@ class ChatCompletionsGateway:
                f"base_url={self._base_url!r})"
 
     def checkpoint_config(self) -> JSON:
+        """``timeouts.read`` is also the total deadline of one attempt (connect, send and
+        the whole body)."""
         return {"dialect": self._dialect, "base_url": self._base_url, "model": self._model,
                 "max_output_tokens": self._max_output_tokens,
                 "max_response_bytes": self._max_response_bytes,
@@ -355,7 +404,7 @@ class ChatCompletionsGateway:
         while True:
             attempt += 1
             try:
-                reply = await self._send_once(client, payload, headers)
+                reply = await self._attempt(client, payload, headers)
             except ModelTransportError as exc:
                 exc.details["attempts"] = attempt
                 if exc.details.get("sent") or attempt > self._max_retries:
@@ -375,11 +424,31 @@ class ChatCompletionsGateway:
         delay = min(ceiling, base * 2.0 ** (attempt - 1))
         return delay + random.uniform(0.0, delay * _JITTER)
 
+    async def _attempt(self, client: httpx.AsyncClient, payload: bytes,
+                       headers: Mapping[str, str]) -> _Reply:
+        """One attempt under its total deadline. httpx's timeouts bound each read; this
+        bounds the sum, which a byte every few seconds would otherwise stretch forever."""
+        progress = _Progress()
+        deadline = self._timeout.read
+        try:
+            async with asyncio.timeout(deadline) as scope:
+                return await self._send_once(client, payload, headers, progress)
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            sent = progress.sent
+            outcome = "; the outcome is unknown" if sent else " (nothing was sent)"
+            raise ModelTransportError(
+                f"the model request did not complete within {deadline:g} s{outcome}",
+                details={"sent": sent, "reason": "deadline", "deadline_seconds": deadline},
+            ) from exc
+
     async def _send_once(self, client: httpx.AsyncClient, payload: bytes,
-                         headers: Mapping[str, str]) -> _Reply:
+                         headers: Mapping[str, str], progress: _Progress) -> _Reply:
         url = f"{self._base_url}/chat/completions"
         try:
-            async with client.stream("POST", url, content=payload, headers=headers) as response:
+            async with client.stream("POST", url, content=payload, headers=headers,
+                                     extensions={"trace": progress.trace}) as response:
                 ok = response.is_success
                 body = await _read_capped(
                     response, self._max_response_bytes if ok else _ERROR_BODY_BYTES,

@@ -5,10 +5,11 @@ It listens on 127.0.0.1 (ephemeral port) in a background thread and answers
 gateway — sockets, headers, status codes, timeouts — is exercised without a provider.
 
 Script steps are those of ``ScriptedModel`` plus wire-level injections: ``Raw`` (any
-status, headers and body, optionally after a delay) and ``Disconnect`` (close the socket
-without answering). A scripted ``ModelStatusError`` is sent as that status with an OpenAI
-error body; any other exception as 500. An unplanned call is answered 400 with error code
-``script_exhausted`` and recorded in ``unexpected``. ``GET /v1/models`` lists one model.
+status, headers and body, optionally after a delay, optionally trickled a byte at a time)
+and ``Disconnect`` (close the socket without answering). A scripted ``ModelStatusError``
+is sent as that status with an OpenAI error body; any other exception as 500. An
+unplanned call is answered 400 with error code ``script_exhausted`` and recorded in
+``unexpected``. ``GET /v1/models`` lists one model.
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ from agentloom_runtime.testing.scripted import Reply, ScriptNotConsumed, Step, a
 
 @dataclass(frozen=True)
 class Raw:
-    """Send exactly this (after ``delay`` seconds): for status, size and timeout tests."""
+    """Send exactly this (after ``delay`` seconds): for status, size and timeout tests.
+    With ``trickle`` the headers go out at once and the body one byte every ``trickle``
+    seconds (a slow or stuck upstream that never trips a per-read timeout)."""
 
     status: int = 200
     body: bytes | str | Mapping[str, Any] = b""
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    trickle: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: tests read ``OpenAICompatibleServer.received`` instead."""
 
     def _send(self, status: int, body: bytes | str | Mapping[str, Any],
-              headers: Mapping[str, str] | None = None) -> None:
+              headers: Mapping[str, str] | None = None, *, trickle: float = 0.0) -> None:
         data = body if isinstance(body, bytes) else (
             body.encode() if isinstance(body, str) else json.dumps(body).encode())
         self.send_response(status)
@@ -97,7 +101,15 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in merged.items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        if trickle <= 0:
+            self.wfile.write(data)
+            return
+        stopping = self.server.owner.stopping
+        for i in range(len(data)):
+            self.wfile.write(data[i:i + 1])
+            self.wfile.flush()
+            if stopping.wait(trickle):
+                return  # the server is stopping: give up on this client
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
@@ -139,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(reply, Raw):
             self.server.owner.stopping.wait(reply.delay)
-            self._send(reply.status, reply.body, reply.headers)
+            self._send(reply.status, reply.body, reply.headers, trickle=reply.trickle)
             return
         try:
             if isinstance(reply, BaseException):
