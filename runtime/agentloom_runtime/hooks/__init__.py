@@ -3,11 +3,14 @@
 ``HookRegistry`` holds trusted async handlers (``HookDefinition``) with versions and
 code identities; ``HookPointRegistry`` defines each point's payload schema, writable
 fields, allowed results and delta rules; ``HookManager`` (``hooks/v1``) matches
-published ``HookBinding``s and runs stages binding by binding; ``HookExecutor`` keeps
-the cooperative time budgets. ``load_hook_package`` loads hooks from a published
-artifact. Pure logic: the engine wires stages into its durable operations.
+published ``HookBinding``s and runs each stage (``run``: one loop, one stage budget, with
+``before`` / ``after`` callbacks for the host's persistence); ``HookExecutor`` keeps the
+cooperative time budgets. Handlers see read-only fields as ``FrozenDict`` /
+``FrozenList`` views (``thaw`` makes a plain copy). ``load_hook_package`` loads hooks
+from a published artifact. Pure logic: the engine wires stages into its durable operations.
 """
 
+from ._readonly import FrozenDict, FrozenList, thaw
 from .bindings import HookBinding, HookMatch, ResolvedBinding, match_purpose
 from .context import HookContext, HookScope
 from .errors import (
@@ -20,15 +23,26 @@ from .errors import (
 )
 from .executor import HookExecutor
 from .fingerprint import code_fingerprint
-from .manager import BindingOutcome, HookDiagnostic, HookManager, OnCursor, StageOutcome
+from .manager import (
+    AfterBinding,
+    BeforeBinding,
+    BindingOutcome,
+    HookDiagnostic,
+    HookManager,
+    StageOutcome,
+)
 from .package import HookPackage, load_hook_package, package_hash
 from .points import HookPoint, HookPointRegistry, PointRule
 from .registry import HookDefinition, HookHandler, HookRegistry
 from .results import Continue, HookResult, PatchInput, PatchOutput, Reject
 
 __all__ = [
+    "AfterBinding",
+    "BeforeBinding",
     "BindingOutcome",
     "Continue",
+    "FrozenDict",
+    "FrozenList",
     "HookBinding",
     "HookConfigError",
     "HookContext",
@@ -49,7 +63,6 @@ __all__ = [
     "HookResult",
     "HookScope",
     "HookTimeout",
-    "OnCursor",
     "PatchInput",
     "PatchOutput",
     "PointRule",
@@ -60,4 +73,5 @@ __all__ = [
     "load_hook_package",
     "match_purpose",
     "package_hash",
+    "thaw",
 ]

@@ -42,7 +42,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .points import HookPoint, PointRule, Stage
+from ._point import HookPoint, PointRule, Stage
 from .results import Continue, PatchInput, PatchOutput, Reject
 
 MAX_EXTRA_MESSAGES = 8

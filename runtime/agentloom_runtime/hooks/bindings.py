@@ -18,9 +18,9 @@ from fnmatch import fnmatchcase
 from types import MappingProxyType
 from typing import Any
 
+from ._point import HookPoint
 from .context import HookScope
 from .errors import HookConfigError
-from .points import HookPoint
 from .registry import HookDefinition
 
 MATCH_KEYS = ("purposes", "instances", "tools")

@@ -1,10 +1,18 @@
 """``HookManager`` (``hooks/v1``): matches published bindings and runs hook stages.
 
-The engine drives a stage binding by binding so it can persist a cursor after each one
-(``run(..., start=cursor, on_cursor=save)`` or ``stage`` + ``run_binding``). A resumed
-stage continues at the saved cursor with the saved payload: completed hooks do not run
-again. Whether an unfinished hook may run again is ``replay_required`` (``replay_safe``
-is False by default); the decision is the engine's.
+``run`` is the one stage loop: it validates the payload against the point contract, runs
+the matched bindings in order under one shared stage budget (``stage_timeout``) and
+applies each result. The host persists around it with two callbacks:
+``before(binding, payload)`` is awaited before each binding runs and
+``after(binding, cursor, payload)`` after each completed one (``cursor`` = bindings
+done). A resumed stage passes the saved cursor as ``start`` with the saved payload:
+completed hooks do not run again. Whether an unfinished hook may run again is
+``replay_required`` (``replay_safe`` is False by default); the decision is the host's.
+
+What a handler receives: a private copy of the point's writable fields (it may change
+them freely; only a returned patch counts) and read-only, uncopied views
+(``FrozenDict`` / ``FrozenList``) of everything else — the history and tool schemas
+are never copied per hook. Patching a read-only field is refused by the point contract.
 
 With ``saved_config`` (the manifest from the checkpoint) the manager refuses to exist
 unless the current registry, points and bindings produce exactly that manifest.
@@ -12,6 +20,7 @@ unless the current registry, points and bindings produce exactly that manifest.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import pickle
@@ -23,6 +32,8 @@ from agentloom_runtime.errors import ResumeMismatch
 from agentloom_runtime.tool_contracts import freeze
 
 from ._manifest import build_manifest, verify
+from ._point import HookPoint
+from ._readonly import readonly
 from .bindings import HookBinding, ResolvedBinding
 from .context import HookScope
 from .errors import (
@@ -37,7 +48,10 @@ from .points import HookPointRegistry
 from .registry import HookRegistry
 from .results import Reject
 
-OnCursor = Callable[[int, dict[str, Any]], Awaitable[None]]
+BeforeBinding = Callable[[ResolvedBinding, dict[str, Any]], Awaitable[None]]
+"""Awaited before a binding runs, with the payload it will receive."""
+AfterBinding = Callable[[ResolvedBinding, int, dict[str, Any]], Awaitable[None]]
+"""Awaited after a binding completed: the cursor (bindings done) and the payload."""
 
 
 @dataclass(frozen=True)
@@ -145,20 +159,65 @@ class HookManager:
         """True when an unfinished run of this hook must not be repeated blindly."""
         return not resolved.definition.replay_safe
 
-    async def run_binding(self, resolved: ResolvedBinding, payload: dict[str, Any],
-                          scope: HookScope, *, stage_deadline: float) -> BindingOutcome:
-        """Run one binding. ``stage_deadline`` is a monotonic time from the running loop
-        (``loop.time() + stage_timeout``), never a persisted value."""
+    async def run(self, point: str, payload: dict[str, Any], scope: HookScope, *,
+                  start: int = 0, before: BeforeBinding | None = None,
+                  after: AfterBinding | None = None) -> StageOutcome:
+        """Run the stage of ``point`` for ``scope`` from binding ``start``.
+
+        The payload is validated against the point contract before the first binding
+        (``HookContractError``); it is never mutated. One stage deadline, ``stage_timeout``
+        from the first binding, is shared by all bindings of the call (each also has its
+        own timeout); time spent in the callbacks does not count against it.
+        ``before(binding, payload)`` is awaited before each binding and
+        ``after(binding, cursor, payload)`` after each completed one. A rejection returns
+        at once with ``cursor`` past the rejecting binding and no ``after`` call. A
+        hook failure raises, except the failures that become diagnostics (observation
+        hooks, error / finally points), after which the stage goes on."""
+        self._check_open()
+        resolved = self.stage(point, scope)
+        if not 0 <= start <= len(resolved):
+            raise HookConfigError(f"cursor {start} is outside the {point} stage "
+                                  f"({len(resolved)} bindings)")
+        if start == len(resolved):
+            return StageOutcome(payload, None, start)
+        definition = self._points.get(point)
+        definition.validate(payload, deep=False)
+        if scope.point != point:
+            scope = dataclasses.replace(scope, point=point)
+        loop = asyncio.get_running_loop()
+        deadline = self._executor.stage_deadline()
+        views = _Views(definition)
+        diagnostics: list[HookDiagnostic] = []
+        for item in resolved[start:]:
+            if before is not None:
+                paused = loop.time()
+                await before(item, payload)
+                deadline += loop.time() - paused
+            outcome = await self._run_binding(item, payload, views, scope, deadline)
+            diagnostics.extend(outcome.diagnostics)
+            payload = outcome.payload
+            if outcome.rejected is not None:
+                return StageOutcome(payload, outcome.rejected, item.index + 1,
+                                    tuple(diagnostics))
+            if after is not None:
+                paused = loop.time()
+                await after(item, item.index + 1, payload)
+                deadline += loop.time() - paused
+        return StageOutcome(payload, None, len(resolved), tuple(diagnostics))
+
+    async def _run_binding(self, resolved: ResolvedBinding, payload: dict[str, Any],
+                           views: _Views, scope: HookScope,
+                           stage_deadline: float) -> BindingOutcome:
+        """Run one binding; ``stage_deadline`` is on the running loop's monotonic clock,
+        never a persisted value."""
         self._check_open()
         point = resolved.point
-        if scope.point != point.name:
-            scope = dataclasses.replace(scope, point=point.name)
         ctx = self._executor.context(
             hook_id=resolved.hook_id, hook_version=resolved.version, config=resolved.config,
             scope=scope, timeout=resolved.timeout, stage_deadline=stage_deadline)
         try:
             result = await self._executor.call(
-                resolved.definition.handler, ctx, _private_copy(payload),
+                resolved.definition.handler, ctx, views.handler_payload(payload),
                 limit=resolved.timeout, stage_deadline=stage_deadline)
             new = point.apply(payload, result, hook_id=resolved.hook_id,
                               observation=resolved.observation)
@@ -170,35 +229,6 @@ class HookManager:
         if isinstance(result, Reject):
             return BindingOutcome(payload, Reject(result.reason, resolved.hook_id))
         return BindingOutcome(new)
-
-    async def run(self, point: str, payload: dict[str, Any], scope: HookScope, *,
-                  start: int = 0, on_cursor: OnCursor | None = None) -> StageOutcome:
-        """Run the stage from ``start``. ``on_cursor(cursor, payload)`` is awaited after
-        each completed binding (cursor = bindings done). A rejection returns at once
-        with ``cursor`` past the rejecting binding and no ``on_cursor`` call. The
-        payload passed in is never mutated."""
-        self._check_open()
-        resolved = self.stage(point, scope)
-        if not 0 <= start <= len(resolved):
-            raise HookConfigError(f"cursor {start} is outside the {point} stage "
-                                  f"({len(resolved)} bindings)")
-        if start == len(resolved):
-            return StageOutcome(payload, None, start)
-        self._points.get(point).validate(payload, deep=False)
-        if scope.point != point:
-            scope = dataclasses.replace(scope, point=point)
-        stage_deadline = self._executor.stage_deadline()
-        diagnostics: list[HookDiagnostic] = []
-        for item in resolved[start:]:
-            outcome = await self.run_binding(item, payload, scope, stage_deadline=stage_deadline)
-            diagnostics.extend(outcome.diagnostics)
-            payload = outcome.payload
-            if outcome.rejected is not None:
-                return StageOutcome(payload, outcome.rejected, item.index + 1,
-                                    tuple(diagnostics))
-            if on_cursor is not None:
-                await on_cursor(item.index + 1, payload)
-        return StageOutcome(payload, None, len(resolved), tuple(diagnostics))
 
     def _check_open(self) -> None:
         if self._closed:
@@ -226,11 +256,40 @@ def _diagnostic(resolved: ResolvedBinding, exc: HookError) -> HookDiagnostic:
                           error_type=str(exc.details.get("error_type", "")))
 
 
-def _private_copy(payload: dict[str, Any]) -> dict[str, Any]:
-    """A copy the handler may mutate freely. Payloads are JSON data built by the host;
-    a pickle round trip of our own bytes is the fastest deep copy of them."""
+class _Views:
+    """The payloads handed to the handlers of one stage call: the read-only fields as
+    views built once per field value (O(1) each: nothing is copied), the writable fields
+    as a private copy per handler."""
+
+    __slots__ = ("_views", "_writable")
+
+    def __init__(self, point: HookPoint) -> None:
+        self._writable = point.writable
+        self._views: dict[str, tuple[Any, Any]] = {}  # field -> (value, its view)
+
+    def handler_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in payload.items():
+            if key in self._writable:
+                out[key] = _private_copy(value)
+                continue
+            seen = self._views.get(key)
+            if seen is None or seen[0] is not value:
+                seen = self._views[key] = (value, readonly(value))
+            out[key] = seen[1]
+        return out
+
+
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+def _private_copy(value: Any) -> Any:
+    """A copy the handler may mutate freely (immutable values are shared). Payloads are
+    JSON data built by the host; a pickle round trip of our own bytes is the fastest deep
+    copy of them."""
+    if isinstance(value, _IMMUTABLE):
+        return value
     try:
-        copied: dict[str, Any] = pickle.loads(pickle.dumps(payload, pickle.HIGHEST_PROTOCOL))
+        return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
     except Exception:
-        copied = copy.deepcopy(payload)
-    return copied
+        return copy.deepcopy(value)

@@ -1,8 +1,11 @@
-"""HookContext exposes read-only config, scope and identity fields, nothing else."""
+"""What a handler sees: a HookContext with read-only config, scope and identity fields,
+and a payload whose writable fields are a private copy and the rest read-only views."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -10,13 +13,17 @@ from unit.hooks.hook_fixtures import payload, scope
 
 from agentloom_runtime.hooks import (
     Continue,
+    FrozenList,
     HookBinding,
     HookContext,
+    HookContractError,
     HookDefinition,
     HookManager,
     HookRegistry,
     HookScope,
     PatchInput,
+    PatchOutput,
+    thaw,
 )
 
 CONFIG = {"mask": "***", "fields": ["text"], "nested": {"limit": 3, "items": [{"a": 1}]}}
@@ -107,3 +114,104 @@ async def test_a_handler_mutating_its_payload_or_its_patch_changes_nothing() -> 
     outcome = await mgr.run("tool.before", original, scope("tool.before"))
     assert original == payload("tool.before")
     assert outcome.payload == {**payload("tool.before"), "arguments": {"text": "patched"}}
+
+
+# ---------------------------------------------------------------- the payload a handler sees
+
+
+def chat_payload(messages: int = 3) -> dict[str, Any]:
+    history = [{"role": "user", "content": f"m{i}", "meta": {"tags": ["a"]}}
+               for i in range(messages)]
+    return {**payload("model.chat.before"), "messages": history,
+            "tools": [{"type": "function", "function": {"name": "read"}}],
+            "extra_messages": [{"role": "user", "content": "earlier"}]}
+
+
+async def run_chat(handler: Any, data: dict[str, Any]) -> Any:
+    mgr = HookManager(HookRegistry([HookDefinition("h", "1", handler)]),
+                      [HookBinding("h", "1", "model.chat.before")])
+    return await mgr.run("model.chat.before", data, scope("model.chat.before"))
+
+
+async def test_read_only_fields_are_uncopied_read_only_views() -> None:
+    data = chat_payload()
+    seen: dict[str, Any] = {}
+
+    async def reader(ctx: HookContext, view: dict[str, Any]) -> Continue:
+        messages = view["messages"]
+        seen["type"] = type(messages)
+        seen["shared"] = messages._data is data["messages"]  # a view, not a copy
+        seen["len"], seen["last"] = len(messages), messages[-1]["content"]
+        seen["tags"] = list(messages[0]["meta"]["tags"])
+        seen["equal"] = messages == data["messages"] and messages[0] == data["messages"][0]
+        seen["thawed"] = json.dumps(thaw(messages))  # plain data again, JSON-able
+        for attempt in (lambda: messages.append({}),
+                        lambda: messages.__setitem__(0, {}),
+                        lambda: messages[0].__setitem__("content", "x"),
+                        lambda: messages[0]["meta"]["tags"].append("b"),
+                        lambda: view["tools"][0]["function"].pop("name")):
+            with pytest.raises((AttributeError, TypeError)):
+                attempt()
+        return Continue()
+
+    before = copy.deepcopy(data)
+    outcome = await run_chat(reader, data)
+    assert seen["type"] is FrozenList and seen["shared"] and seen["equal"]
+    assert (seen["len"], seen["last"], seen["tags"]) == (3, "m2", ["a"])
+    assert json.loads(seen["thawed"]) == data["messages"]
+    assert data == before and outcome.payload == before
+
+
+async def test_writable_fields_are_a_private_copy_and_a_patch_may_reuse_views() -> None:
+    data = chat_payload()
+
+    async def editor(ctx: HookContext, view: dict[str, Any]) -> PatchInput:
+        assert type(view["extra_messages"]) is list  # writable: a private, mutable copy
+        view["extra_messages"][0]["content"] = "changed in place"  # changes nothing
+        view["options"]["temperature"] = 2.0  # likewise
+        first = view["messages"][0]  # a read-only view used inside a patch
+        return PatchInput({"extra_messages": [*data["extra_messages"],
+                                              {"role": first["role"],
+                                               "content": first["content"]}]})
+
+    outcome = await run_chat(editor, data)
+    assert data["extra_messages"] == [{"role": "user", "content": "earlier"}]
+    assert data["options"]["temperature"] == 0.2
+    assert outcome.payload["extra_messages"] == [{"role": "user", "content": "earlier"},
+                                                 {"role": "user", "content": "m0"}]
+    assert type(outcome.payload["extra_messages"][1]) is dict
+
+
+async def test_a_patch_holding_a_view_is_stored_as_plain_data() -> None:
+    data = {**payload("tool.after"), "raw_value": {"rows": [[1, 2]]}}
+
+    async def copier(ctx: HookContext, view: dict[str, Any]) -> PatchOutput:
+        return PatchOutput({"value": view["raw_value"]})  # a FrozenDict
+
+    mgr = HookManager(HookRegistry([HookDefinition("h", "1", copier)]),
+                      [HookBinding("h", "1", "tool.after")])
+    outcome = await mgr.run("tool.after", data, scope("tool.after"))
+    value = outcome.payload["value"]
+    assert value == {"rows": [[1, 2]]} and type(value) is dict
+    assert type(value["rows"]) is list and value["rows"] is not data["raw_value"]["rows"]
+
+
+async def test_the_payload_is_validated_before_the_first_binding() -> None:
+    events: list[str] = []
+
+    async def handler(ctx: HookContext, view: dict[str, Any]) -> Continue:
+        events.append("ran")
+        return Continue()
+
+    async def before(*args: Any) -> None:
+        events.append("before")
+
+    mgr = HookManager(HookRegistry([HookDefinition("h", "1", handler)]),
+                      [HookBinding("h", "1", "model.chat.before")])
+    broken = {k: v for k, v in payload("model.chat.before").items() if k != "messages"}
+    with pytest.raises(HookContractError, match=r"payload at model\.chat\.before is invalid"):
+        await mgr.run("model.chat.before", broken, scope("model.chat.before"), before=before)
+    with pytest.raises(HookContractError, match="options"):
+        await mgr.run("model.chat.before", {**payload("model.chat.before"), "options": []},
+                      scope("model.chat.before"), before=before)
+    assert events == []

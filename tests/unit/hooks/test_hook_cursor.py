@@ -1,4 +1,5 @@
-"""Binding-by-binding stages: cursors, crash and resume at every cursor, replay."""
+"""The stage loop: before / after callbacks, cursors, crash and resume at every cursor,
+replay."""
 
 from __future__ import annotations
 
@@ -40,17 +41,44 @@ def build(calls: list[str], *, replay_safe: frozenset[str] = frozenset()) -> Hoo
     return HookManager(registry, [HookBinding(n, "1", P) for n in HOOKS])
 
 
-async def test_on_cursor_follows_every_completed_binding() -> None:
+async def test_after_follows_every_completed_binding() -> None:
     calls: list[str] = []
-    saved: list[tuple[int, list[str]]] = []
+    saved: list[tuple[str, int, list[str]]] = []
 
-    async def on_cursor(cursor: int, data: dict[str, Any]) -> None:
-        saved.append((cursor, [m["content"] for m in data["extra_messages"]]))
+    async def after(binding: Any, cursor: int, data: dict[str, Any]) -> None:
+        saved.append((binding.hook_id, cursor, [m["content"] for m in data["extra_messages"]]))
 
-    outcome = await build(calls).run(P, payload(P), scope(P), on_cursor=on_cursor)
-    assert saved == [(1, ["a"]), (2, ["a", "b"]), (3, ["a", "b", "c"]),
-                     (4, ["a", "b", "c", "d"])]
+    outcome = await build(calls).run(P, payload(P), scope(P), after=after)
+    assert saved == [("a", 1, ["a"]), ("b", 2, ["a", "b"]), ("c", 3, ["a", "b", "c"]),
+                     ("d", 4, ["a", "b", "c", "d"])]
     assert outcome.cursor == 4 and calls == list(HOOKS)
+
+
+async def test_before_and_after_wrap_each_binding_in_order() -> None:
+    events: list[str] = []
+
+    async def before(binding: Any, data: dict[str, Any]) -> None:
+        seen = [m["content"] for m in data.get("extra_messages", [])]
+        events.append(f"before {binding.hook_id} #{binding.index} {seen}")
+
+    async def after(binding: Any, cursor: int, data: dict[str, Any]) -> None:
+        events.append(f"after {binding.hook_id} {cursor}")
+
+    mgr = HookManager(HookRegistry([HookDefinition(n, "1", _logging(events, n)) for n in HOOKS]),
+                      [HookBinding(n, "1", P) for n in HOOKS])
+    outcome = await mgr.run(P, payload(P), scope(P), start=1, before=before, after=after)
+    assert events == ["before b #1 []", "run b", "after b 2",
+                      "before c #2 ['b']", "run c", "after c 3",
+                      "before d #3 ['b', 'c']", "run d", "after d 4"]
+    assert outcome.cursor == 4
+
+
+def _logging(events: list[str], name: str) -> Any:
+    async def handler(ctx: Any, data: dict[str, Any]) -> PatchInput:
+        events.append(f"run {name}")
+        extra = [*data.get("extra_messages", []), {"role": "user", "content": name}]
+        return PatchInput({"extra_messages": extra})
+    return handler
 
 
 @pytest.mark.parametrize("crash_at", [1, 2, 3, 4])
@@ -58,14 +86,14 @@ async def test_crash_and_resume_at_every_cursor(crash_at: int) -> None:
     reference = await build([]).run(P, payload(P), scope(P))
     store: dict[str, Any] = {}
 
-    async def save_then_crash(cursor: int, data: dict[str, Any]) -> None:
+    async def save_then_crash(binding: Any, cursor: int, data: dict[str, Any]) -> None:
         store.update(cursor=cursor, payload=json.loads(json.dumps(data)))  # a real save
         if cursor == crash_at:
             raise Crash
 
     first: list[str] = []
     with pytest.raises(Crash):
-        await build(first).run(P, payload(P), scope(P), on_cursor=save_then_crash)
+        await build(first).run(P, payload(P), scope(P), after=save_then_crash)
     assert first == list(HOOKS[:crash_at])
 
     resumed: list[str] = []  # a fresh manager, as after a restart
@@ -73,6 +101,18 @@ async def test_crash_and_resume_at_every_cursor(crash_at: int) -> None:
                                        start=store["cursor"])
     assert resumed == list(HOOKS[crash_at:])  # completed hooks never run again
     assert outcome.payload == reference.payload and outcome.cursor == len(HOOKS)
+
+
+async def test_a_crash_announced_before_a_binding_leaves_it_unrun() -> None:
+    calls: list[str] = []
+
+    async def announce_then_crash(binding: Any, data: dict[str, Any]) -> None:
+        if binding.hook_id == "c":
+            raise Crash
+
+    with pytest.raises(Crash):
+        await build(calls).run(P, payload(P), scope(P), before=announce_then_crash)
+    assert calls == ["a", "b"]
 
 
 async def test_an_unfinished_hook_is_reported_for_the_replay_decision() -> None:
@@ -94,16 +134,6 @@ async def test_an_unfinished_hook_is_reported_for_the_replay_decision() -> None:
     effect, pure = mgr.stage(P, scope(P))
     assert mgr.replay_required(effect) is True  # replay_safe defaults to False
     assert mgr.replay_required(pure) is False
-
-
-async def test_the_per_binding_api_composes_to_the_same_stage() -> None:
-    mgr = build([])
-    data = payload(P)
-    deadline = asyncio.get_running_loop().time() + mgr.stage_timeout
-    for resolved in mgr.stage(P, scope(P)):
-        outcome = await mgr.run_binding(resolved, data, scope(P), stage_deadline=deadline)
-        data = outcome.payload
-    assert data == (await build([]).run(P, payload(P), scope(P))).payload
 
 
 async def test_cursor_bounds() -> None:

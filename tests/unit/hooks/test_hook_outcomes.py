@@ -53,10 +53,10 @@ async def test_reject_stops_the_stage_where_the_point_allows_it(point: str) -> N
     ])
     mgr = HookManager(registry, [HookBinding(h, "1", point) for h in ("first", "guard", "never")])
 
-    async def on_cursor(cursor: int, data: dict[str, Any]) -> None:
+    async def after(binding: Any, cursor: int, data: dict[str, Any]) -> None:
         cursors.append(cursor)
 
-    outcome = await mgr.run(point, payload(point), scope(point), on_cursor=on_cursor)
+    outcome = await mgr.run(point, payload(point), scope(point), after=after)
     assert outcome.rejected == Reject("not today", "guard")  # the manager names the hook
     assert outcome.cursor == 2 and cursors == [1]
     assert log == ["first", "guard"]

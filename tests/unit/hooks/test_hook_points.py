@@ -262,3 +262,19 @@ async def test_the_engine_payload_is_checked_before_hooks_run() -> None:
     del bad["arguments"]
     with pytest.raises(HookContractError, match=r"payload at tool\.before is invalid"):
         await run("tool.before", Continue(), bad)
+
+
+def test_the_point_modules_do_not_import_each_other() -> None:
+    """``_point`` ← ``_builtin_points`` ← ``points``: no import cycle."""
+    import ast
+    from pathlib import Path
+
+    import agentloom_runtime.hooks as hooks
+
+    def imported(module: str) -> set[str]:
+        tree = ast.parse((Path(hooks.__file__).parent / f"{module}.py").read_text())
+        return {node.module or "" for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.level == 1}
+
+    assert "points" not in imported("_builtin_points") | imported("_point")
+    assert "_builtin_points" not in imported("_point")

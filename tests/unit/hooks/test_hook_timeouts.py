@@ -14,6 +14,7 @@ from agentloom_runtime.hooks import (
     Continue,
     HookBinding,
     HookDefinition,
+    HookExecutor,
     HookFailure,
     HookManager,
     HookRegistry,
@@ -56,14 +57,36 @@ async def test_a_binding_over_its_budget_times_out() -> None:
 
 async def test_the_stage_budget_is_shared_by_its_bindings() -> None:
     log: list[str] = []
-    mgr = manager_of(("one", sleeper(0.15, log, "one"), 1.0),
-                     ("two", sleeper(0.15, log, "two"), 1.0),
-                     ("three", sleeper(0.15, log, "three"), 1.0), stage_timeout=0.25)
+    budget = 0.25
+    mgr = manager_of(("one", sleeper(0.6 * budget, log, "one"), 1.0),
+                     ("two", sleeper(0.6 * budget, log, "two"), 1.0),
+                     ("three", sleeper(0.6 * budget, log, "three"), 1.0),
+                     stage_timeout=budget)
     with pytest.raises(HookTimeout) as info:
         await mgr.run(P, payload(P), scope(P))
-    assert log == ["one"]
+    assert log == ["one"]  # each binding is within its own timeout; the second is not
     assert info.value.details == {"hook_id": "two", "version": "1", "point": P,
                                   "budget": "stage"}
+
+
+async def test_each_call_gets_a_fresh_stage_budget() -> None:
+    log: list[str] = []
+    mgr = manager_of(("one", sleeper(0.15, log, "one"), 1.0), stage_timeout=0.25)
+    for _ in range(3):  # 0.45 s in all: the budget is per call of run, not per manager
+        await mgr.run(P, payload(P), scope(P))
+    assert log == ["one"] * 3
+
+
+async def test_time_in_the_callbacks_does_not_count_against_the_stage_budget() -> None:
+    log: list[str] = []
+    mgr = manager_of(("one", sleeper(0.1, log, "one"), 1.0),
+                     ("two", sleeper(0.1, log, "two"), 1.0), stage_timeout=0.25)
+
+    async def slow_save(*args: Any) -> None:
+        await asyncio.sleep(0.1)  # a slow checkpoint write, not the hooks' time
+
+    outcome = await mgr.run(P, payload(P), scope(P), before=slow_save, after=slow_save)
+    assert log == ["one", "two"] and outcome.cursor == 2
 
 
 async def test_a_spent_stage_budget_stops_before_calling_the_handler() -> None:
@@ -73,11 +96,12 @@ async def test_a_spent_stage_budget_stops_before_calling_the_handler() -> None:
         called.append("late")
         return Continue()
 
-    mgr = manager_of(("late", late, 1.0))
-    [resolved] = mgr.stage(P, scope(P))
+    executor = HookExecutor()
     deadline = asyncio.get_running_loop().time() - 0.001
+    ctx = executor.context(hook_id="late", hook_version="1", config={}, scope=scope(P),
+                           timeout=1.0, stage_deadline=deadline)
     with pytest.raises(HookTimeout, match="stage budget is spent"):
-        await mgr.run_binding(resolved, payload(P), scope(P), stage_deadline=deadline)
+        await executor.call(late, ctx, payload(P), limit=1.0, stage_deadline=deadline)
     assert called == []
 
 
