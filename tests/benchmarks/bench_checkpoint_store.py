@@ -7,16 +7,26 @@ Each commit is what a step writes: a small head and two log entries.
 - ``payload B/commit``: head + entry bodies as serialized by the store;
 - ``WAL B/commit``: bytes SQLite appends to its write-ahead log per commit (whole pages:
   what is fsynced), measured over the first commits after a checkpoint;
-- ``file B/commit``: growth of the database file once the WAL is checkpointed.
+- ``file B/commit``: growth of the database file once the WAL is checkpointed;
+- DynamoDB (moto, in-process: its commits/s say nothing about AWS latency):
+  ``write units``, ``items`` and ``item B`` per commit from the adapter's counters
+  (``write_units``, ``items_written``, ``bytes_written``: what AWS would bill);
+- ``1 MB entry``: latency of a commit holding a small head and one 1 MB entry (spilled
+  to a blob), median of a few, per backend.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
+import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore, Synchronous
 from agentloom_runtime.checkpoint import BaseCheckpointStore, Commit, InMemoryCheckpointStore
@@ -24,6 +34,7 @@ from agentloom_runtime.checkpoint.store import LogEntry, dumps
 
 RUN = "bench-run"
 WAL_SAMPLE = 100  # commits; stays below SQLite's 1000-page autocheckpoint
+DYNAMODB_COMMITS = 200  # moto is slow (~30 commits/s); the counters do not vary
 
 
 def make_commit(version: int) -> Commit:
@@ -89,6 +100,74 @@ def report(name: str, rate: float, payload: int, wal: int | None, file: int | No
     print(f"{name:<16} {rate:>12,.0f} {payload:>18,} {cell(wal):>14} {cell(file):>15}")
 
 
+@contextmanager
+def moto_dynamodb() -> Iterator[Any]:
+    """A DynamoDbCheckpointStore on moto (in-process, fake credentials, no network)."""
+    import boto3
+    from moto import mock_aws
+
+    from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore, create_table
+
+    saved = {name: os.environ.pop(name, None) for name in (
+        "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB")}
+    try:
+        with mock_aws():
+            client = boto3.client("dynamodb", region_name="us-east-1")
+            create_table(client, "bench-checkpoints")
+            yield DynamoDbCheckpointStore("bench-checkpoints", client=client)
+    finally:
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
+
+
+def bench_dynamodb(commits: int) -> tuple[float, int, float, float, float]:
+    """(commits/s on moto, payload B, write units, items and item bytes per commit)."""
+    with moto_dynamodb() as store:
+        run_commits(store, 0, 1)
+        units, items, written = store.write_units, store.items_written, store.bytes_written
+        seconds, payload = run_commits(store, 1, commits)
+        return (commits / seconds, payload, (store.write_units - units) / commits,
+                (store.items_written - items) / commits,
+                (store.bytes_written - written) / commits)
+
+
+def one_mb_latency(store: BaseCheckpointStore, rounds: int = 5) -> float:
+    """Median seconds of a commit holding a small head and one 1 MB entry (each entry
+    distinct, so every commit stores a new blob)."""
+    head = store.load_head(RUN)
+    version = head.version if head else 0
+    times = []
+    for n in range(rounds):
+        body = {"kind": "tool_result", "text": os.urandom(500_000).hex()}
+        commit = Commit(RUN, version, {"phase": "tool", "n": n}, [LogEntry("big", n + 1, body)])
+        start = time.perf_counter()
+        version = store.commit(commit)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_one_mb(directory: Path) -> list[tuple[str, float, str]]:
+    results: list[tuple[str, float, str]] = []
+
+    def measure(name: str, store: BaseCheckpointStore, note: Callable[[], str]) -> None:
+        results.append((name, one_mb_latency(store), note()))
+
+    measure("memory", InMemoryCheckpointStore(), lambda: "")
+    modes: list[Synchronous] = ["FULL", "NORMAL"]
+    for mode in modes:
+        with SqliteCheckpointStore(directory / f"one-mb-{mode}.db",
+                                   synchronous=mode) as sqlite_store:
+            measure(f"sqlite {mode}", sqlite_store, lambda: "")
+    try:
+        with moto_dynamodb() as dynamo:
+            before = dynamo.write_units, dynamo.items_written
+            measure("dynamodb (moto)", dynamo, lambda: (
+                f"{(dynamo.write_units - before[0]) / 5:,.0f} write units, "
+                f"{(dynamo.items_written - before[1]) / 5:.0f} items per commit"))
+    except ImportError as exc:
+        results.append(("dynamodb (moto)", float("nan"), f"skipped: {exc}"))
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=2000)
@@ -109,6 +188,24 @@ def main(argv: list[str] | None = None) -> None:
         for mode in modes:
             rate, payload, wal, file = bench_sqlite(Path(tmp), commits, mode)
             report(f"sqlite {mode}", rate, payload, wal, file)
+
+        dynamo_commits = min(commits, DYNAMODB_COMMITS)
+        try:
+            rate, payload, units, items, item_bytes = bench_dynamodb(dynamo_commits)
+        except ImportError as exc:
+            print(f"\ndynamodb: skipped ({exc}; pip install 'agentloom[aws]' moto)")
+        else:
+            print(f"\n{dynamo_commits} commits on moto")
+            print(f"{'store':<16} {'commits/s':>12} {'payload B/commit':>18} "
+                  f"{'write units/commit':>19} {'items/commit':>13} {'item B/commit':>14}")
+            print(f"{'dynamodb (moto)':<16} {rate:>12,.0f} {payload:>18,} {units:>19.1f} "
+                  f"{items:>13.1f} {item_bytes:>14,.0f}")
+
+        print("\ncommit latency, small head + one 1 MB entry (spilled to a blob), median of 5:")
+        for name, seconds, note in bench_one_mb(Path(tmp)):
+            extra = f"  ({note})" if note else ""
+            print(f"  1 MB entry  {name:<16} {seconds * 1000:>9.1f} ms{extra}")
+
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,6 @@ from moto import mock_aws
 
 from agentloom.stores.dynamodb_checkpoints import (
     MAX_ENTRIES_PER_COMMIT,
-    MAX_TRANSACT_BYTES,
     DynamoDbCheckpointStore,
     create_table,
 )
@@ -35,7 +34,6 @@ class Backend:
     # None = the capability is supported; otherwise, why it is not tested here.
     thread_race: str | None = None
     max_entries_per_commit: int | None = None  # None: no limit of its own
-    max_commit_bytes: int | None = None  # None: no limit of its own
     client: Any = None  # the backend's client, for adapter-specific checks
 
 
@@ -61,8 +59,7 @@ def dynamodb_backend(fake_aws_env: None) -> Iterator[Backend]:
         yield Backend(
             "dynamodb", DynamoDbCheckpointStore(DYNAMODB_TABLE, client=client),
             thread_race="moto runs in-process; the race is tested sequentially",
-            max_entries_per_commit=MAX_ENTRIES_PER_COMMIT,
-            max_commit_bytes=MAX_TRANSACT_BYTES, client=client)
+            max_entries_per_commit=MAX_ENTRIES_PER_COMMIT, client=client)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -18,7 +18,7 @@ import pytest
 
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint import BaseCheckpointStore, Commit, Head, LogEntry
-from agentloom_runtime.checkpoint.store import ENTRY_LIMIT_BYTES, HEAD_LIMIT_BYTES, blob_key
+from agentloom_runtime.checkpoint.store import ENTRY_INLINE_BYTES, blob_key
 from agentloom_runtime.errors import CheckpointConflict, ConfigError
 
 RUN = "run-1"
@@ -123,19 +123,22 @@ def test_read_orders_by_seq_numerically(store: BaseCheckpointStore) -> None:
     assert store.read(RUN, "s", after=100) == []
 
 
+# 40 entries just under the inline limit (stored in their rows): ~1.3 MB of rows, more
+# than one DynamoDB Query page (1 MB).
+PAGE_PAD = "x" * (ENTRY_INLINE_BYTES - 100)
+
+
 def test_read_after_and_limit_across_pages(store: BaseCheckpointStore) -> None:
-    # 30 entries of ~50 KB: 1.5 MB, more than one DynamoDB Query page (1 MB).
-    pad = "x" * 50_000
-    for batch in range(3):
+    for batch in range(4):
         store.commit(Commit(RUN, batch, {"batch": batch}, [
-            entry("s", seq, pad=pad) for seq in range(batch * 10 + 1, batch * 10 + 11)]))
+            entry("s", seq, pad=PAGE_PAD) for seq in range(batch * 10 + 1, batch * 10 + 11)]))
     everything = store.read(RUN, "s")
-    assert seqs(everything) == list(range(1, 31))
-    assert all(e.body == {"seq": e.seq, "pad": pad} for e in everything)
-    assert seqs(store.read(RUN, "s", after=7, limit=20)) == list(range(8, 28))
-    assert seqs(store.read(RUN, "s", after=25)) == [26, 27, 28, 29, 30]
-    assert seqs(store.read(RUN, "s", limit=25)) == list(range(1, 26))
-    assert seqs(store.read(RUN, "s", after=29, limit=5)) == [30]
+    assert seqs(everything) == list(range(1, 41))
+    assert all(e.body == {"seq": e.seq, "pad": PAGE_PAD} for e in everything)
+    assert seqs(store.read(RUN, "s", after=7, limit=30)) == list(range(8, 38))
+    assert seqs(store.read(RUN, "s", after=35)) == [36, 37, 38, 39, 40]
+    assert seqs(store.read(RUN, "s", limit=35)) == list(range(1, 36))
+    assert seqs(store.read(RUN, "s", after=39, limit=5)) == [40]
 
 
 def test_dynamodb_read_follows_query_pages(dynamodb_backend: Any) -> None:
@@ -143,8 +146,9 @@ def test_dynamodb_read_follows_query_pages(dynamodb_backend: Any) -> None:
     store, calls = dynamodb_backend.store, []
     dynamodb_backend.client.meta.events.register(
         "before-call.dynamodb.Query", lambda **_: calls.append(1))
-    store.commit(Commit(RUN, 0, {}, [entry("s", n, pad="x" * 50_000) for n in range(1, 31)]))
-    assert seqs(store.read(RUN, "s")) == list(range(1, 31))
+    store.commit(Commit(RUN, 0, {}, [entry("s", n, pad=PAGE_PAD) for n in range(1, 41)]))
+    calls.clear()
+    assert seqs(store.read(RUN, "s")) == list(range(1, 41))
     assert len(calls) >= 2
 
 
@@ -195,14 +199,22 @@ def untouchable(store: BaseCheckpointStore, monkeypatch: pytest.MonkeyPatch) -> 
         raise AssertionError("the backend was written to")
 
     monkeypatch.setattr(store, "_write", touched)
+    monkeypatch.setattr(store, "_put_blob", touched)
+
+
+LONE = "\udc80"  # a lone surrogate: json.loads accepts it, UTF-8 cannot encode it
+BIG = "x" * (2 * ENTRY_INLINE_BYTES)  # would be spilled: nothing may reach the blobs
 
 
 @pytest.mark.parametrize("bad", [
-    pytest.param(Commit(RUN, 1, {"pad": "x" * HEAD_LIMIT_BYTES}), id="head-too-large"),
-    pytest.param(Commit(RUN, 1, {"pad": "é" * (HEAD_LIMIT_BYTES // 2)}),
-                 id="head-too-large-in-bytes"),
-    pytest.param(Commit(RUN, 1, {}, [LogEntry("s", 2, {"pad": "x" * ENTRY_LIMIT_BYTES})]),
-                 id="entry-too-large"),
+    pytest.param(Commit(RUN, 1, {"text": LONE}), id="surrogate-in-head"),
+    pytest.param(Commit(RUN, 1, {"pad": BIG, "text": LONE}), id="surrogate-in-large-head"),
+    pytest.param(Commit(RUN, 1, {}, [entry("s", 2, text=LONE)]), id="surrogate-in-entry"),
+    pytest.param(Commit(RUN, 1, {"pad": BIG}, [entry("s", 2, pad=BIG), entry("s", 3, pad=BIG,
+                                                                         **{LONE: 1})]),
+                 id="surrogate-in-key-after-large-values"),
+    pytest.param(Commit(RUN, 1, {}, [entry("s" + LONE, 2)]), id="surrogate-in-stream"),
+    pytest.param(Commit(RUN + LONE, 0, {"pad": BIG}), id="surrogate-in-run-id"),
     pytest.param(Commit(RUN, 1, {}, [entry("s", 2), entry("s", 2)]), id="duplicate-entry"),
     pytest.param(Commit(RUN, 1, {}, [entry("s", 0)]), id="seq-zero"),
     pytest.param(Commit(RUN, -1, {}), id="negative-version"),
@@ -215,12 +227,12 @@ def test_invalid_commit_is_refused_before_the_backend(
     assert snapshot(store, RUN) == before
 
 
-def test_largest_allowed_head_and_entry_fit(store: BaseCheckpointStore) -> None:
-    head = {"pad": "h" * (HEAD_LIMIT_BYTES - 10)}  # '{"pad":"…"}' is 10 bytes more
-    body = {"pad": "e" * (ENTRY_LIMIT_BYTES - 10)}
-    store.commit(Commit(RUN, 0, head, [LogEntry("s", 1, body)]))
-    assert store.load_head(RUN) == Head(1, head)
-    assert store.read(RUN, "s") == [LogEntry("s", 1, body)]
+def test_lone_surrogate_is_a_clear_config_error(store: BaseCheckpointStore) -> None:
+    with pytest.raises(ConfigError, match="lone surrogate"):
+        store.commit(Commit(RUN, 0, {"text": "tool output " + LONE}))
+    with pytest.raises(ConfigError, match="lone surrogate"):
+        store.read(RUN, "s" + LONE)
+    assert snapshot(store, RUN) == (None, {"s": [], "t": []})
 
 
 def test_entries_per_commit_limit(backend: Any) -> None:
@@ -235,21 +247,6 @@ def test_entries_per_commit_limit(backend: Any) -> None:
     before = snapshot(store, RUN)
     with pytest.raises(ConfigError, match=str(limit)):
         store.commit(many)
-    assert snapshot(store, RUN) == before
-
-
-def test_commit_bytes_limit(backend: Any) -> None:
-    store, limit = backend.store, backend.max_commit_bytes
-    store.commit(Commit(RUN, 0, {"v": 1}))
-    pad = "x" * (ENTRY_LIMIT_BYTES - 100)
-    big = Commit(RUN, 1, {"v": 2}, [entry("s", n, pad=pad) for n in range(1, 16)])  # ~4.5 MB
-    if limit is None:
-        assert store.commit(big) == 2
-        assert seqs(store.read(RUN, "s")) == list(range(1, 16))
-        return
-    before = snapshot(store, RUN)
-    with pytest.raises(ConfigError, match="4 MB"):
-        store.commit(big)
     assert snapshot(store, RUN) == before
 
 

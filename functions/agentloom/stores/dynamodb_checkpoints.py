@@ -5,7 +5,7 @@ Items (``pk`` and ``sk`` are strings)::
     pk=RUN#{run_id}  sk=HEAD                        version (N), body (S)
     pk=RUN#{run_id}  sk=LOG#{stream}#{seq:012d}     stream (S), seq (N), body (S)
     pk=RUN#{run_id}  sk=BLOB#{key}                  data (B), parts (N), size (N)
-    pk=RUN#{run_id}  sk=BLOB#{key}#{part:06d}       data (B)   only for blobs > 350 KB
+    pk=RUN#{run_id}  sk=BLOB#{key}#{part:06d}       data (B)   parts 1.. of a blob > 256 KiB
 
 ``#`` and ``%`` in a stream name are written ``%23`` and ``%25`` so that no stream's
 keys fall inside another's range.
@@ -13,19 +13,42 @@ keys fall inside another's range.
 A commit is one TransactWriteItems: a Put of the head conditioned on the version it read
 (``attribute_not_exists(pk)`` for a new run) and a Put per entry conditioned on
 ``attribute_not_exists(pk)``. A failed condition cancels the whole transaction, which
-becomes ``CheckpointConflict``. A transaction holds at most 100 actions and 4 MB, and it
-is never split (that would break atomicity): a larger commit raises ``ConfigError``.
-botocore's retries reuse the request's ``ClientRequestToken``, so a retry after a lost
-response does not turn our own success into a conflict.
+becomes ``CheckpointConflict``. A transaction holds at most 100 actions (a commit of more
+entries raises ``ConfigError``) and 4 MB; it is never split (that would break
+atomicity). botocore's retries reuse the request's ``ClientRequestToken``, so a retry
+after a lost response does not turn our own success into a conflict.
 
-A blob larger than one item is written as parts first and its ``BLOB#{key}`` item last,
-so a blob is visible only once complete; the base class checks its hash on every read.
+Sizes. A head or entry body above 32 KiB reaches this adapter already spilled by
+``BaseCheckpointStore``: its ``body`` is ``{"$spill": "sha256:…", "bytes": n}`` and the
+text is a blob, written before the transaction. So a HEAD or LOG item stays below
+~37 KB even at DynamoDB's key-length limits, and 100 of them below 4 MB. A blob is cut
+into ``BLOB_PART_BYTES`` (256 KiB) parts, each item far below the 400 KB item limit:
+parts 1.. are written first (BatchWriteItem, 25 items a call, unprocessed items retried),
+the ``BLOB#{key}`` item holding part 0 and the count last, so a blob is visible only once
+complete. Every key derives from the content hash, so a retry rewrites identical items;
+the base class checks the hash on every read.
+
+Counters, for benchmarks (writes DynamoDB accepted; a cancelled transaction or a failed
+call adds nothing; reads are not counted):
+
+- ``items_written``: items put — heads, entries, blob parts;
+- ``bytes_written``: their sizes as DynamoDB computes an item's size (``item_size``):
+  attribute names plus values — strings in UTF-8, binary raw, numbers about one byte per
+  two significant digits plus one;
+- ``write_units``: the write capacity units those items consume (``write_units``):
+  ceil(size / 1 KB) per item for PutItem and BatchWriteItem, twice that inside
+  TransactWriteItems. A Put that replaces a larger item (a head that shrinks) is billed
+  on the larger of the two; that excess is not counted, so the figure is then a lower
+  bound.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+import time
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
@@ -40,15 +63,17 @@ except ImportError as exc:
 MAX_TRANSACT_ACTIONS = 100  # TransactWriteItems: actions per transaction
 MAX_ENTRIES_PER_COMMIT = MAX_TRANSACT_ACTIONS - 1  # one action is the head
 MAX_TRANSACT_BYTES = 4 * 1024 * 1024  # TransactWriteItems: aggregate item size
-BLOB_PART_BYTES = 350_000  # an item is at most 400 KB, names and keys included
+BLOB_PART_BYTES = 256 * 1024  # an item is at most 400 KB, names and keys included
+BATCH_WRITE_ITEMS = 25  # BatchWriteItem: put requests per call
+_BATCH_ATTEMPTS = 8  # calls per batch while DynamoDB leaves items unprocessed
 _SEQ_DIGITS = 12
 _MAX_SEQ = 10**_SEQ_DIGITS - 1
-_ITEM_OVERHEAD = 100  # generous: attribute names, the number attributes, key framing
 _BLOB_KEY = re.compile(r"sha256:[0-9a-f]{64}")  # what BaseCheckpointStore.put_blob returns
 
 # `DynamoDbClient` is a boto3 ``dynamodb`` client; typed loosely so that code checked
 # with or without boto3 stubs installed can pass one.
 DynamoDbClient = Any
+Item = dict[str, Any]
 
 
 class DynamoDbCheckpointStore(BaseCheckpointStore):
@@ -59,6 +84,10 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
             raise ConfigError("table_name is required")
         self.table_name = table_name
         self._client = client
+        self._counter_lock = threading.Lock()
+        self.items_written = 0
+        self.bytes_written = 0
+        self.write_units = 0
 
     # -- primitives --------------------------------------------------------------------
 
@@ -70,14 +99,12 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
 
     def _write(self, run_id: str, expected: int, new: int, head: str,
                rows: list[tuple[str, int, str]]) -> None:
-        _check_transaction_limits(run_id, head, rows)
+        _check_entries(run_id, rows)
         pk = _pk(run_id)
-        head_put: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Item": {"pk": {"S": pk}, "sk": {"S": "HEAD"}, "version": {"N": str(new)},
-                     "body": {"S": head}},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
+        head_item: Item = {"pk": {"S": pk}, "sk": {"S": "HEAD"}, "version": {"N": str(new)},
+                           "body": {"S": head}}
+        head_put: dict[str, Any] = {"TableName": self.table_name, "Item": head_item,
+                                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         if expected == 0:
             head_put["ConditionExpression"] = "attribute_not_exists(pk)"
         else:
@@ -93,11 +120,18 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
                          "body": {"S": body}},
                 "ConditionExpression": "attribute_not_exists(pk)",
             }})
+        sizes = [item_size(action["Put"]["Item"]) for action in actions]
+        if sum(sizes) > MAX_TRANSACT_BYTES:  # unreachable with the base's inline limits
+            raise ConfigError(
+                f"run {run_id}: a commit of {sum(sizes)} bytes exceeds the DynamoDB "
+                f"TransactWriteItems limit of 4 MB ({MAX_TRANSACT_BYTES} bytes)",
+                details={"run_id": run_id, "bytes": sum(sizes)})
         try:
             self._client.transact_write_items(TransactItems=actions,
                                               ClientRequestToken=str(uuid.uuid4()))
         except ClientError as exc:
             raise _translate_write_error(exc, run_id, expected, rows) from exc
+        self._count(sizes, transactional=True)
 
     def _query(self, run_id: str, stream: str, after: int,
                limit: int | None) -> list[tuple[int, str]]:
@@ -116,18 +150,19 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         parts = [data[i:i + BLOB_PART_BYTES]
                  for i in range(0, len(data), BLOB_PART_BYTES)] or [b""]
         pk = _pk(run_id)
+        manifest: Item = {"pk": {"S": pk}, "sk": {"S": f"BLOB#{key}"},
+                          "data": {"B": parts[0]}, "parts": {"N": str(len(parts))},
+                          "size": {"N": str(len(data))}}
         try:
-            for index, part in enumerate(parts[1:], start=1):
-                self._client.put_item(TableName=self.table_name, Item={
-                    "pk": {"S": pk}, "sk": {"S": f"BLOB#{key}#{index:06d}"},
-                    "data": {"B": part}})
-            self._client.put_item(TableName=self.table_name, Item={
-                "pk": {"S": pk}, "sk": {"S": f"BLOB#{key}"}, "data": {"B": parts[0]},
-                "parts": {"N": str(len(parts))}, "size": {"N": str(len(data))}})
+            self._batch_put(run_id, [
+                {"pk": {"S": pk}, "sk": {"S": f"BLOB#{key}#{index:06d}"}, "data": {"B": part}}
+                for index, part in enumerate(parts[1:], start=1)])
+            self._client.put_item(TableName=self.table_name, Item=manifest)
         except ClientError as exc:
             raise PersistenceError(f"run {run_id}: cannot store blob {key}: "
                                    f"{_error_code(exc)}",
                                    details={"run_id": run_id}) from exc
+        self._count([item_size(manifest)], transactional=False)
 
     def _get_blob(self, run_id: str, key: str) -> bytes | None:
         if not _is_blob_key(key):
@@ -140,10 +175,43 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         if count > 1:
             rest = self._query_range(run_id, f"BLOB#{key}#{1:06d}",
                                      f"BLOB#{key}#{count - 1:06d}", None)
+            if len(rest) != count - 1:
+                return None
             data += b"".join(bytes(part["data"]["B"]) for part in rest)
         return data
 
     # -- helpers -----------------------------------------------------------------------
+
+    def _batch_put(self, run_id: str, items: list[Item]) -> None:
+        """Put ``items`` (unconditionally) with BatchWriteItem, retrying what DynamoDB
+        leaves unprocessed, with backoff."""
+        for start in range(0, len(items), BATCH_WRITE_ITEMS):
+            pending = items[start:start + BATCH_WRITE_ITEMS]
+            for attempt in range(_BATCH_ATTEMPTS):
+                if attempt:
+                    time.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
+                response = self._client.batch_write_item(RequestItems={
+                    self.table_name: [{"PutRequest": {"Item": item}} for item in pending]})
+                left = {request["PutRequest"]["Item"]["sk"]["S"] for request in
+                        response.get("UnprocessedItems", {}).get(self.table_name, [])}
+                self._count((item_size(item) for item in pending
+                             if item["sk"]["S"] not in left), transactional=False)
+                pending = [item for item in pending if item["sk"]["S"] in left]
+                if not pending:
+                    break
+            else:
+                raise PersistenceError(
+                    f"run {run_id}: DynamoDB left {len(pending)} blob parts unprocessed "
+                    f"after {_BATCH_ATTEMPTS} attempts",
+                    details={"run_id": run_id, "retryable": True})
+
+    def _count(self, sizes: Iterable[int], *, transactional: bool) -> None:
+        sizes = list(sizes)
+        with self._counter_lock:
+            self.items_written += len(sizes)
+            self.bytes_written += sum(sizes)
+            self.write_units += sum(write_units(size, transactional=transactional)
+                                    for size in sizes)
 
     def _get_item(self, run_id: str, sk: str,
                   projection: str | None = None) -> dict[str, Any] | None:
@@ -177,6 +245,33 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
             request["ExclusiveStartKey"] = last
 
 
+def item_size(item: Item) -> int:
+    """An item's size in bytes as DynamoDB computes it for the 400 KB limit and for
+    capacity units: attribute names plus values (``S`` in UTF-8, ``B`` raw, ``N`` about
+    one byte per two significant digits plus one). Only the types this adapter writes."""
+    size = 0
+    for name, value in item.items():
+        ((kind, raw),) = value.items()
+        size += len(name.encode())
+        if kind == "S":
+            size += len(raw.encode())
+        elif kind == "B":
+            size += len(raw)
+        elif kind == "N":
+            digits = raw.lstrip("-").replace(".", "").strip("0")
+            size += (len(digits) + 1) // 2 + 1
+        else:
+            raise ValueError(f"item_size: attribute type {kind} is not written here")
+    return size
+
+
+def write_units(size: int, *, transactional: bool) -> int:
+    """Write capacity units of one item write: 1 per KB (rounded up, at least 1), twice
+    that inside TransactWriteItems."""
+    units = max(1, -(-size // 1024))
+    return 2 * units if transactional else units
+
+
 def create_table(client: DynamoDbClient, name: str) -> None:
     """Create the checkpoint table (on-demand, ``pk``/``sk`` strings); for tests and
     local tools — deployed tables come from the CDK app."""
@@ -203,24 +298,15 @@ def _is_blob_key(key: str) -> bool:
     return _BLOB_KEY.fullmatch(key) is not None
 
 
-def _check_transaction_limits(run_id: str, head: str,
-                              rows: list[tuple[str, int, str]]) -> None:
+def _check_entries(run_id: str, rows: list[tuple[str, int, str]]) -> None:
     if len(rows) > MAX_ENTRIES_PER_COMMIT:
         raise ConfigError(
             f"run {run_id}: a commit holds at most {MAX_ENTRIES_PER_COMMIT} log entries "
             f"(DynamoDB TransactWriteItems: {MAX_TRANSACT_ACTIONS} actions, one is the "
             f"head); got {len(rows)}", details={"run_id": run_id, "entries": len(rows)})
-    size = _ITEM_OVERHEAD + len(_pk(run_id).encode()) + len(head.encode())
-    for stream, seq, body in rows:
+    for _, seq, _ in rows:
         if seq > _MAX_SEQ:
             raise ConfigError(f"run {run_id}: seq {seq} exceeds {_MAX_SEQ}")
-        size += (_ITEM_OVERHEAD + len(_pk(run_id).encode()) + 2 * len(stream.encode())
-                 + len(_log_sk(stream, seq)) + len(body.encode()))
-    if size > MAX_TRANSACT_BYTES:
-        raise ConfigError(
-            f"run {run_id}: a commit of about {size} bytes exceeds the DynamoDB "
-            f"TransactWriteItems limit of 4 MB ({MAX_TRANSACT_BYTES} bytes); store large "
-            "values as blobs", details={"run_id": run_id, "bytes": size})
 
 
 def _error_code(exc: Any) -> str:

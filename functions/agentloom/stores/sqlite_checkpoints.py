@@ -12,6 +12,17 @@ The file is in WAL mode, so readers never block the writer. A commit is one
 the whole transaction back and raises ``CheckpointConflict``. The lock is SQLite's own,
 so the rules hold between threads (one connection per thread) and between processes
 sharing the file alike.
+
+Bodies above the inline limits reach this adapter already spilled (see
+``agentloom_runtime.checkpoint.store``): ``heads.body`` and ``log.body`` then hold a small
+``{"$spill": …}`` reference and ``blobs.data`` the text, as a BLOB of any size (up to
+SQLite's 1 GB default ``SQLITE_MAX_LENGTH``). A spilled value's blob is inserted, in its
+own transaction, before the commit's transaction.
+
+Counters, for benchmarks (UTF-8 bytes, counted once the transaction has committed; a
+conflict or a rollback adds nothing): ``bytes_written`` — the head and row texts of each
+commit; ``blob_bytes_written`` — blobs newly inserted (an existing key adds nothing).
+Neither counts SQLite's own overhead (pages, WAL frames, indexes).
 """
 
 from __future__ import annotations
@@ -77,6 +88,9 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         self._lock = threading.Lock()
         self._conns: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
         self._closed = False
+        self._counter_lock = threading.Lock()
+        self.bytes_written = 0
+        self.blob_bytes_written = 0
         self._init_schema(self._conn())
 
     # -- connections -------------------------------------------------------------------
@@ -195,6 +209,9 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         except BaseException:
             _rollback(conn)
             raise
+        written = len(head.encode()) + sum(len(body.encode()) for _, _, body in rows)
+        with self._counter_lock:
+            self.bytes_written += written
 
     def _query(self, run_id: str, stream: str, after: int,
                limit: int | None) -> list[tuple[int, str]]:
@@ -206,12 +223,15 @@ class SqliteCheckpointStore(BaseCheckpointStore):
 
     def _put_blob(self, run_id: str, key: str, data: bytes) -> None:
         try:
-            self._conn().execute(
+            cursor = self._conn().execute(
                 "INSERT OR IGNORE INTO blobs (run_id, key, data) VALUES (?, ?, ?)",
                 (run_id, key, data))
         except sqlite3.Error as exc:
             raise PersistenceError(f"run {run_id}: cannot store blob {key}: {exc}",
                                    details={"run_id": run_id}) from exc
+        if cursor.rowcount == 1:
+            with self._counter_lock:
+                self.blob_bytes_written += len(data)
 
     def _get_blob(self, run_id: str, key: str) -> bytes | None:
         row = self._conn().execute(
