@@ -17,6 +17,14 @@ Prints figures; asserts nothing (wall time is never asserted).
 2. Session history: ``build_run_history`` (view choice + projection after the watermark)
    over N session records with a view at N/2.
 3. Estimator throughput, MB/s of message text, on fresh (uncached) messages.
+4. The budget policy's cost per model-call step at 10 / 1,000 / 10,000 messages: what
+   the engine does before an action call with a policy (``prepare`` + ``should_compact``
+   + ``model_view`` + ``validate_request``) minus what it does without one
+   (``model_view``), on a ``JournalContextManager`` view that grows by a call group per
+   step (target: <= 1 ms at 10,000, flat).
+5. Restore (the first step of a new process) at 1,000 / 5,000 messages: time, store
+   reads and bytes read; a tenth of the tool results are over the 24,000-character cap
+   (their full text is a spilled record the view must never read).
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.context import (
     BudgetCompactionPolicy,
     DeepSeekEstimator,
@@ -36,7 +46,9 @@ from agentloom_runtime.context import (
     estimators,
 )
 from agentloom_runtime.context.history import SessionView, build_run_history
+from agentloom_runtime.context.manager import JournalContextManager
 from agentloom_runtime.contracts import ContextInput, ModelRequest, ModelResponse
+from agentloom_runtime.tools import cap_with_reference
 
 TASK = "Compile the quarterly report from the sales files."
 PROSE = ("The quarterly figures rose in the north and fell slightly in the south; "
@@ -189,6 +201,108 @@ def throughput(name: str, make: Callable[[], Any], megabytes: float) -> None:
     print(f"{name:<28} {text_bytes / 1e6 / seconds:8.1f} MB/s  ({text_bytes / 1e6:.1f} MB)")
 
 
+def step_tools() -> list[dict[str, Any]]:
+    """Ten tool schemas, built anew for every request as the engine does."""
+    return [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": "Reads things. " * 10,
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
+        for i in range(10)]
+
+
+def call_turn(manager: JournalContextManager, journal: Journal, frame: dict[str, Any],
+              t: int, result: str, cap: int = 24_000) -> None:
+    """An assistant call (its id rewritten in the view) and its result, as the engine
+    appends them: the full text in the source record, the capped text in the view."""
+    raw = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"x{t}", "type": "function",
+         "function": {"name": "tool_1", "arguments": f'{{"path": "f{t}.txt"}}'}}]}
+    shown = {**raw, "tool_calls": [{**raw["tool_calls"][0], "id": f"call_{t}"}]}
+    manager.append(journal, frame, "assistant", raw, visible=shown)
+    message = {"role": "tool", "tool_call_id": f"call_{t}", "content": result}
+    visible = {**message, "content": cap_with_reference(result, cap, f"r/main#{t}")}
+    manager.append(journal, frame, "tool_result", message, visible=visible,
+                   extra={"request_id": f"r{t}", "name": "tool_1", "status": "ok"})
+
+
+def new_view(n: int) -> tuple[JournalContextManager, Journal, dict[str, Any]]:
+    journal = Journal(InMemoryCheckpointStore(), "bench", 0, {})
+    manager = JournalContextManager()
+    frame: dict[str, Any] = {"instance": "main", "task": TASK, "plan": [], "pending": []}
+    history = [{"role": "user" if i % 2 == 0 else "assistant",
+                "content": f"{i} " + PROSE * 3} for i in range(max(0, n - 2))]
+    manager.create(journal, frame, system="You are careful.", history=history, task=TASK)
+    return manager, journal, frame
+
+
+def policy_step(n: int, steps: int = 40) -> None:
+    manager, journal, frame = new_view(n)
+    policy = BudgetCompactionPolicy(context_window=10**9, max_output_tokens=4_096,
+                                    safety_margin_tokens=1_024, estimator=Utf8BytesEstimator())
+    with_policy, without = [], []
+    for t in range(steps):
+        tools = step_tools()
+        start = time.perf_counter()
+        ModelRequest(messages=manager.model_view(journal, frame), tools=tools)
+        without.append(time.perf_counter() - start)
+        call_turn(manager, journal, frame, 2 * t, f"R{t}: " + PROSE * 4)
+        tools = step_tools()
+        start = time.perf_counter()
+        policy.should_compact(manager.prepare(journal, frame, tools))
+        policy.validate_request(ModelRequest(messages=manager.model_view(journal, frame),
+                                             tools=tools))
+        with_policy.append(time.perf_counter() - start)
+        call_turn(manager, journal, frame, 2 * t + 1, f"S{t}: " + PROSE * 4)
+    extra = [a - b for a, b in zip(with_policy[5:], without[5:], strict=True)]
+    print(f"{n:>6} msgs | with the policy {figures(with_policy[5:])} | without "
+          f"{figures(without[5:])} | extra {figures(extra)}")
+
+
+class _CountingStore(InMemoryCheckpointStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = self.chars = self.blob_reads = 0
+
+    def _query(self, run_id: str, stream: str, after: int,
+               limit: int | None) -> list[tuple[int, str]]:
+        rows = super()._query(run_id, stream, after, limit)
+        self.reads += 1
+        self.chars += sum(len(text) for _, text in rows)
+        return rows
+
+    def _get_blob(self, run_id: str, key: str) -> bytes | None:
+        self.blob_reads += 1
+        return super()._get_blob(run_id, key)
+
+
+def restore(n: int) -> None:
+    store = _CountingStore()
+    journal = Journal(store, "bench", 0, {})
+    manager = JournalContextManager()
+    frame: dict[str, Any] = {"instance": "main", "task": TASK, "plan": [], "pending": []}
+    manager.create(journal, frame, system="You are careful. " * 40, history=[], task=TASK)
+    t = 0
+    while len(manager.view(journal, frame)) < n:
+        call_turn(manager, journal, frame, t, f"R{t}: " + PROSE * (400 if t % 10 == 0 else 30))
+        manager.append(journal, frame, "assistant",
+                       {"role": "assistant", "content": f"A{t}: " + PROSE})
+        manager.append(journal, frame, "user", {"role": "user", "content": f"Q{t}: " + PROSE})
+        t += 1
+        if t % 50 == 0:
+            journal.commit("bench")
+    journal.commit("bench")
+    samples = []
+    for _ in range(5):
+        store.reads = store.chars = store.blob_reads = 0
+        fresh = Journal(store, "bench", journal.version, journal.head)
+        start = time.perf_counter()
+        JournalContextManager().restore(fresh, frame)
+        samples.append(time.perf_counter() - start)
+    print(f"{n:>6} msgs | restore {figures(samples)} | {store.reads} reads, "
+          f"{store.chars / 1e6:.2f} M chars read, {store.blob_reads} blob reads | "
+          f"{store.bytes_written / 1e6:.2f} MB rows + {store.blob_bytes_written / 1e6:.2f} "
+          f"MB blobs written")
+
+
 def main() -> None:
     print("figures in ms: median / best of", REPEAT)
     print("preparation without the summary call (byte estimator)")
@@ -202,6 +316,12 @@ def main() -> None:
     throughput("openai-bpe/v1 o200k_base", lambda: OpenAIEstimator(encoding="o200k_base"), 4)
     throughput("openai-bpe/v1 cl100k_base", lambda: OpenAIEstimator(encoding="cl100k_base"), 4)
     throughput("deepseek-tokenizer/v1", DeepSeekEstimator, 0.5)
+    print("\nbudget policy per model-call step (prepare + should_compact + validate_request)")
+    for n in (10, 1_000, 10_000):
+        policy_step(n)
+    print("\nrestore of a view (new process)")
+    for n in (1_000, 5_000):
+        restore(n)
 
 
 if __name__ == "__main__":

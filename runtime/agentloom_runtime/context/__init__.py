@@ -4,9 +4,10 @@ Public surface (the ``JournalContextManager`` lives in ``context.manager``):
 
 - estimators: ``Utf8BytesEstimator``, ``OpenAIEstimator``, ``DeepSeekEstimator``,
   ``estimator_for``;
-- policies: ``BudgetCompactionPolicy`` (``budget-handoff/v1``),
-  ``CharacterCompactionPolicy`` (``character-handoff/v1``), ``CompactionFailureMemory``,
-  ``with_summary`` (re-render a hook-rewritten summary);
+- policies: ``CompactionPolicyBase`` (every capability the host calls, with defaults),
+  ``BudgetCompactionPolicy`` (``budget-handoff/v1``), ``CharacterCompactionPolicy``
+  (``character-handoff/v1``), ``NoCompaction`` (``no-compaction/v1``),
+  ``CompactionFailureMemory``, ``with_summary`` (re-render a hook-rewritten summary);
 - protocol helpers: ``strip_private``, ``public_messages``, ``protocol_violations``;
 - session history: see ``context.history``.
 """
@@ -17,12 +18,16 @@ from .budget import BudgetCompactionPolicy
 from .character import CharacterCompactionPolicy
 from .estimators import DeepSeekEstimator, OpenAIEstimator, Utf8BytesEstimator, estimator_for
 from .failures import CompactionFailureMemory
+from .policy import CompactionPolicyBase, Decision, NoCompaction
 
 __all__ = [
     "BudgetCompactionPolicy",
     "CharacterCompactionPolicy",
     "CompactionFailureMemory",
+    "CompactionPolicyBase",
+    "Decision",
     "DeepSeekEstimator",
+    "NoCompaction",
     "OpenAIEstimator",
     "Utf8BytesEstimator",
     "estimator_for",

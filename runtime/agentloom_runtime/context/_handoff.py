@@ -20,8 +20,8 @@
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from abc import abstractmethod
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Protocol
@@ -38,7 +38,8 @@ from agentloom_runtime.errors import ModelError, ModelOutcomeUnknown
 
 from ._protocol import Unit, chunk_text, merge_ranges, protocol_violations, split_units
 from ._summary import CURRENT, EARLIER, summary_message, summary_request, unit_parts
-from .failures import CompactionFailureMemory
+from .failures import DEFAULT_GROWTH_RATIO, DEFAULT_STEP_GAP, CompactionFailureMemory
+from .policy import CompactionPolicyBase, Decision
 
 SIZE_TRIGGERS = ("budget", "characters")
 _BODY = ("group", "single", "orphan")
@@ -47,12 +48,17 @@ _FRAGMENT = "[part {i}/{n} of one oversized message group; the parts follow in o
 
 
 class Measure(Protocol):
+    """Sizes in a policy's units. With a lineage ``key`` (a view or a request stream that
+    grows from step to step) ``total`` and ``sized`` are incremental: only what changed
+    since the lineage's last measure is measured (``_sizes``)."""
+
     def costs(self, messages: Sequence[Message]) -> list[int]: ...
 
-    def total(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int: ...
+    def total(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
+              key: Hashable | None = None) -> int: ...
 
-    def sized(self, messages: Sequence[Message],
-              tools: Sequence[ToolSchema]) -> tuple[int, list[int]]:
+    def sized(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
+              key: Hashable | None = None) -> tuple[int, list[int]]:
         """``(total(messages, tools), costs(messages))``, measuring each message once."""
         ...
 
@@ -107,13 +113,17 @@ def split_text(text: str, capacity: int, cost: Any) -> list[str]:
     return out
 
 
-class HandoffPolicy(ABC):
+def view_key(context: ContextInput) -> tuple[str, str]:
+    """The lineage of an instance's view (``Measure``)."""
+    return (context.instance, "view")
+
+
+class HandoffPolicy(CompactionPolicyBase):
     """Shared logic of the handoff policies; subclasses size things and fire triggers."""
 
-    module_id: str = ""
     max_compaction_calls: int = 4
-    retry_growth_ratio: float = 0.1
-    retry_after_steps: int = 2
+    retry_growth_ratio: float = DEFAULT_GROWTH_RATIO
+    retry_after_steps: int = DEFAULT_STEP_GAP
 
     # ------------------------------------------------------------ subclass hooks
 
@@ -157,9 +167,16 @@ class HandoffPolicy(ABC):
 
     # ------------------------------------------------------------ public
 
-    def should_compact(self, context: ContextInput) -> str | None:
-        """Which trigger fires for this view, or None."""
-        return self._trigger(context, self._measure().total(context.messages, context.tools))
+    def should_compact(self, context: ContextInput) -> Decision:
+        """Which trigger fires for this view, or False. Costs the messages added since
+        the instance's last measure, not the history."""
+        size = self._measure().total(context.messages, context.tools, key=view_key(context))
+        return self._trigger(context, size) or False
+
+    def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int:
+        """The size of ``messages`` + ``tools`` in this policy's units (those of the
+        estimates recorded in the failure memory)."""
+        return self._measure().total(messages, tools)
 
     def validate_compaction_result(self, original: Sequence[Message],
                                    replacement: Sequence[Message],
@@ -192,7 +209,8 @@ class HandoffPolicy(ABC):
         raises beyond ordinary model failures (budget, cancellation, persistence,
         ``ModelOutcomeUnknown``). ``memory`` is updated in place (see ``failures``)."""
         memory = CompactionFailureMemory() if memory is None else memory
-        before, costs = self._measure().sized(context.messages, context.tools)
+        before, costs = self._measure().sized(context.messages, context.tools,
+                                              key=view_key(context))
         trigger = self._trigger(context, before)
         if trigger is None:
             memory.note("skipped", "no trigger fired")
@@ -216,7 +234,7 @@ class HandoffPolicy(ABC):
         result = (outcome if isinstance(outcome, str)
                   else self._result(context, selection, pieces, outcome, trigger, before))
         if isinstance(result, str):
-            memory.record_failure(estimate=before, model_steps=steps, reason=result,
+            memory.record_failure(result, estimate=before, model_steps=steps,
                                   growth_ratio=self.retry_growth_ratio,
                                   step_gap=self.retry_after_steps)
             return None

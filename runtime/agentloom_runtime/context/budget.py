@@ -22,7 +22,7 @@ Counters read from ``ContextInput.counters``: ``user_turns``, ``baseline_user_tu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -38,6 +38,7 @@ from agentloom_runtime.errors import BudgetExceeded, ConfigError
 
 from ._handoff import SIZE_TRIGGERS, HandoffPolicy, Measure, counter
 from ._protocol import public_messages
+from ._sizes import RunningSizes
 from ._summary import summary_request
 from .estimators import (
     Utf8BytesEstimator,
@@ -46,6 +47,7 @@ from .estimators import (
     message_costs,
     text_cost,
 )
+from .failures import DEFAULT_GROWTH_RATIO, DEFAULT_STEP_GAP
 
 SUMMARY_SHARE = 0.1  # of the effective budget, for the summary message
 SUMMARY_CAP = 12_000
@@ -55,7 +57,9 @@ POLICY_KEYS = ("context_ratio", "target_ratio", "user_turns", "model_steps",
 
 
 class EstimatorMeasure:
-    """Sizes in estimator units; costs are cached by the built-in estimators."""
+    """Sizes in estimator units. With a built-in, additive estimator (request = overhead +
+    Σ message costs + Σ tool costs) a measure under a lineage ``key`` is incremental
+    (``_sizes.RunningSizes``): a step costs its new messages, not the history."""
 
     def __init__(self, estimator: TokenEstimator) -> None:
         self.estimator = estimator
@@ -69,23 +73,43 @@ class EstimatorMeasure:
         self._text_of: Callable[[Sequence[str]], int] | None = (
             estimator.text_cost_of if isinstance(estimator, Utf8BytesEstimator)
             and type(estimator).text_cost is Utf8BytesEstimator.text_cost else None)
+        self._running = (RunningSizes(self.costs, self._tool_total)
+                         if isinstance(estimator, _BaseEstimator) and self._additive
+                         else None)
 
     def costs(self, messages: Sequence[Message]) -> list[int]:
         return message_costs(self.estimator, messages)
 
-    def total(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int:
+    def _tool_total(self, tools: Sequence[ToolSchema]) -> int:
+        estimator = self.estimator
+        assert isinstance(estimator, _BaseEstimator)
+        return sum(estimator.tool_cost(tool) for tool in tools)
+
+    def total(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
+              key: Hashable | None = None) -> int:
+        running, estimator = self._running, self.estimator
+        if running is not None and isinstance(estimator, _BaseEstimator):
+            if key is not None:
+                return (estimator.request_overhead + running.messages(key, messages)[0]
+                        + running.tools(key, tools))
+            known = running.known(messages)
+            if known is not None:
+                return estimator.request_overhead + known + self._tool_total(tools)
         if not self._builtin:
             messages = public_messages(messages)
-        return int(self.estimator.estimate(messages, tools))
+        return int(estimator.estimate(messages, tools))
 
-    def sized(self, messages: Sequence[Message],
-              tools: Sequence[ToolSchema]) -> tuple[int, list[int]]:
-        costs = self.costs(messages)
-        estimator = self.estimator
-        if isinstance(estimator, _BaseEstimator) and self._additive:
-            return (estimator.request_overhead + sum(costs)
-                    + sum(estimator.tool_cost(tool) for tool in tools)), costs
-        return self.total(messages, tools), costs
+    def sized(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
+              key: Hashable | None = None) -> tuple[int, list[int]]:
+        running, estimator = self._running, self.estimator
+        if running is not None and isinstance(estimator, _BaseEstimator):
+            if key is not None:
+                total, costs = running.messages(key, messages)
+                return (estimator.request_overhead + total + running.tools(key, tools),
+                        list(costs))
+            costs = self.costs(messages)
+            return estimator.request_overhead + sum(costs) + self._tool_total(tools), costs
+        return self.total(messages, tools), self.costs(messages)
 
     def text(self, text: str) -> int:
         return self._text(text)
@@ -119,8 +143,9 @@ class BudgetCompactionPolicy(HandoffPolicy):
                  safety_margin_tokens: int, estimator: TokenEstimator,
                  context_ratio: float = 0.8, target_ratio: float = 0.6,
                  user_turns: int | None = None, model_steps: int | None = None,
-                 max_compaction_calls: int = 4, retry_growth_ratio: float = 0.1,
-                 retry_after_steps: int = 2) -> None:
+                 max_compaction_calls: int = 4,
+                 retry_growth_ratio: float = DEFAULT_GROWTH_RATIO,
+                 retry_after_steps: int = DEFAULT_STEP_GAP) -> None:
         self.context_window = _int("context_window", context_window, minimum=1)
         self.max_output_tokens = _int("max_output_tokens", max_output_tokens, minimum=0)
         self.safety_margin_tokens = _int("safety_margin_tokens", safety_margin_tokens,
@@ -146,10 +171,12 @@ class BudgetCompactionPolicy(HandoffPolicy):
             raise ConfigError("retry_growth_ratio must be > 0")
         self.retry_growth_ratio = growth
         self.retry_after_steps = _int("retry_after_steps", retry_after_steps, minimum=1)
-        module_id = getattr(estimator, "module_id", None)
+        module_id = getattr(estimator, "module_id", None)  # misuse check, not a capability
         if not isinstance(module_id, str) or not module_id or not callable(
-                getattr(estimator, "estimate", None)):
-            raise ConfigError("estimator must be a TokenEstimator with a module_id")
+                getattr(estimator, "estimate", None)) or not callable(
+                getattr(estimator, "checkpoint_config", None)):
+            raise ConfigError("estimator must be a TokenEstimator (module_id, estimate, "
+                              "checkpoint_config)")
         self.estimator = estimator
         self._sizes = EstimatorMeasure(estimator)
 
@@ -168,7 +195,6 @@ class BudgetCompactionPolicy(HandoffPolicy):
                    estimator=estimator if estimator is not None else estimator_for(connection))
 
     def checkpoint_config(self) -> JSON:
-        config = getattr(self.estimator, "checkpoint_config", None)
         return {"context_window": self.context_window,
                 "max_output_tokens": self.max_output_tokens,
                 "safety_margin_tokens": self.safety_margin_tokens,
@@ -178,7 +204,7 @@ class BudgetCompactionPolicy(HandoffPolicy):
                 "retry_growth_ratio": self.retry_growth_ratio,
                 "retry_after_steps": self.retry_after_steps,
                 "estimator": {"module_id": self.estimator.module_id,
-                              "config": config() if callable(config) else {}}}
+                              "config": self.estimator.checkpoint_config()}}
 
     @property
     def trigger_tokens(self) -> float:
@@ -188,12 +214,11 @@ class BudgetCompactionPolicy(HandoffPolicy):
     def target_tokens(self) -> float:
         return self.effective_budget * self.target_ratio
 
-    def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int:
-        return self._sizes.total(messages, tools)
-
     def validate_request(self, request: ModelRequest) -> int:
-        """The request's estimate; raises BudgetExceeded above the effective budget."""
-        size = self._sizes.total(request.messages, request.tools)
+        """The request's estimate; raises BudgetExceeded above the effective budget.
+        Incremental per (instance, purpose): a growing view is not measured again."""
+        size = self._sizes.total(request.messages, request.tools,
+                                 key=(request.instance, request.purpose))
         if size > self.effective_budget:
             raise BudgetExceeded(
                 f"the {request.purpose} request for {request.instance} is estimated at "

@@ -4,33 +4,46 @@ It fires when the view holds ``trigger_chars`` characters (60,000), keeps about
 ``keep_chars`` characters (16,000) of recent complete groups verbatim and summarises the
 rest with the same handoff algorithm and safety rules as the budget policy. Characters
 are those a model reads: role, content, tool-call names, arguments and ids, reasoning;
-tool schemas are not counted. It has no per-request hard limit (no ``validate_request``):
-it knows no model window.
+tool schemas are not counted. It has no per-request hard limit (``validate_request`` is
+the base's: None): it knows no model window. ``estimate`` is in characters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from agentloom_runtime.contracts import JSON, ContextInput, Message, ToolSchema
 from agentloom_runtime.errors import ConfigError
 
 from ._handoff import HandoffPolicy, Measure
+from ._sizes import RunningSizes
 from .estimators import _CostCache, message_text
+from .failures import DEFAULT_GROWTH_RATIO, DEFAULT_STEP_GAP
 
 
 class CharacterMeasure:
+    """Characters a model reads; incremental under a lineage ``key`` like the budget
+    policy's measure (``_sizes.RunningSizes``). Tools cost nothing here."""
+
     def __init__(self) -> None:
         self._cache = _CostCache()
+        self._running = RunningSizes(self.costs, _no_tools)
 
     def costs(self, messages: Sequence[Message]) -> list[int]:
         return [self._cost(m) for m in messages]
 
-    def total(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int:
-        return sum(self._cost(m) for m in messages)
+    def total(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
+              key: Hashable | None = None) -> int:
+        if key is not None:
+            return self._running.messages(key, messages)[0]
+        known = self._running.known(messages)
+        return known if known is not None else sum(self._cost(m) for m in messages)
 
-    def sized(self, messages: Sequence[Message],
-              tools: Sequence[ToolSchema]) -> tuple[int, list[int]]:
+    def sized(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
+              key: Hashable | None = None) -> tuple[int, list[int]]:
+        if key is not None:
+            total, costs = self._running.messages(key, messages)
+            return total, list(costs)
         costs = self.costs(messages)
         return sum(costs), costs
 
@@ -47,13 +60,18 @@ class CharacterMeasure:
         return self._cache.put(message, len(message_text(message)))
 
 
+def _no_tools(tools: Sequence[ToolSchema]) -> int:
+    return 0
+
+
 class CharacterCompactionPolicy(HandoffPolicy):
     module_id = "character-handoff/v1"
 
     def __init__(self, *, trigger_chars: int = 60_000, keep_chars: int = 16_000,
                  summary_chars: int = 6_000, piece_chars: int = 30_000,
-                 max_compaction_calls: int = 4, retry_growth_ratio: float = 0.1,
-                 retry_after_steps: int = 2) -> None:
+                 max_compaction_calls: int = 4,
+                 retry_growth_ratio: float = DEFAULT_GROWTH_RATIO,
+                 retry_after_steps: int = DEFAULT_STEP_GAP) -> None:
         values = {"trigger_chars": trigger_chars, "keep_chars": keep_chars,
                   "summary_chars": summary_chars, "piece_chars": piece_chars,
                   "max_compaction_calls": max_compaction_calls,

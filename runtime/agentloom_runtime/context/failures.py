@@ -11,7 +11,9 @@ did not shrink below the trigger) the next attempt waits until the view estimate
 grown by ``growth_ratio`` × 2^(failures-1) **or** ``model_steps`` has advanced by
 ``step_gap`` × 2^(failures-1) (the exponent is capped). A success resets the memory.
 The wait never applies once a view exceeds the hard budget: then the only alternative
-to trying is a refused request.
+to trying is a refused request. ``record_failure`` needs only a reason: the growth and
+step gaps default to the policies' defaults, and a failure recorded without an estimate
+(or without a step count) is not gated on it — with neither, the next attempt is allowed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from agentloom_runtime.errors import ConfigError
 
 FORMAT = 1
 MAX_DOUBLINGS = 6
+DEFAULT_GROWTH_RATIO = 0.1  # the policies' retry_growth_ratio default
+DEFAULT_STEP_GAP = 2  # the policies' retry_after_steps default
 
 Outcome = Literal["committed", "failed", "deferred", "skipped"]
 _OUTCOMES = ("committed", "failed", "deferred", "skipped")
@@ -45,18 +49,24 @@ class CompactionFailureMemory:
         """True when an attempt may be made now (no failure, or growth / steps reached)."""
         if self.failures == 0:
             return True
+        if self.retry_at_estimate is None and self.retry_at_steps is None:
+            return True  # nothing to wait for was recorded
         if self.retry_at_estimate is not None and estimate >= self.retry_at_estimate:
             return True
         return self.retry_at_steps is not None and model_steps >= self.retry_at_steps
 
-    def record_failure(self, *, estimate: int, model_steps: int, reason: str,
-                       growth_ratio: float, step_gap: int) -> None:
+    def record_failure(self, reason: str = "", *, estimate: int | None = None,
+                       model_steps: int | None = None,
+                       growth_ratio: float = DEFAULT_GROWTH_RATIO,
+                       step_gap: int = DEFAULT_STEP_GAP) -> None:
+        """A failed attempt at view size ``estimate`` after ``model_steps`` steps."""
         self.failures += 1
         factor = 2 ** min(self.failures - 1, MAX_DOUBLINGS)
         self.last_failure_estimate = estimate
         self.last_failure_steps = model_steps
-        self.retry_at_estimate = math.ceil(estimate * (1 + growth_ratio * factor))
-        self.retry_at_steps = model_steps + step_gap * factor
+        self.retry_at_estimate = (None if estimate is None
+                                  else math.ceil(estimate * (1 + growth_ratio * factor)))
+        self.retry_at_steps = None if model_steps is None else model_steps + step_gap * factor
         self.last_outcome = "failed"
         self.last_reason = reason
 

@@ -4,10 +4,22 @@ Three kinds of data stay apart (seed 000 §2):
 - source records, stream ``src:<instance>``: what the instance really received and
   produced (``kind`` + ``message``), append-only, never overwritten by a summary;
 - the model-visible view: the latest compaction snapshot (stream ``snap:<instance>``)
-  plus the view entries after it (stream ``view:<instance>``); a view entry is either a
-  reference to a source record (same message) or the visible message itself (a capped
-  tool result, a hook-processed answer);
+  plus the view entries after it (stream ``view:<instance>``);
 - execution state lives in the frame (the checkpoint head), never derived from a summary.
+
+A view entry is one of
+- ``{"src": seq}``: the visible message is source record ``seq``'s message;
+- ``{"src": seq, "message": m}``: the same, with the message copied into the entry
+  because it is small (``INLINE_CHARS``): such a row costs about what a bare reference
+  costs (a store's read and write units), and a restore then never reads the source;
+- ``{"of": seq, "message": v, "n": size}``: the visible message differs from the source
+  record's (a capped tool result, a hook-processed answer, rewritten call ids); ``n`` is
+  about the size of the source message (absent in older checkpoints: unknown).
+
+``restore`` reads the snapshot, the view entries after it, and only the source records
+of ``{"src": seq}`` entries, by exact seqs in ranges. Two ranges are read as one when the
+records between them are known to be small (the sources of inlined or small ``of``
+entries): fewer reads, never a large record the view does not need.
 
 Each step appends what changed, so persisted bytes do not grow with the history.
 """
@@ -16,16 +28,60 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agentloom_runtime.checkpoint.store import LogEntry
 from agentloom_runtime.contracts import JSON, CompactionResult, ContextInput, Message, ToolSchema
-from agentloom_runtime.engine.journal import Journal
+
+from ._protocol import dumps, to_ranges
+
+if TYPE_CHECKING:
+    from agentloom_runtime.checkpoint.journal import Journal
 
 COUNTERS = ("user_turns", "baseline_user_turns", "model_steps", "baseline_model_steps")
+INLINE_CHARS = 4_096  # a message about this small is copied into its view entry
+SMALL_CHARS = 8_192  # a source record this small is read in passing (never spilled)
+GAP_CHARS = 32_768  # two source ranges are read as one across at most this much
 
 
 def _strip_private(message: Message) -> Message:
     return {k: v for k, v in message.items() if not k.startswith("_")}
+
+
+def _size(message: Message) -> int:
+    """About the characters of the message's JSON (cheap: strings by length)."""
+    size = 2
+    for key, value in message.items():
+        size += len(key) + 4
+        if isinstance(value, str):
+            size += len(value)
+        elif value is not None:
+            size += len(dumps(value))
+    return size
+
+
+def _source_ranges(entries: Sequence[LogEntry]) -> list[list[int]]:
+    """The seq ranges of source records to read: every ``{"src"}``-only entry's record,
+    and between two of them the records known to be small (``GAP_CHARS`` in all)."""
+    needed: list[int] = []
+    small: dict[int, int] = {}  # seq -> size, records that may be read in passing
+    for entry in entries:
+        body = entry.body
+        if "message" not in body:
+            needed.append(int(body["src"]))
+        elif "src" in body:
+            small[int(body["src"])] = _size(body["message"])
+        elif isinstance(body.get("n"), int) and body["n"] <= SMALL_CHARS:
+            small[int(body["of"])] = int(body["n"])
+    ranges: list[list[int]] = []
+    for low, high in to_ranges(needed):
+        if ranges:
+            gap = range(ranges[-1][1] + 1, low)
+            if all(seq in small for seq in gap) and sum(small[s] for s in gap) <= GAP_CHARS:
+                ranges[-1][1] = high
+                continue
+        ranges.append([low, high])
+    return ranges
 
 
 class JournalContextManager:
@@ -60,7 +116,8 @@ class JournalContextManager:
             frame["counters"]["user_turns"] += 1
 
     def restore(self, journal: Journal, frame: dict[str, Any]) -> list[Message]:
-        """Load the view from the latest snapshot plus the entries after it."""
+        """Load the view from the latest snapshot plus the entries after it, reading only
+        the source records those entries refer to (see the module notes)."""
         inst = frame["instance"]
         view: list[Message] = []
         snap_seq, base = frame["view"]["snapshot"], frame["view"]["base"]
@@ -68,19 +125,20 @@ class JournalContextManager:
             snap = journal.read(f"snap:{inst}", snap_seq - 1, 1)[0].body
             view = [dict(m) for m in snap["messages"]]
         entries = journal.read(f"view:{inst}", base)
-        refs = [e.body["src"] for e in entries if "src" in e.body]
-        sources = {}
-        if refs:
-            sources = {e.seq: e.body for e in journal.read(f"src:{inst}", min(refs) - 1)}
+        sources: dict[int, Message] = {}
+        for low, high in _source_ranges(entries):
+            for record in journal.read(f"src:{inst}", low - 1, high - low + 1):
+                sources[record.seq] = record.body["message"]
         for entry in entries:
-            if "src" in entry.body:
-                message = dict(sources[entry.body["src"]]["message"])
-                message["_seq"] = entry.body["src"]
+            body = entry.body
+            if "message" not in body:
+                seq = body["src"]
+                message = sources[seq]
             else:
-                message = dict(entry.body["message"])
-                if "of" in entry.body:
-                    message["_seq"] = entry.body["of"]
-            view.append(message)
+                seq = body.get("src", body.get("of"))
+                message = body["message"]
+            # a new dict: bodies of entries not yet committed are the journal's own
+            view.append({**message, "_seq": seq} if seq is not None else dict(message))
         self._views[inst] = view
         return view
 
@@ -120,13 +178,14 @@ class JournalContextManager:
             record.update(extra)
         seq = journal.append(f"src:{inst}", record)
         if visible is None or visible == message:
-            journal.append(f"view:{inst}", {"src": seq})
-            shown = dict(message)
+            shown = message
+            journal.append(f"view:{inst}", {"src": seq, "message": message}
+                           if _size(message) <= INLINE_CHARS else {"src": seq})
         else:
-            journal.append(f"view:{inst}", {"of": seq, "message": visible})
-            shown = dict(visible)
-        shown["_seq"] = seq
-        view.append(shown)
+            shown = visible
+            journal.append(f"view:{inst}", {"of": seq, "message": visible,
+                                            "n": _size(message)})
+        view.append({**shown, "_seq": seq})
         return seq
 
     def queue_input(self, frame: dict[str, Any], text: str) -> None:

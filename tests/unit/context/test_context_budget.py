@@ -99,16 +99,16 @@ def test_triggers_budget_or_turns_or_steps() -> None:
     small = conversation(1)
     big = conversation(14)
     p = policy(user_turns=3, model_steps=10)
-    assert p.should_compact(context(small)) is None
+    assert p.should_compact(context(small)) is False
     assert p.should_compact(context(big)) == "budget"
     assert p.should_compact(context(small, counters={"user_turns": 3})) == "user_turns"
     assert p.should_compact(context(small, counters={
-        "user_turns": 5, "baseline_user_turns": 3})) is None
+        "user_turns": 5, "baseline_user_turns": 3})) is False
     assert p.should_compact(context(small, counters={"model_steps": 10})) == "model_steps"
     assert p.should_compact(context(small, counters={
-        "model_steps": 19, "baseline_model_steps": 10})) is None
+        "model_steps": 19, "baseline_model_steps": 10})) is False
     assert policy().should_compact(context(small, counters={
-        "user_turns": 99, "model_steps": 99})) is None  # disabled by default
+        "user_turns": 99, "model_steps": 99})) is False  # disabled by default
 
 
 def test_the_budget_trigger_is_at_or_above_the_ratio() -> None:
@@ -116,7 +116,7 @@ def test_the_budget_trigger_is_at_or_above_the_ratio() -> None:
     view = conversation(9)
     size = p.estimate(view, [])
     at = policy(context_window=math.ceil(size / 0.8) + 2_000)
-    assert at.trigger_tokens <= size or at.should_compact(context(view)) is None
+    assert at.trigger_tokens <= size or at.should_compact(context(view)) is False
     exact = BudgetCompactionPolicy(context_window=size * 5 + 2_000, max_output_tokens=1_000,
                                    safety_margin_tokens=1_000, estimator=Utf8BytesEstimator(),
                                    context_ratio=0.2, target_ratio=0.1)
@@ -128,7 +128,7 @@ def test_tools_count_toward_the_budget() -> None:
     schema = {"type": "function", "function": {"name": "t", "description": "d" * 9_000}}
     p = policy()
     view = conversation(1)
-    assert p.should_compact(context(view)) is None
+    assert p.should_compact(context(view)) is False
     assert p.should_compact(context(view, tools=[schema])) == "budget"
 
 

@@ -13,6 +13,7 @@ from agentloom_runtime.context import (
     protocol_violations,
 )
 from agentloom_runtime.context._protocol import from_ranges
+from agentloom_runtime.contracts import ModelRequest
 from agentloom_runtime.errors import ConfigError, ModelStatusError
 
 
@@ -25,7 +26,7 @@ def test_defaults_and_config() -> None:
     assert p.module_id == "character-handoff/v1"
     assert p.checkpoint_config()["trigger_chars"] == 60_000
     assert p.checkpoint_config()["keep_chars"] == 16_000
-    assert not hasattr(p, "validate_request")  # it knows no model window
+    assert p.validate_request(ModelRequest(messages=[])) is None  # it knows no model window
     for bad in ({"trigger_chars": 0}, {"keep_chars": 55_000}, {"max_compaction_calls": 17},
                 {"summary_chars": True}, {"retry_growth_ratio": 0}):
         with pytest.raises(ConfigError):
@@ -36,9 +37,9 @@ def test_trigger_at_sixty_thousand_characters() -> None:
     p = CharacterCompactionPolicy()
     small, big = conversation(40), conversation(110)
     assert chars(small) < 60_000 <= chars(big)
-    assert p.should_compact(context(small)) is None
+    assert p.should_compact(context(small)) is False
     assert p.should_compact(context(big)) == "characters"
-    assert p.should_compact(context(small, counters={"user_turns": 999})) is None
+    assert p.should_compact(context(small, counters={"user_turns": 999})) is False
 
 
 async def test_keeps_about_sixteen_thousand_characters_of_recent_groups() -> None:

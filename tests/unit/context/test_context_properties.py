@@ -136,7 +136,7 @@ def test_budget_compaction_invariants(view: list[dict[str, Any]], policy: Budget
     if result is None:
         assert memory.last_outcome in ("skipped", "failed", "deferred")
         assert (memory.failures == 1) == (memory.last_outcome == "failed")
-        if policy.should_compact(ctx) is None:
+        if policy.should_compact(ctx) is False:
             assert requests == []
         return
     assert memory.last_outcome == "committed" and memory.failures == 0

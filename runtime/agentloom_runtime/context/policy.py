@@ -1,0 +1,90 @@
+"""The compaction-policy base: every capability the host calls, with defaults.
+
+The host calls each method below directly (no ``getattr`` / signature probing); a policy
+overrides what it can do better than the default:
+
+- ``should_compact(context)``: the trigger that fires (``"budget"``, ``"user_turns"``…),
+  ``False`` when none does (the host skips ``compact``), or ``None`` — the default — when
+  the policy does not decide up front and ``compact`` decides (it may return ``None``);
+- ``compact(context, call, *, memory=None)``: the one required method; ``memory`` is the
+  host's ``CompactionFailureMemory`` (backoff across resumes), updated in place;
+- ``estimate(messages, tools)``: the size of a request in the policy's own units (the
+  units of the estimates the policy records in the failure memory), or ``None`` when the
+  policy does not measure;
+- ``validate_request(request)``: the hard limit, called before every model request
+  (action, compaction, verification): raises ``BudgetExceeded`` over it; returns the
+  estimate, or ``None`` when the policy has no limit;
+- ``validate_compaction_result(original, replacement, tools)``: ``None`` when the
+  replacement may be committed, else the reason it may not (the host runs its own
+  protocol and size checks as well).
+
+``NoCompaction`` (``no-compaction/v1``) never compacts.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Literal
+
+from agentloom_runtime.contracts import (
+    JSON,
+    CompactionResult,
+    ContextInput,
+    Message,
+    ModelCall,
+    ModelRequest,
+    ToolSchema,
+)
+
+from .failures import CompactionFailureMemory
+
+Decision = str | Literal[False] | None
+"""``should_compact``: a trigger name (compact now), False (do not), None (``compact``
+decides)."""
+
+
+class CompactionPolicyBase(ABC):
+    module_id: str = ""
+
+    def checkpoint_config(self) -> JSON:
+        return {}
+
+    def should_compact(self, context: ContextInput) -> Decision:
+        """None: this policy does not decide up front; call ``compact``."""
+        return None
+
+    @abstractmethod
+    async def compact(self, context: ContextInput, call: ModelCall, *,
+                      memory: CompactionFailureMemory | None = None
+                      ) -> CompactionResult | None:
+        """A smaller view to commit, or None (skipped, deferred or failed)."""
+
+    def estimate(self, messages: Sequence[Message],
+                 tools: Sequence[ToolSchema]) -> int | None:
+        """None: this policy does not measure requests."""
+        return None
+
+    def validate_request(self, request: ModelRequest) -> int | None:
+        """None: this policy sets no hard limit on requests."""
+        return None
+
+    def validate_compaction_result(self, original: Sequence[Message],
+                                   replacement: Sequence[Message],
+                                   tools: Sequence[ToolSchema]) -> str | None:
+        """None: nothing to object to beyond the host's own checks."""
+        return None
+
+
+class NoCompaction(CompactionPolicyBase):
+    """Never compacts (tests, hosts that manage context themselves). Requests still
+    face the model's own limits; prefer a budget policy in production."""
+
+    module_id = "no-compaction/v1"
+
+    def should_compact(self, context: ContextInput) -> Decision:
+        return False
+
+    async def compact(self, context: ContextInput, call: ModelCall, *,
+                      memory: CompactionFailureMemory | None = None) -> None:
+        return None
