@@ -10,6 +10,7 @@ cooperative time budgets. Handlers see read-only fields as ``FrozenDict`` /
 from a published artifact. Pure logic: the engine wires stages into its durable operations.
 """
 
+from ._manifest import verify as verify_manifest
 from ._readonly import FrozenDict, FrozenList, thaw
 from .bindings import HookBinding, HookMatch, ResolvedBinding, match_purpose
 from .context import HookContext, HookScope
@@ -74,4 +75,5 @@ __all__ = [
     "match_purpose",
     "package_hash",
     "thaw",
+    "verify_manifest",
 ]

@@ -79,10 +79,11 @@ def _label(key: tuple[str, str, str]) -> str:
     return f"hook {key[1]} at {key[0]} (order {key[2]})"
 
 
-def differences(saved: Mapping[str, Any], current: HookManifest) -> list[str]:
-    """Human-readable differences, most specific first; empty when identical."""
+def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences, most specific first; empty when identical. ``current``
+    is a ``HookManifest`` (``HookManager.checkpoint_config()``)."""
     diffs: list[str] = []
-    cur: Mapping[str, Any] = current
+    cur = current
     if saved.get("point_contract_version") != cur.get("point_contract_version"):
         diffs.append(f"point contract version: saved {saved.get('point_contract_version', 1)},"
                      f" current {cur.get('point_contract_version', 1)}")
@@ -110,7 +111,9 @@ def differences(saved: Mapping[str, Any], current: HookManifest) -> list[str]:
     return diffs
 
 
-def verify(saved: Mapping[str, Any], current: HookManifest) -> None:
+def verify(saved: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+    """Raise ``ResumeMismatch`` naming the differences unless ``saved`` (a checkpoint's
+    manifest) equals ``current`` (``HookManager.checkpoint_config()``)."""
     diffs = differences(saved, current)
     if diffs:
         raise ResumeMismatch(
