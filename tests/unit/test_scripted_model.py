@@ -163,6 +163,7 @@ async def test_function_model_answers_with_a_function_of_the_request() -> None:
     assert parse_decision(review.content) is not None
     assert [r.purpose for r in model.requests] == ["action", "action", "compaction",
                                                    "verification"]
+    model.assert_consumed()  # like ScriptedModel's, for drivers that use either
 
 
 async def test_function_model_async_functions_exceptions_and_validation() -> None:

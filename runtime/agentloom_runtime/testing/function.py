@@ -14,7 +14,8 @@ the test (compaction, reviews, retries). ``fn`` returns (or, if async, resolves 
 
 Replies go through the gateway's validation, like ``ScriptedModel``'s. Requests are
 recorded in ``requests`` (a shallow copy of each message list; never mutate them). A
-call after ``aclose()`` raises ``UnexpectedCall``.
+call after ``aclose()`` raises ``UnexpectedCall``. It has the attributes a test driver
+uses on ``ScriptedModel`` (``requests``, ``closed``, ``assert_consumed``).
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class FunctionModel:
         if isinstance(reply, BaseException):
             raise reply
         return to_response(ModelResponse(content=reply) if isinstance(reply, str) else reply)
+
+    def assert_consumed(self) -> None:
+        """Nothing to check: a function has no scripted steps to leave unplayed (here so
+        a test driver can treat both doubles alike)."""
 
     async def aclose(self) -> None:
         self.closed = True
