@@ -13,18 +13,21 @@ measured in full once, and becomes the lineage's new base.
 
 Correct whatever the host passes: the prefix is always confirmed by equality, and a
 message's cost is a function of its value (never mutate a measured message in place —
-the estimators' rule already). Live messages are never evicted; at most ``LINEAGES``
-lineages are kept (the oldest is dropped).
+the estimators' rule already). Live messages are never evicted. A key holds up to
+``PER_KEY`` lineages (a policy shared by runs sees several "main" views: each keeps its
+own), at most ``LINEAGES`` keys are kept (the oldest is dropped). Thread-safe.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from agentloom_runtime.contracts import Message, ToolSchema
 
-LINEAGES = 64
+LINEAGES = 64  # keys
+PER_KEY = 4  # lineages per key
 TAIL_STEPS = 64  # trailing positions examined before a sequence counts as unrelated
 
 
@@ -61,14 +64,57 @@ class RunningSizes:
                  tool_costs: Callable[[Sequence[ToolSchema]], int]) -> None:
         self._message_costs = message_costs
         self._tool_costs = tool_costs
-        self._lineages: dict[Hashable, _Lineage] = {}
+        self._lineages: dict[Hashable, list[_Lineage]] = {}
+        self._lock = threading.Lock()
 
     def messages(self, key: Hashable, messages: Sequence[Message]) -> tuple[int, list[int]]:
-        """(Σ costs, the costs) of ``messages`` as the next state of lineage ``key``. The
-        list is the lineage's own: read it, never keep or change it."""
+        """(Σ costs, the costs) of ``messages`` as the next state of a lineage of ``key``
+        (the one it extends, or a new one). The costs list is a copy."""
+        with self._lock:
+            line = self._advance(key, messages)
+            return line.total, list(line.costs)
+
+    def total(self, key: Hashable, messages: Sequence[Message]) -> int:
+        """``messages(key, messages)[0]``, without copying the costs."""
+        with self._lock:
+            return self._advance(key, messages).total
+
+    def tools(self, key: Hashable, tools: Sequence[ToolSchema]) -> int:
+        """Σ tool costs, measured again only when the tool list of ``key``'s current
+        lineage changed (the host builds equal schemas anew for every request)."""
+        current = tools if isinstance(tools, tuple) else tuple(tools)
+        with self._lock:
+            lines = self._lines(key)
+            if not lines:
+                lines.append(_Lineage())
+            line = lines[0]
+            if line.tools is None or line.tools != current:
+                line.tool_cost = self._tool_costs(current)
+                line.tools = current
+            return line.tool_cost
+
+    def known(self, messages: Sequence[Message]) -> int | None:
+        """Σ costs of exactly the sequence object a lineage measured last, else None."""
+        with self._lock:
+            for lines in self._lineages.values():
+                for line in lines:
+                    if line.messages is messages:
+                        return line.total
+        return None
+
+    def _lines(self, key: Hashable) -> list[_Lineage]:
+        lines = self._lineages.get(key)
+        if lines is None:
+            if len(self._lineages) >= LINEAGES:
+                del self._lineages[next(iter(self._lineages))]
+            lines = self._lineages[key] = []
+        return lines
+
+    def _advance(self, key: Hashable, messages: Sequence[Message]) -> _Lineage:
+        """The lineage of ``key`` that ``messages`` extends, brought up to ``messages``:
+        the costs after the common prefix dropped, the new messages measured."""
         current = messages if isinstance(messages, tuple) else tuple(messages)
-        line = self._lineage(key)
-        keep = _common_prefix(line.messages, current)
+        line, keep = self._pick(key, current)
         costs = line.costs
         if keep < len(costs):
             line.total -= sum(costs[keep:])
@@ -78,29 +124,20 @@ class RunningSizes:
             costs.extend(new)
             line.total += sum(new)
         line.messages = current
-        return line.total, costs
-
-    def tools(self, key: Hashable, tools: Sequence[ToolSchema]) -> int:
-        """Σ tool costs, measured again only when the tool list changed (the host builds
-        equal schemas anew for every request)."""
-        current = tools if isinstance(tools, tuple) else tuple(tools)
-        line = self._lineage(key)
-        if line.tools is None or line.tools != current:
-            line.tool_cost = self._tool_costs(current)
-            line.tools = current
-        return line.tool_cost
-
-    def known(self, messages: Sequence[Message]) -> int | None:
-        """Σ costs of exactly the sequence object a lineage measured last, else None."""
-        for line in self._lineages.values():
-            if line.messages is messages:
-                return line.total
-        return None
-
-    def _lineage(self, key: Hashable) -> _Lineage:
-        line = self._lineages.get(key)
-        if line is None:
-            if len(self._lineages) >= LINEAGES:
-                del self._lineages[next(iter(self._lineages))]
-            line = self._lineages[key] = _Lineage()
         return line
+
+    def _pick(self, key: Hashable, current: tuple[Message, ...]) -> tuple[_Lineage, int]:
+        """The lineage ``current`` extends (moved to the front) and the common prefix;
+        else a fresh lineage in place of the least recently used one, and 0."""
+        lines = self._lines(key)
+        for index, line in enumerate(lines):
+            keep = _common_prefix(line.messages, current)
+            if keep:
+                if index:
+                    lines.insert(0, lines.pop(index))
+                return line, keep
+        line = _Lineage()
+        if len(lines) >= PER_KEY:
+            lines.pop()
+        lines.insert(0, line)
+        return line, 0

@@ -90,7 +90,7 @@ class EstimatorMeasure:
         running, estimator = self._running, self.estimator
         if running is not None and isinstance(estimator, _BaseEstimator):
             if key is not None:
-                return (estimator.request_overhead + running.messages(key, messages)[0]
+                return (estimator.request_overhead + running.total(key, messages)
                         + running.tools(key, tools))
             known = running.known(messages)
             if known is not None:
@@ -105,8 +105,7 @@ class EstimatorMeasure:
         if running is not None and isinstance(estimator, _BaseEstimator):
             if key is not None:
                 total, costs = running.messages(key, messages)
-                return (estimator.request_overhead + total + running.tools(key, tools),
-                        list(costs))
+                return estimator.request_overhead + total + running.tools(key, tools), costs
             costs = self.costs(messages)
             return estimator.request_overhead + sum(costs) + self._tool_total(tools), costs
         return self.total(messages, tools), self.costs(messages)

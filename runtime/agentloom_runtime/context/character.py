@@ -35,15 +35,14 @@ class CharacterMeasure:
     def total(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               key: Hashable | None = None) -> int:
         if key is not None:
-            return self._running.messages(key, messages)[0]
+            return self._running.total(key, messages)
         known = self._running.known(messages)
         return known if known is not None else sum(self._cost(m) for m in messages)
 
     def sized(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               key: Hashable | None = None) -> tuple[int, list[int]]:
         if key is not None:
-            total, costs = self._running.messages(key, messages)
-            return total, list(costs)
+            return self._running.messages(key, messages)
         costs = self.costs(messages)
         return sum(costs), costs
 

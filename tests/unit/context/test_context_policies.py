@@ -162,6 +162,24 @@ def test_lineages_are_bounded_and_known_sequences_are_recognised() -> None:
     assert sizes.known(first) is None  # the oldest lineage was dropped
 
 
+def test_interleaved_views_under_one_key_each_stay_incremental() -> None:
+    """A policy shared by two runs sees two "main" views: neither evicts the other."""
+    costs = CountingCosts()
+    sizes = RunningSizes(costs, lambda tools: 0)
+    a = [{"role": "system", "content": "same prompt"}, *conversation(30)[1:]]
+    b = [{"role": "system", "content": "same prompt"},
+         *[{**m, "content": f"other {m.get('content')}"} for m in conversation(30)[1:]]]
+    sizes.messages("main", tuple(a))
+    sizes.messages("main", tuple(b))
+    measured = costs.measured
+    for turn in range(10):
+        a = [*a, {"role": "user", "content": f"a{turn}"}]
+        b = [*b, {"role": "user", "content": f"b{turn}"}]
+        assert sizes.total("main", a) == full(a)
+        assert sizes.total("main", b) == full(b)
+    assert costs.measured - measured == 20
+
+
 def test_policy_sizes_stay_exact_along_a_growing_view() -> None:
     estimator = Utf8BytesEstimator()
     policy = BudgetCompactionPolicy(context_window=10**9, max_output_tokens=1_000,
