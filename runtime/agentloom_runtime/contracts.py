@@ -159,11 +159,12 @@ class TokenEstimator(Module, Protocol):
 
 
 class CompactionPolicy(Module, Protocol):
-    """Optional methods the host calls when present: ``validate_request(ModelRequest)`` and
-    ``validate_compaction_result(original, replacement, tools)``."""
+    """What the engine calls on a compaction policy. Subclass
+    ``agentloom_runtime.context.CompactionPolicyBase`` for the optional capabilities'
+    defaults; ``NoCompaction`` is the explicit "never compact"."""
 
     def should_compact(self, context: ContextInput) -> str | None:
-        """The trigger that fired ("budget", "user_turns", ...) or None."""
+        """The trigger that fired ("budget", "user_turns", ...), or None."""
         ...
 
     async def compact(self, context: ContextInput, call: ModelCall, *,
@@ -172,33 +173,52 @@ class CompactionPolicy(Module, Protocol):
         JSON-serializable failure memory the host keeps across resumes."""
         ...
 
+    def validate_request(self, request: ModelRequest) -> Any:
+        """Raise ``BudgetExceeded`` for a request over the hard input budget."""
+        ...
+
+    def validate_compaction_result(self, original: Sequence[Message],
+                                   replacement: Sequence[Message],
+                                   tools: Sequence[ToolSchema]) -> str | None:
+        """A reason to refuse a compaction result, or None."""
+        ...
+
+    def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int | None:
+        """The policy's size of a request, or None when it has no estimator."""
+        ...
+
 
 class ContextManager(Module, Protocol):
     """Source records, the model-visible view and queued inputs of one instance
     (``journal-context/v1``). ``journal`` is the run's unit of work; ``frame`` the
-    instance's record in the checkpoint head."""
+    instance's record in the checkpoint head (``engine._state.Frame``; the manager owns
+    its ``view``, ``inputs``, ``counters``, ``history_watermark`` and ``raw_complete``)."""
 
-    def create(self, journal: Any, frame: dict[str, Any], *, system: str,
+    def create(self, journal: Any, frame: Any, *, system: str,
                history: Sequence[Message], task: str,
                counters: dict[str, int] | None = None, history_watermark: int = 0) -> None: ...
 
-    def prepare(self, journal: Any, frame: dict[str, Any],
+    def prepare(self, journal: Any, frame: Any,
                 tools: Sequence[ToolSchema]) -> ContextInput: ...
 
-    def restore(self, journal: Any, frame: dict[str, Any]) -> list[Message]: ...
+    def restore(self, journal: Any, frame: Any) -> list[Message]: ...
 
-    def view(self, journal: Any, frame: dict[str, Any]) -> list[Message]: ...
+    def view(self, journal: Any, frame: Any) -> list[Message]: ...
 
-    def model_view(self, journal: Any, frame: dict[str, Any]) -> list[Message]: ...
+    def model_view(self, journal: Any, frame: Any) -> list[Message]: ...
 
-    def append(self, journal: Any, frame: dict[str, Any], kind: str, message: Message,
+    def model_messages(self, view: Sequence[Message]) -> list[Message]:
+        """The view as the model sees it (host-private keys stripped)."""
+        ...
+
+    def append(self, journal: Any, frame: Any, kind: str, message: Message,
                visible: Message | None = None, *, extra: JSON | None = None) -> int: ...
 
-    def queue_input(self, frame: dict[str, Any], text: str) -> None: ...
+    def queue_input(self, frame: Any, text: str) -> None: ...
 
-    def drain_inputs(self, journal: Any, frame: dict[str, Any]) -> int: ...
+    def drain_inputs(self, journal: Any, frame: Any) -> int: ...
 
-    def commit_compaction(self, journal: Any, frame: dict[str, Any],
+    def commit_compaction(self, journal: Any, frame: Any,
                           result: CompactionResult) -> int: ...
 
 
@@ -208,10 +228,15 @@ class ContextManager(Module, Protocol):
 class HookManager(Module, Protocol):
     """``hooks/v1``; see ``agentloom_runtime.hooks.HookManager``."""
 
+    @property
+    def points(self) -> Any: ...
+
     def stage(self, point: str, scope: Any) -> list[Any]: ...
 
+    def replay_required(self, resolved: Any) -> bool: ...
+
     async def run(self, point: str, payload: dict[str, Any], scope: Any, *,
-                  start: int = 0, on_cursor: Any = None) -> Any: ...
+                  start: int = 0, before: Any = None, after: Any = None) -> Any: ...
 
     async def aclose(self) -> None: ...
 
@@ -223,6 +248,27 @@ class WorkspaceProvider(Protocol):
                      instance: str) -> Any: ...
 
     def checkpoint_binding(self) -> JSON: ...
+
+    def verify_binding(self, saved: Mapping[str, Any] | None) -> None:
+        """Raise ``ResumeMismatch`` unless ``saved`` names the same volume."""
+        ...
+
+
+LookupState = Literal["absent", "started", "done"]
+
+
+class CommandMarkers(Protocol):
+    """The host's durable record of command executions (seed 002 §10 markers)."""
+
+    def lookup(self, request_id: str) -> tuple[LookupState, dict[str, Any] | None]: ...
+
+    def describe(self, request_id: str) -> dict[str, Any]:
+        """What the host knows about an execution of unknown outcome, for an operator."""
+        ...
+
+    def release(self, request_id: str) -> None:
+        """Remove the marker, after an operator's verdict was committed."""
+        ...
 
 
 # ---------------------------------------------------------------- completion / strategy
@@ -282,6 +328,9 @@ class ExecutionStrategy(Module, Protocol):
 
 
 StepNext = Literal["continue", "command", "done"]
+"""What ``Engine.step()`` obliges the host to do: ``continue`` — step again; ``command``
+— run ``engine.command_spec()`` with a CommandRunner and pass its result to the next
+``step(command_result=...)``; ``done`` — the run stopped (see ``status``)."""
 RunStatus = Literal["running", "completed", "blocked", "failed", "cancelled"]
 StepKind = Literal["action", "compaction", "verification", "tool", "command", "input", "none"]
 
@@ -303,3 +352,66 @@ class StepResult:
         return {"run_id": self.run_id, "next": self.next, "status": self.status,
                 "instance": self.instance, "kind": self.kind, "version": self.version,
                 "request_id": self.request_id, "error_code": self.error_code}
+
+
+# ---------------------------------------------------------------- read API
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    status: RunStatus
+    answer: str | None
+    reason: str = ""
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PendingToolCall:
+    instance: str
+    request_id: str
+    name: str
+    state: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class UnknownOperation:
+    """An operation whose outcome is unknown: what an operator needs to give a verdict.
+    ``host`` is what the host knows (marker state, process gone, exit seen...)."""
+
+    operation_id: str
+    kind: Literal["model", "tool", "command"]
+    instance: str
+    started_at: float
+    attempts: int
+    request_id: str | None = None
+    tool: str | None = None
+    arguments: str | None = None
+    purpose: str | None = None
+    command: Mapping[str, Any] | None = None
+    host: Mapping[str, Any] = field(default_factory=dict)
+    verdicts: tuple[str, ...] = ()  # the verdicts that apply
+
+    def to_dict(self) -> JSON:
+        return {"operation_id": self.operation_id, "kind": self.kind,
+                "instance": self.instance, "started_at": self.started_at,
+                "attempts": self.attempts, "request_id": self.request_id,
+                "tool": self.tool, "arguments": self.arguments, "purpose": self.purpose,
+                "command": dict(self.command) if self.command else None,
+                "host": dict(self.host), "verdicts": list(self.verdicts)}
+
+
+VerdictKind = Literal["ran", "did_not_run", "run_again", "send_again", "treat_as_failed"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """An operator's decision on an unknown outcome. ``ran`` / ``did_not_run`` /
+    ``run_again`` apply to tools and commands; ``send_again`` / ``treat_as_failed`` to
+    model calls. ``output`` (with ``ran``) is what the operator saw the call produce."""
+
+    kind: VerdictKind
+    by: str
+    note: str = ""
+    output: str | None = None
+    exit_code: int | None = None

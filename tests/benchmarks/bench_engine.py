@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.engine import SideEffects, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
-from agentloom_runtime.engine import NoCompaction, create_engine
+from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing import ScriptedModel
 
 CYCLES = 200

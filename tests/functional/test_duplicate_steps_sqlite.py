@@ -12,7 +12,8 @@ from pathlib import Path
 from support.engine import SideEffects, make_snapshot
 
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
-from agentloom_runtime.engine import NoCompaction, create_engine
+from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.engine import create_engine
 from agentloom_runtime.errors import CheckpointConflict
 from agentloom_runtime.testing import KeyedScriptModel, ScriptedModel
 

@@ -58,9 +58,9 @@ async def main(path: Path) -> str:
         run_id = await engine.start("How many words are in 'one two three'?")
         while (result := await engine.step()).next != "done":
             pass  # in AWS, Step Functions invokes one step per Lambda call instead
-        head = store.load_head(run_id)
-        assert head is not None
-        return f"{result.status}: {head.body['outcome']['answer']}"
+        outcome = engine.outcome()  # the read API: status, answer, reason, annotations
+        assert outcome is not None and result.run_id == run_id
+        return f"{outcome.status}: {outcome.answer}"
     finally:
         await engine.close()
         store.close()

@@ -1,8 +1,9 @@
-"""The durable step-machine engine."""
+"""The durable step-machine engine (see ``engine.Engine`` for the lifecycle)."""
 
-from .engine import Engine
-from .factory import NoCompaction, create_engine
-from .modules import ExecutionLimits, RuntimeModules
+from ._factory import create_engine, default_compaction, delegate_tool
+from ._modules import ExecutionLimits, RuntimeModules
+from ._state import FORMAT
+from .engine import Engine, MainView, RunSummary, read_run
 
-__all__ = ["Engine", "ExecutionLimits",
-    "NoCompaction", "RuntimeModules", "create_engine"]
+__all__ = ["FORMAT", "Engine", "ExecutionLimits", "MainView", "RunSummary", "RuntimeModules",
+           "create_engine", "default_compaction", "delegate_tool", "read_run"]

@@ -1,17 +1,21 @@
 """The Engine: a durable step machine (seed 002 §6, §14; ARCHITECTURE §4).
 
-``await engine.step()`` performs exactly one durable cycle of the active frame — one model
-call (action, compaction or completion review) or one tool call — in this order:
+Lifecycle, as a host drives it::
 
-1. an operation left in flight by a crash is resumed by the rules of seed 002 §14;
-2. the next call of the frame's pending tool group runs;
-3. queued supplements are injected at this safe boundary;
-4. a candidate answer goes to the completion review;
-5. the context is prepared and compacted when the policy triggers;
-6. the action model call; tool calls open a pending group, an answer becomes a candidate.
+    engine = create_engine(snapshot, save=store, ...)     # or checkpoint=run_id to attach
+    run_id = await engine.start(task)                      # or: await engine.begin_execution()
+    while True:
+        result = await engine.step(command_result=outcome)   # exactly one durable cycle
+        if result.next == "done":     break                  # see engine.status / outcome()
+        if result.next == "command":  outcome = await runner.run(engine.command_spec())
+    await engine.close()
 
-Every change is committed through the ``Journal`` with compare-and-set on the head
-version, so a duplicate or stale step raises ``CheckpointConflict`` and changes nothing.
+One ``step()`` is one model call (action, compaction or completion review) or one tool
+call, committed with compare-and-set on the head version: a duplicate or stale step
+raises ``CheckpointConflict`` and changes nothing. The dispatch below reads in the order
+of seed 002 §6. Each unit (``_action``, ``_review``, ``_compaction``, ``_tools``,
+``_delegation``, ``_commands``, ``_closing``) receives one ``StepContext`` and ends with
+one named commit (the list: ``_state.CommitPoint``).
 """
 
 from __future__ import annotations
@@ -20,9 +24,23 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
-from agentloom_runtime.contracts import Message, RunStatus, StepKind, StepNext, StepResult
+from agentloom_runtime.checkpoint.journal import Journal
+from agentloom_runtime.checkpoint.store import BaseCheckpointStore
+from agentloom_runtime.contracts import (
+    JSON,
+    Message,
+    PendingToolCall,
+    RunOutcome,
+    RunStatus,
+    StepKind,
+    StepNext,
+    StepResult,
+    UnknownOperation,
+    Verdict,
+)
 from agentloom_runtime.errors import (
     AgentLoomError,
     BudgetExceeded,
@@ -31,23 +49,81 @@ from agentloom_runtime.errors import (
     PersistenceError,
     RunError,
 )
+from agentloom_runtime.events import Emit
+from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.tools import PreparedCall, ToolRuntime
 
-from .core import BlockRun, Emit, EngineCore
-from .frames import new_frame
-from .hook_stages import HookRejected, in_flight
-from .inbox import post_input, pull_inputs
-from .journal import Journal
-from .modules import bindings_hash, compare_bindings
-from .tool_steps import ToolSteps
+from . import _resolve
+from ._action import action_step, visible_schemas
+from ._closing import after_stage, close_frame
+from ._commands import dispatch_command, find_command_result, record_command
+from ._compaction import compaction_step
+from ._context import BlockRun, HostPorts, StepContext, in_flight
+from ._delegation import open_delegation
+from ._frames import answer_text, call_arguments
+from ._hooks import HookRejected, HookRunner
+from ._inbox import post_input, pull_inbox
+from ._model_call import ModelCaller
+from ._modules import RuntimeModules, Verifier, bindings_hash, verify_bindings
+from ._review import review_step
+from ._state import FORMAT, Frame, Head, PendingCall, error_info, new_frame, new_head
+from ._tools import prepare_call, record_tool, resume_tool, run_inline
 
-FORMAT = 1
-__all__ = ["BlockRun", "Emit", "Engine", "EngineCore"]
+
+@dataclass(frozen=True)
+class _Progress:
+    kind: StepKind
+    next: StepNext = "continue"
 
 
-class Engine(ToolSteps):
-    """Assembled by ``create_engine``; one object per run attachment."""
+@dataclass(frozen=True)
+class MainView:
+    """The main instance's model-visible view, for a host that keeps session views
+    (messages carry the context manager's private ``_``-keys, e.g. ``_session_seq``)."""
 
-    # -- attach ---------------------------------------------------------------------------
+    compacted: bool
+    messages: list[Message]
+    counters: dict[str, int]
+
+
+class Engine:
+    """One run attachment, assembled by ``create_engine``. Public surface: the lifecycle
+    (``start``, ``attach``, ``begin_execution``, ``step``, ``command_spec``,
+    ``queue_input``, ``resolve``, ``cancel``, ``close``) and a typed read API
+    (``run_id``, ``version``, ``status``, ``error``, ``outcome()``, ``unknown()``,
+    ``pending()``, ``main_view()``, ``way_out()``)."""
+
+    def __init__(self, *, store: BaseCheckpointStore, modules: RuntimeModules,
+                 bindings: JSON, snapshot: AgentSnapshot, tools: ToolRuntime,
+                 host: HostPorts, emit: Emit | None = None,
+                 verifiers: Mapping[str, Verifier] | None = None) -> None:
+        self._store = store
+        self._modules = modules
+        self._bindings = bindings
+        self._snapshot = snapshot
+        self._tools = tools
+        self._host = host
+        self._emit: Emit = emit or (lambda topic, data: None)
+        self._verifiers = dict(verifiers or {})
+        self._ctx: StepContext | None = None
+        self._hooks: HookRunner | None = None
+        self._model: ModelCaller | None = None
+        self._closed = False
+        self._active: asyncio.Task[Any] | None = None
+
+    # -- attach -----------------------------------------------------------------------
+
+    def _bind(self, journal: Journal) -> StepContext:
+        ctx = StepContext(journal, self._modules, self._snapshot, self._tools, self._host,
+                          self._emit)
+        self._ctx, self._hooks = ctx, HookRunner(ctx)
+        self._model = ModelCaller(ctx, self._hooks)
+        return ctx
+
+    def _c(self) -> StepContext:
+        if self._ctx is None:
+            raise ConfigError("no run attached: call start() or attach()")
+        return self._ctx
 
     async def start(self, task: str, *, run_id: str | None = None,
                     history: Sequence[Message] = (), counters: Mapping[str, int] | None = None,
@@ -58,205 +134,343 @@ class Engine(ToolSteps):
         if not task.strip():
             raise ConfigError("the task is empty")
         run_id = run_id or uuid.uuid4().hex
-        head: dict[str, Any] = {
-            "format": FORMAT, "run_id": run_id, "status": "running", "error": None,
-            "bindings": bindings_hash(self.bindings), "execution": 1, "calls": 0,
-            "total_calls": 0, "exec_options": {}, "delegations": 0, "stack": ["main"],
-            "frames": {}, "streams": {}, "op": None, "step_ops": [], "next_request": 0,
-            "labels": dict(labels or {}),
-        }
-        self.j = Journal(self.store, run_id, 0, head)
-        self.j.append("meta", {"snapshot": self._snapshot_data(), "bindings": self.bindings})
+        head = new_head(run_id, bindings_hash(self._bindings), dict(labels or {}))
+        ctx = self._bind(Journal(self._store, run_id, 0, head))
+        ctx.journal.append("meta", {"snapshot": self._snapshot.model_dump(mode="json"),
+                                    "bindings": self._bindings})
         frame = new_frame("main", task)
         head["frames"]["main"] = frame
-        self.context.create(self.j, frame, system=self._system_prompt(frame), history=history,
-                            task=task, counters=dict(counters or {}),
-                            history_watermark=history_watermark)
-        self.j.commit()
-        self.emit("run.started", {"run_id": run_id, "task": task})
+        ctx.context.create(ctx.journal, frame, system=ctx.system_prompt(frame),
+                           history=history, task=task, counters=dict(counters or {}),
+                           history_watermark=history_watermark)
+        ctx.commit("run.start")
+        ctx.emit("run.started", {"run_id": run_id, "task": task})
         return run_id
 
     def attach(self, run_id: str) -> None:
-        """Load an existing run; refuse if its bindings differ from this engine's."""
-        loaded = self.store.load_head(run_id)
+        """Load an existing run; refuse if its bindings differ from this engine's (each
+        binding judged by its owner: ``ResumeMismatch`` names what changed)."""
+        loaded = self._store.load_head(run_id)
         if loaded is None:
             raise ConfigError(f"run {run_id} does not exist")
         head = loaded.body
         if head.get("format") != FORMAT:
-            raise ConfigError(f"run {run_id} has checkpoint format {head.get('format')}; "
-                              f"this runtime reads format {FORMAT}")
-        self.j = Journal(self.store, run_id, loaded.version, head)
-        if head["bindings"] != bindings_hash(self.bindings):
-            saved = self.j.read("meta", 0, 1)[0].body["bindings"]
-            compare_bindings(saved, self.bindings)
+            raise ConfigError(
+                f"run {run_id} was saved in checkpoint format {head.get('format')}; this "
+                f"runtime reads format {FORMAT} only. Resume it with the version that "
+                "started it, or ask the question again in a new run.")
+        ctx = self._bind(Journal(self._store, run_id, loaded.version, head))
+        if head["bindings"] != bindings_hash(self._bindings):
+            saved = ctx.journal.read("meta", 0, 1)[0].body["bindings"]
+            verify_bindings(saved, self._bindings, self._verifiers)
 
     async def begin_execution(self, *, retry_unknown_models: bool = False,
                               confirm_hooks: bool = False) -> None:
-        """A new execution (resume): a fresh call budget; history and totals are kept.
-        A blocked run becomes running again; its in-flight operation is re-examined."""
-        j = self._journal()
-        head = j.head
+        """A new execution (resume): a fresh call and iteration budget; history and totals
+        are kept. A stopped run becomes running; its in-flight operation is re-examined
+        (an unknown outcome blocks again until ``resolve``)."""
+        ctx = self._c()
+        head = ctx.head
         if head["status"] in ("completed", "cancelled"):
-            raise ConfigError(f"run {j.run_id} is {head['status']}; it cannot be resumed")
-        head["execution"] += 1
-        head["calls"] = 0
-        head["exec_options"] = {"retry_unknown_models": retry_unknown_models,
-                                "confirm_hooks": confirm_hooks}
-        head["status"], head["error"] = "running", None
-        for inst in head["stack"]:
-            head["frames"][inst]["status"] = "running"
-        j.commit()
-        self.emit("run.resumed", {"run_id": j.run_id, "execution": head["execution"]})
+            raise ConfigError(f"run {ctx.run_id} is {head['status']}; it cannot be resumed")
+        _resolve.new_execution(ctx, retry_unknown_models=retry_unknown_models,
+                               confirm_hooks=confirm_hooks)
+        ctx.commit("execution.begin")
+        ctx.emit("run.resumed", {"run_id": ctx.run_id, "execution": head["execution"]})
+
+    async def resolve(self, verdict: Verdict) -> None:
+        """Record an operator's verdict on the unknown outcome that blocks the run, in one
+        commit with a new execution; then step on. See ``unknown()`` for what applies."""
+        ctx = self._c()
+        release = _resolve.apply(ctx, self._hooks_runner(), verdict, self.unknown())
+        ctx.commit("verdict.recorded")
+        if release is not None and self._host.commands is not None:
+            self._host.commands.release(release)
+        ctx.emit("run.resolved", {"run_id": ctx.run_id, "verdict": verdict.kind,
+                                  "by": verdict.by})
 
     def queue_input(self, text: str) -> int:
-        """A supplement for the running task (see ``inbox``): safe while a step runs, even
-        in another process; injected at the next safe boundary."""
-        return post_input(self.store, self._journal().run_id, text)
-
-    def _pull_inbox(self) -> None:
-        """Move new supplements into the main frame's durable queue (committed with this
-        step's next commit; a crash before it simply pulls them again)."""
-        head = self.head
-        for seq, text in pull_inputs(self.store, head["run_id"], head.get("inbox_seen", 0)):
-            self.context.queue_input(head["frames"]["main"], text)
-            head["inbox_seen"] = seq
+        """A supplement for the running task: safe while a step runs, even in another
+        process; injected at the next safe boundary."""
+        return post_input(self._store, self._c().run_id, text)
 
     async def cancel(self, reason: str = "cancelled") -> None:
-        j = self._journal()
-        j.head["status"] = "cancelled"
-        j.head["error"] = {"code": "run_cancelled", "message": reason}
-        j.commit()
-        self.emit("run.cancelled", {"run_id": j.run_id})
+        ctx = self._c()
+        ctx.head["status"] = "cancelled"
+        ctx.head["error"] = error_info("run_cancelled", reason, "RunCancelled")
+        ctx.commit("run.cancel")
+        ctx.emit("run.cancelled", {"run_id": ctx.run_id})
 
-    # -- the step -------------------------------------------------------------------------
+    # -- read API ---------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self._c().run_id
+
+    @property
+    def version(self) -> int:
+        return self._c().journal.version
+
+    @property
+    def status(self) -> RunStatus:
+        return self._c().head["status"]
+
+    @property
+    def error(self) -> Mapping[str, str] | None:
+        error = self._c().head["error"]
+        return None if error is None else {"code": error["code"], "message": error["message"],
+                                           "type": error["type"]}
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return dict(self._c().head["labels"])
+
+    def outcome(self) -> RunOutcome | None:
+        """How the run ended (None while it has not)."""
+        ctx = self._c()
+        outcome = ctx.head["outcome"]
+        if outcome is None:
+            return None
+        return RunOutcome(status=outcome["status"],
+                          answer=answer_text(ctx, ctx.frame("main"), outcome["answer"]),
+                          reason=outcome["reason"],
+                          annotations=dict(outcome.get("annotations") or {}))
+
+    def pending(self) -> list[PendingToolCall]:
+        ctx = self._c()
+        return [PendingToolCall(instance=inst, request_id=c["request_id"], name=c["name"],
+                                state=c["state"], arguments=call_arguments(ctx, f, c))
+                for inst in ctx.head["stack"] for f in [ctx.frame(inst)]
+                for c in f["pending"]]
+
+    def unknown(self) -> UnknownOperation | None:
+        """The operation whose outcome is unknown, when the run is stopped on one."""
+        return _resolve.describe(self._c())
+
+    def way_out(self) -> str | None:
+        """What moves a stopped run on: ``resume``, ``resolve``, ``confirm_hooks``,
+        ``new_question``; None while running or when nothing can."""
+        return _resolve.way_out(self._c().head)
+
+    def main_view(self) -> MainView:
+        ctx = self._c()
+        main = ctx.frame("main")
+        view = [m for m in ctx.context.view(ctx.journal, main) if m.get("role") != "system"]
+        return MainView(compacted=bool(main.get("view", {}).get("snapshot")),
+                        messages=[dict(m) for m in view],
+                        counters=dict(main.get("counters", {})))
+
+    def command_spec(self) -> dict[str, Any]:
+        op = self._c().head["op"]
+        if op is None or op["kind"] != "command":
+            raise ConfigError("no command is waiting to run")
+        return dict(op["spec"])
+
+    # -- the step ---------------------------------------------------------------------
 
     async def step(self, *, command_result: Mapping[str, Any] | None = None) -> StepResult:
+        """One durable cycle. ``StepResult.next`` obliges the host: ``continue`` — step
+        again; ``command`` — run ``command_spec()`` and pass its result to the next
+        ``step(command_result=...)``; ``done`` — the run stopped (``status``,
+        ``outcome()``, ``unknown()``, ``way_out()``). Raises ``CheckpointConflict`` when
+        another step owns the run (a duplicate invocation: do nothing)."""
         if self._closed:
             raise ConfigError("the engine is closed")
-        j = self._journal()
-        if j.stale:
+        ctx = self._c()
+        if ctx.journal.stale:
             raise CheckpointConflict("this engine's state is stale after a failed save; "
-                                     "load the run again", details={"run_id": j.run_id})
-        if j.head["status"] != "running":
+                                     "load the run again", details={"run_id": ctx.run_id})
+        if ctx.head["status"] != "running":
             return self._result("done", "none")
         self._active = asyncio.current_task()
         try:
-            kind, next_ = await self._advance(command_result)
+            progress = await self._advance(dict(command_result) if command_result else None)
         except BlockRun as block:
             await self._stop(block.error, block.status)
             return self._result("done", "none", block.error.code)
-        except PersistenceError:
+        except CheckpointConflict:
             raise
+        except PersistenceError as err:
+            self._record_save_failure(err)
+            return self._result("done", "none", err.code)
         except RunError as err:
             await self._stop(err, "blocked")
             return self._result("done", "none", err.code)
         finally:
             self._active = None
-        if j.head["status"] != "running":
-            return self._result("done", kind)
-        request_id = j.head["op"]["request_id"] if next_ == "command" else None
-        return self._result(next_, kind, request_id=request_id)
+        if ctx.head["status"] != "running":
+            return self._result("done", progress.kind)
+        op = ctx.head["op"]
+        request_id = op["request_id"] if progress.next == "command" and op and \
+            op["kind"] == "command" else None
+        return self._result(progress.next, progress.kind, request_id=request_id)
 
-    async def _advance(self, command_result: Mapping[str, Any] | None, *,
-                       resuming: bool = False) -> tuple[StepKind, StepNext]:
-        head = self.head
-        op = head.get("op")
-        if op and not resuming:
-            if op["kind"] != "command":  # a dispatched command is the next step's to record
-                in_flight(head, op, f"operation {op['id']}")
-            return await self._resume_operation(op, command_result)
-        if head.get("closing"):
-            await self._close_step(head["frames"][head["closing"]])
-            return "none", "continue"
-        if not head.get("run_checked"):
+    async def _advance(self, command_result: dict[str, Any] | None) -> _Progress:
+        """Seed 002 §6, top-down: what was in flight, what is closing, the pending tool
+        group, supplements, the review, compaction, and the action call."""
+        ctx = self._c()
+        head = ctx.head
+        _resolve.release_marker(ctx)
+        if head["op"] is not None:
+            resumed = await self._resume_operation(command_result)
+            if resumed is not None:
+                return resumed
+        if "closing" in head:
+            await after_stage(ctx, self._hooks_runner(), ctx.frame(head["closing"]))
+            ctx.commit("run.close")
+            return _Progress("none")
+        if not head["run_checked"]:
             await self._run_before()
-        self._pull_inbox()
-        frame = self.active_frame()
+        pull_inbox(ctx)
+        frame = ctx.active()
         call = next((c for c in frame["pending"] if c["state"] == "queued"), None)
         if call is not None:
             return await self._tool_step(frame, call)
-        if frame.get("inputs") and not head.get("op") and self.context.drain_inputs(
-                self._journal(), frame):
+        if frame.get("inputs") and ctx.context.drain_inputs(ctx.journal, frame):
             frame["candidate"] = None  # the model answers again, with the supplement in view
-            self._journal().commit()
-            return "input", "continue"
+            ctx.commit("inputs.injected")
+            return _Progress("input")
         if frame["candidate"] is not None:
-            await self._review_step(frame)
-            return "verification", "continue"
-        if frame["iterations"] >= self.limits.max_iterations:
+            if await review_step(ctx, self._caller(), frame):
+                close_frame(ctx, self._hooks_runner(), frame)
+            ctx.commit("review.done")
+            return _Progress("verification")
+        limit = self._modules.limits.max_iterations
+        if frame["iterations"] - frame["iterations_base"] >= limit:
             raise BlockRun(BudgetExceeded(
-                f"instance {frame['instance']} reached {self.limits.max_iterations} "
-                "action iterations", details={"instance": frame["instance"]}))
-        if await self._maybe_compact(frame):
-            return "compaction", "continue"
-        await self._action_step(frame)
-        return "action", "continue"
+                f"instance {frame['instance']} reached {limit} action iterations in this "
+                "execution; resume to continue with a fresh budget",
+                details={"instance": frame["instance"]}))
+        tools = visible_schemas(ctx, frame)
+        if await compaction_step(ctx, self._hooks_runner(), self._caller(), frame, tools):
+            return _Progress("compaction")
+        await action_step(ctx, self._hooks_runner(), self._caller(), frame)
+        return _Progress("action")
+
+    async def _resume_operation(self, command_result: dict[str, Any] | None
+                                ) -> _Progress | None:
+        """An operation left in flight: its own rules (seed 002 §14). None: the step goes
+        on as usual (a model call whose response is saved, or that is to be sent again,
+        is met again by the same dispatch)."""
+        ctx = self._c()
+        head = ctx.head
+        op = head["op"]
+        assert op is not None
+        if op["kind"] == "command":  # a dispatched command is the next step's to record
+            result = find_command_result(ctx, op, command_result)
+            if result is None:
+                return _Progress("command", "command")  # never started: the host runs it
+            await record_command(ctx, self._hooks_runner(), op, result)
+            return _Progress("command")
+        in_flight(head, op, f"operation {op['id']}")
+        if op["kind"] == "tool":
+            if await resume_tool(ctx, self._hooks_runner(), op):
+                return _Progress("tool")
+            frame = ctx.frame(op["instance"])
+            call = next(c for c in frame["pending"] if c["request_id"] == op["request_id"])
+            return await self._tool_step(frame, call, uncertain=True)
+        _resolve.resume_model_op(ctx, op)  # blocks, or arranges the re-send
+        return None
+
+    async def _tool_step(self, frame: Frame, call: PendingCall,
+                         uncertain: bool = False) -> _Progress:
+        ctx, hooks = self._c(), self._hooks_runner()
+        prepared = await prepare_call(ctx, hooks, frame, call, uncertain)
+        if not isinstance(prepared, PreparedCall):
+            record_tool(ctx, frame, call, prepared)
+            ctx.commit("tool.done")
+            return _Progress("tool")
+        execution = prepared.definition.execution
+        if execution == "delegate":
+            await open_delegation(ctx, hooks, frame, call, prepared.arguments)
+            return _Progress("tool")
+        if execution == "command":
+            ctx.emit("tool.started", {"run_id": ctx.run_id, "request_id": call["request_id"],
+                                      "instance": frame["instance"], "name": call["name"],
+                                      "arguments": prepared.arguments})
+            if await dispatch_command(ctx, frame, call, prepared):
+                return _Progress("command", "command")
+            return _Progress("tool")
+        await run_inline(ctx, hooks, frame, call, prepared, uncertain)
+        return _Progress("tool")
 
     async def _run_before(self) -> None:
         """run.before: observe or reject the run, once, before its first action."""
-        head = self.head
-        main = head["frames"]["main"]
-        if self.has_hooks("run.before", "main"):
-            payload = {"run_id": head["run_id"], "instance": "main", "task": main["task"],
-                       "mode": self.snapshot.mode}
-            _, rejected = await self.run_stage("run.before", payload, instance="main",
-                                               key="run.before")
+        ctx, hooks = self._c(), self._hooks_runner()
+        main = ctx.frame("main")
+        if hooks.has("run.before", "main"):
+            payload = {"run_id": ctx.run_id, "instance": "main", "task": main["task"],
+                       "mode": self._snapshot.mode}
+            _, rejected = await hooks.run("run.before", payload, instance="main",
+                                          key="run.before")
             if rejected is not None:
                 raise BlockRun(HookRejected(f"run.before hook {rejected.hook_id} rejected "
                                             f"the run: {rejected.reason}"))
-        head["run_checked"] = True
-
-    async def _close_step(self, frame: dict[str, Any]) -> None:
-        """run.after / subagent.after for a finished frame: only annotations change."""
-        point = self.after_point(frame)
-        if point is not None:
-            outcome = frame["outcome"]
-            payload = {"run_id": self.run_id, "instance": frame["instance"],
-                       "task": frame["task"], "status": outcome["status"],
-                       "result": outcome["answer"], "annotations": {}}
-            if frame["parent"] is not None:
-                payload.update(parent_instance=frame["parent"]["instance"],
-                               subagent_id=frame["template"])
-            payload, _ = await self.run_stage(point, payload, instance=frame["instance"],
-                                              key=f"close:{frame['instance']}")
-            outcome["annotations"] = payload.get("annotations") or {}
-        self.head.pop("closing", None)
-        self.complete_close(frame)
-        self._journal().commit()
+        ctx.head["run_checked"] = True
 
     async def _stop(self, error: AgentLoomError, status: RunStatus) -> None:
-        """Record a stopped run. A save failure here propagates: nothing is pretended.
-        operation.error hooks observe the error; they can never replace it."""
-        j = self._journal()
-        if j.stale:
-            raise PersistenceError("cannot record the stop of a stale run",
-                                   details={"run_id": j.run_id}) from error
-        op = j.head.get("op") or {}
-        instance = j.head["stack"][-1]
-        await self.observe("operation.error", {
-            "operation_id": op.get("id", f"step:{j.version}"), "kind": op.get("kind", "step"),
-            "instance": instance, "error": {"type": type(error).__name__, "code": error.code,
-                                            "message": error.message}}, instance=instance)
-        j.head["status"] = status
-        j.head["error"] = {"code": error.code, "message": error.message,
-                           "type": type(error).__name__}
-        for inst in j.head["stack"]:
-            j.head["frames"][inst]["status"] = status
-        j.commit()
-        self.emit("run.stopped", {"run_id": j.run_id, "status": status, "code": error.code,
-                                  "message": error.message})
+        """Record a stopped run. A save failure here is recorded as such (never a
+        pretended success). operation.error hooks observe; they cannot replace it."""
+        ctx = self._c()
+        if ctx.journal.stale:
+            self._record_save_failure(PersistenceError(error.message))
+            return
+        head = ctx.head
+        op = head["op"]
+        instance = head["stack"][-1]
+        await self._hooks_runner().observe("operation.error", {
+            "operation_id": op["id"] if op else f"step:{ctx.journal.version}",
+            "kind": op["kind"] if op else "step", "instance": instance,
+            "error": {"type": type(error).__name__, "code": error.code,
+                      "message": error.message}}, instance=instance)
+        _mark_stopped(head, error, status)
+        try:
+            ctx.commit("run.stop")
+        except PersistenceError as err:
+            self._record_save_failure(err)
+            return
+        ctx.emit("run.stopped", {"run_id": ctx.run_id, "status": status, "code": error.code,
+                                 "message": error.message, "way_out": self.way_out()})
+
+    def _record_save_failure(self, err: PersistenceError) -> None:
+        """A failed save leaves the stored run where it was. Record it as blocked on the
+        last good version (a fresh load), so its status is truthful and a resume moves
+        it on; if even that fails, the status stays as stored."""
+        ctx = self._c()
+        loaded = self._store.load_head(ctx.run_id)
+        if loaded is None:
+            return
+        head = cast(Head, loaded.body)
+        error = PersistenceError(f"saving the run failed: {err.message}; nothing after the "
+                                 "last saved step was kept. Resume to continue from there.")
+        _mark_stopped(head, error, "blocked")
+        journal = Journal(self._store, ctx.run_id, loaded.version, head)
+        with contextlib.suppress(AgentLoomError):
+            journal.commit("run.stop")
+            self._bind(journal)
+        ctx.emit("run.stopped", {"run_id": ctx.run_id, "status": "blocked",
+                                 "code": err.code, "message": error.message,
+                                 "way_out": "resume"})
 
     def _result(self, next_: StepNext, kind: StepKind, error_code: str | None = None,
                 request_id: str | None = None) -> StepResult:
-        head = self.head
-        status: RunStatus = head["status"]
-        if error_code is None and head.get("error"):
-            error_code = head["error"].get("code")
-        return StepResult(run_id=head["run_id"], next=next_, status=status,
-                          instance=head["stack"][-1], kind=kind, version=self.version,
+        ctx = self._c()
+        head = ctx.head
+        if error_code is None and head["error"]:
+            error_code = head["error"]["code"]
+        return StepResult(run_id=ctx.run_id, next=next_, status=head["status"],
+                          instance=head["stack"][-1], kind=kind, version=ctx.journal.version,
                           request_id=request_id, error_code=error_code)
 
-    # -- close ----------------------------------------------------------------------------
+    def _hooks_runner(self) -> HookRunner:
+        assert self._hooks is not None
+        return self._hooks
+
+    def _caller(self) -> ModelCaller:
+        assert self._model is not None
+        return self._model
+
+    # -- close ------------------------------------------------------------------------
 
     async def close(self) -> None:
         """Seed 002 §4: stop accepting work, close the tool bus, then the modules in
@@ -269,8 +483,48 @@ class Engine(ToolSteps):
             active.cancel()  # a step in flight: cancel it and wait for its cleanup
             with contextlib.suppress(asyncio.CancelledError):
                 await active
-        await self.tools.aclose()
-        for module in self.modules.close_order():
+        await self._tools.aclose()
+        for module in self._modules.close_order():
             closer = getattr(module, "aclose", None)
             if closer is not None:
                 await closer()
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run as a host lists it, read without assembling an engine."""
+
+    run_id: str
+    version: int
+    status: RunStatus
+    error: Mapping[str, str] | None
+    labels: Mapping[str, str]
+    instances: tuple[str, ...]
+    execution: int
+    way_out: str | None
+    in_flight: str | None  # the kind of an operation in flight, if any
+
+
+def read_run(store: BaseCheckpointStore, run_id: str) -> RunSummary | None:
+    loaded = store.load_head(run_id)
+    if loaded is None:
+        return None
+    head = cast(Head, loaded.body)
+    if head.get("format") != FORMAT:
+        raise ConfigError(f"run {run_id} was saved in checkpoint format "
+                          f"{head.get('format')}; this runtime reads format {FORMAT} only")
+    error = head["error"]
+    return RunSummary(run_id=run_id, version=loaded.version, status=head["status"],
+                      error=None if error is None else {
+                          "code": error["code"], "message": error["message"],
+                          "type": error["type"]},
+                      labels=dict(head["labels"]), instances=tuple(head["frames"]),
+                      execution=head["execution"], way_out=_resolve.way_out(head),
+                      in_flight=head["op"]["kind"] if head["op"] else None)
+
+
+def _mark_stopped(head: Head, error: AgentLoomError, status: RunStatus) -> None:
+    head["status"] = status
+    head["error"] = error_info(error.code, error.message, type(error).__name__)
+    for inst in head["stack"]:
+        head["frames"][inst]["status"] = status

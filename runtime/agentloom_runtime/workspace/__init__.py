@@ -19,12 +19,13 @@ from .commands import (
     write_result,
 )
 from .errors import SandboxUnavailable, WorkspaceError
-from .file_tools import file_tools
+from .file_tools import WORKSPACE_GROUP, file_tools, granted
 from .posix_store import PosixWorkspaceStore, StoreLimits
 from .provider import InstanceWorkspace, WorkspaceProvider
 from .storage import WorkspaceStorage
 
 __all__ = [
+    "WORKSPACE_GROUP",
     "CommandLimits",
     "CommandResult",
     "CommandRunner",
@@ -40,6 +41,7 @@ __all__ = [
     "WorkspaceProvider",
     "WorkspaceStorage",
     "file_tools",
+    "granted",
     "split_path",
     "storage_call",
     "write_result",

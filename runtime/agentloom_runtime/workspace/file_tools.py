@@ -148,6 +148,19 @@ def _tool(name: str, text: str, props: dict[str, Any], required: tuple[str, ...]
                           execution=execution)
 
 
+WORKSPACE_GROUP = "workspace"
+"""The tool group that grants the file tools (not ``workspace_command``)."""
+
+
+def granted(groups: set[str] | frozenset[str], name: str) -> bool:
+    """Whether a grant list (agent ``tools``, a sub-agent template's ``tools``) allows the
+    tool ``name``: by name, or the file tools through the ``workspace`` group."""
+    if name in groups:
+        return True
+    return (WORKSPACE_GROUP in groups and name.startswith("workspace_")
+            and name != "workspace_command")
+
+
 def file_tools() -> list[ToolDefinition]:
     """The workspace tools, in the seed's order."""
     return [

@@ -11,6 +11,7 @@ import pytest
 from support.engine import SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelResponse, ToolCall
 from agentloom_runtime.engine import create_engine
 from agentloom_runtime.errors import CheckpointConflict, ModelResponseError, ResumeMismatch
@@ -39,7 +40,8 @@ class RawGateway:
 def engine_with(model, store=None, effects=None):
     effects = effects or SideEffects()
     return create_engine(make_snapshot(), save=store or InMemoryCheckpointStore(),
-                         model_gateway=model, tools=effects.tools(), compaction_policy=None)
+                         model_gateway=model, tools=effects.tools(),
+                         compaction_policy=NoCompaction())
 
 
 
@@ -59,7 +61,7 @@ async def test_malformed_response_blocks_and_keeps_records() -> None:
     engine2 = create_engine(make_snapshot(), save=store, checkpoint=run_id,
                             model_gateway=RawGateway(ScriptedModel.answer("hi"),
                                                      ScriptedModel.verdict("complete")),
-                            tools=SideEffects().tools(), compaction_policy=None)
+                            tools=SideEffects().tools(), compaction_policy=NoCompaction())
     await engine2.begin_execution()
     assert (await drive(engine2)).status == "completed"
 
@@ -71,20 +73,33 @@ async def test_resume_with_another_model_is_refused() -> None:
     with pytest.raises(ResumeMismatch, match="model"):
         create_engine(make_snapshot(), save=store, checkpoint=run_id,
                       model_gateway=ScriptedModel(), tools=SideEffects().tools(),
-                      compaction_policy=None)
+                      compaction_policy=NoCompaction())
     with pytest.raises(ResumeMismatch, match="tools"):
         create_engine(make_snapshot(), save=store, checkpoint=run_id,
                       model_gateway=RawGateway(), tools=SideEffects().tools()[:1],
-                      compaction_policy=None)
+                      compaction_policy=NoCompaction())
 
 
-async def test_duplicate_call_ids_are_refused() -> None:
+async def test_duplicate_call_ids_are_rewritten_in_the_view() -> None:
     dup = ModelResponse(tool_calls=(ToolCall("x", "count_words", '{"text": "a"}'),
                                     ToolCall("x", "count_words", '{"text": "b"}')))
-    engine = engine_with(RawGateway(dup))
-    await engine.start("hello")
+    store = InMemoryCheckpointStore()
+    engine = engine_with(RawGateway(dup), store=store)
+    run_id = await engine.start("hello")
     result = await engine.step()
-    assert result.error_code == "model_response_invalid"
+    assert (result.status, result.kind) == ("running", "action")
+    await engine.step()
+    await engine.step()
+    view = [e.body for e in store.read(run_id, "view:main")]
+    sent = next(v["message"] for v in view if "message" in v and
+                v["message"].get("tool_calls"))
+    ids = [c["id"] for c in sent["tool_calls"]]
+    assert ids[0] == "x" and ids[1] != "x", "the repeated id is rewritten for the model"
+    answers = [v["message"]["tool_call_id"] for v in view if "message" in v
+               and v["message"].get("role") == "tool"]
+    assert answers == ids
+    raw = [e.body for e in store.read(run_id, "src:main") if e.body["kind"] == "assistant"]
+    assert [c["id"] for c in raw[0]["message"]["tool_calls"]] == ["x", "x"], "fact kept"
 
 
 @pytest.mark.parametrize(("name", "arguments", "code"), [
@@ -133,10 +148,10 @@ async def test_concurrent_steps_exactly_one_commits() -> None:
     version = store.load_head(run_id).version
     a = create_engine(make_snapshot(), save=store, checkpoint=run_id,
                       model_gateway=Slow([ScriptedModel.answer("a")]),
-                      tools=SideEffects().tools(), compaction_policy=None)
+                      tools=SideEffects().tools(), compaction_policy=NoCompaction())
     b = create_engine(make_snapshot(), save=store, checkpoint=run_id,
                       model_gateway=Slow([ScriptedModel.answer("a")]),
-                      tools=SideEffects().tools(), compaction_policy=None)
+                      tools=SideEffects().tools(), compaction_policy=NoCompaction())
     results = await asyncio.gather(a.step(), b.step(), return_exceptions=True)
     conflicts = [r for r in results if isinstance(r, CheckpointConflict)]
     steps = [r for r in results if not isinstance(r, BaseException)]
@@ -150,7 +165,7 @@ async def test_stale_engine_refuses_to_step_again() -> None:
     run_id = await engine.start("hello")
     other = create_engine(make_snapshot(), save=store, checkpoint=run_id,
                           model_gateway=KeyedScriptModel([ScriptedModel.answer("a")]),
-                          tools=SideEffects().tools(), compaction_policy=None)
+                          tools=SideEffects().tools(), compaction_policy=NoCompaction())
     await other.step()
     with pytest.raises(CheckpointConflict):
         await engine.step()

@@ -10,7 +10,8 @@ import pytest
 from support.engine import Crash, CrashingStore, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.engine import NoCompaction, create_engine
+from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing import KeyedScriptModel, ScriptedModel
 from agentloom_runtime.workspace import (
     CommandResult,
@@ -110,7 +111,8 @@ async def test_started_without_result_blocks_and_refuses_writes(tmp_path: Path) 
     await resumed.begin_execution()
     blocked = await resumed.step()
     assert (blocked.status, blocked.error_code) == ("blocked", "tool_outcome_unknown")
-    store = resumed.workspace("main")
+    store = WorkspaceProvider(tmp_path / "ws").for_instance("local", "tester", "s", "r",
+                                                          "main").store()
     from agentloom_runtime.workspace import WorkspaceError
 
     with pytest.raises(WorkspaceError) as err:

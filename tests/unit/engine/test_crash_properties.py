@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.engine import NoCompaction, create_engine
+from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing import KeyedScriptModel, ScriptedModel
 
 calls = st.lists(st.one_of(

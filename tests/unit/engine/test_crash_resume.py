@@ -3,6 +3,7 @@ tool call, plan update, completion review) and resume it in a fresh engine."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from support.engine import (
 )
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.contracts import Verdict
 from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing.keyed import KeyedScriptModel
 
@@ -23,7 +26,7 @@ from agentloom_runtime.testing.keyed import KeyedScriptModel
 def build(store: Any, effects: SideEffects, run_id: str | None = None):
     return create_engine(make_snapshot(mode="plan"), save=store,
                          model_gateway=KeyedScriptModel(representative_script()),
-                         tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
+                         tools=effects.tools(), compaction_policy=NoCompaction(), checkpoint=run_id)
 
 
 
@@ -40,21 +43,27 @@ async def reference() -> tuple[int, Any, list[str]]:
     result = await drive(engine)
     assert result.status == "completed"
     assert effects.calls == ["ops@example.com"]
-    return store.commits, store.inner.load_head(run_id).body, kinds(store.inner, run_id)
+    return (store.commits, engine.outcome(), store.inner.load_head(run_id).body,
+            kinds(store.inner, run_id))
 
 
 async def test_reference_run_commits_each_phase() -> None:
-    _, head, records = await reference()
-    assert head["outcome"]["answer"] == "Counted 3 words and mailed ops."
+    _, outcome, head, records = await reference()
+    assert outcome.answer == "Counted 3 words and mailed ops."
     assert [s["status"] for s in head["frames"]["main"]["plan"]] == ["completed"] * 2
     assert records.count("tool_result") == 4
 
 
-@pytest.mark.parametrize("crash_after", range(1, 19))
+REFERENCE_COMMITS = asyncio.run(reference())[0]
+
+
+def test_the_sweep_covers_every_commit_of_the_reference_run() -> None:
+    assert REFERENCE_COMMITS > 10  # the sweep below crashes after each one of them
+
+
+@pytest.mark.parametrize("crash_after", range(1, REFERENCE_COMMITS))
 async def test_crash_after_every_commit(crash_after: int) -> None:
-    total, ref_head, ref_records = await reference()
-    if crash_after >= total:
-        pytest.skip(f"the run has {total} commits")
+    _, ref_outcome, ref_head, ref_records = await reference()
     inner = InMemoryCheckpointStore()
     effects = SideEffects()
     engine = build(CrashingStore(inner, crash_after), effects)
@@ -73,17 +82,29 @@ async def test_crash_after_every_commit(crash_after: int) -> None:
         assert result.status == "blocked"
         assert result.error_code == "model_outcome_unknown"
         retry = build(inner, effects, run_id)
-        await retry.begin_execution(retry_unknown_models=True)
+        await retry.resolve(Verdict("send_again", by="test"))
         result = await drive(retry)
         head = inner.load_head(run_id).body
     elif op == ("tool", "started"):
-        # send_mail may have run: never re-run blindly
+        # send_mail may have run: never re-run blindly; the operator says it did not
         assert result.status == "blocked"
         assert result.error_code == "tool_outcome_unknown"
         assert effects.calls == []
+        unknown = resumed.unknown()
+        assert unknown is not None and unknown.tool == "send_mail"
+        assert "ops@example.com" in (unknown.arguments or "")
+        retry = build(inner, effects, run_id)
+        await retry.resolve(Verdict("run_again", by="test", note="the mail server shows "
+                                    "nothing was sent"))
+        result = await drive(retry)
+        assert result.status == "completed"
+        assert effects.calls == ["ops@example.com"], "re-run exactly once, as asked"
+        verdicts = [e.body for e in inner.read(run_id, "verdicts")]
+        assert [(v["verdict"], v["by"]) for v in verdicts] == [("run_again", "test")]
         return
     assert result.status == "completed"
-    assert head["outcome"] == ref_head["outcome"]
+    resumed_outcome = build(inner, effects, run_id).outcome()
+    assert resumed_outcome == ref_outcome
     assert head["frames"]["main"]["plan"] == ref_head["frames"]["main"]["plan"]
     assert kinds(inner, run_id) == ref_records
     assert effects.calls == ["ops@example.com"], "a side effect ran twice or never"

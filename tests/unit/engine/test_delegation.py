@@ -6,6 +6,7 @@ import pytest
 from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing import ScriptedModel
@@ -49,7 +50,7 @@ class ByInstance:
 
 def build(store, effects, run_id=None):
     return create_engine(make_snapshot(subagents=SUBS), save=store, model_gateway=ByInstance(),
-                         tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
+                         tools=effects.tools(), compaction_policy=NoCompaction(), checkpoint=run_id)
 
 
 
@@ -96,7 +97,7 @@ async def test_delegation_limit_and_unknown_template() -> None:
         ScriptedModel.verdict("complete"),
     ])
     engine = create_engine(make_snapshot(subagents=SUBS), model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=None)
+                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
     await engine.start("task")
     assert (await drive(engine)).status == "completed"
     assert "subagent_not_found" in model.requests[1].messages[-1]["content"]
@@ -122,7 +123,7 @@ async def test_a_child_gets_only_its_templates_tools() -> None:
 
     subs = [{"id": "bare", "name": "Bare", "duty": "think only"}]
     engine = create_engine(make_snapshot(subagents=subs), model_gateway=Recorder(),
-                           tools=SideEffects().tools(), compaction_policy=None)
+                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
     await engine.start("delegate")
     assert (await drive(engine)).status == "completed"
     assert seen["sub-1"] == {"update_plan", "read_result"}

@@ -3,6 +3,7 @@ from __future__ import annotations
 from support.engine import SideEffects, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing import ScriptedModel
 
@@ -26,7 +27,7 @@ async def test_representative_run(effects: SideEffects) -> None:
     ])
     store = InMemoryCheckpointStore()
     engine = create_engine(make_snapshot(), save=store, model_gateway=model,
-                           tools=effects.tools(), compaction_policy=None)
+                           tools=effects.tools(), compaction_policy=NoCompaction())
     run_id = await engine.start("count and mail")
     results = await run_to_end(engine)
     model.assert_consumed()
@@ -35,6 +36,6 @@ async def test_representative_run(effects: SideEffects) -> None:
     assert results[-1].status == "completed"
     assert effects.calls == ["ops@example.com"]
     head = store.load_head(run_id).body
-    assert head["outcome"]["answer"] == "3 words; mail sent."
+    assert engine.outcome().answer == "3 words; mail sent."
     assert head["total_calls"] == 4
     await engine.close()

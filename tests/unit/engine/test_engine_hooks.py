@@ -8,7 +8,8 @@ import pytest
 from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.engine import create_engine
+from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.engine import create_engine, read_run
 from agentloom_runtime.errors import ResumeMismatch
 from agentloom_runtime.hooks import (
     Continue,
@@ -63,7 +64,7 @@ def build(store, effects, recorder, *, points=POINTS, run_id=None, replay_safe=T
                              ScriptedModel.call("send_mail", {"to": "ops@example.com"},
                                                 id="m1"),
                              ScriptedModel.answer("done")]),
-                         tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
+                         tools=effects.tools(), compaction_policy=NoCompaction(), checkpoint=run_id)
 
 
 
@@ -90,7 +91,7 @@ async def test_every_point_runs_with_a_valid_payload() -> None:
     engine = build(InMemoryCheckpointStore(), effects, recorder, model=child_model())
     await engine.start("delegate, then mail")
     result = await drive(engine)
-    assert result.status == "completed", engine.head.get("error")
+    assert result.status == "completed", engine.error
     seen = {p for p, _ in recorder.seen}
     assert seen >= set(POINTS) - {"operation.error"}
     assert effects.calls == ["ops@example.com"]
@@ -134,7 +135,7 @@ async def test_chat_after_changes_the_view_not_the_source() -> None:
     src = [e.body["message"]["content"] for e in store.read(run_id, "src:main")
            if e.body["kind"] == "assistant"]
     assert src == ["secret answer"]
-    assert engine.head["outcome"]["answer"] == "[redacted]"
+    assert engine.outcome().answer == "[redacted]"
 
 
 async def test_run_before_reject_blocks_the_run() -> None:
@@ -150,11 +151,12 @@ async def test_run_before_reject_blocks_the_run() -> None:
 async def test_subagent_before_reject_is_a_failure_result() -> None:
     recorder = Recorder()
     recorder.results["subagent.before"] = Reject("no delegation today")
-    engine = build(InMemoryCheckpointStore(), SideEffects(), recorder,
+    store = InMemoryCheckpointStore()
+    engine = build(store, SideEffects(), recorder,
                    points=["subagent.before"], model=child_model())
-    await engine.start("q")
+    run_id = await engine.start("q")
     assert (await drive(engine)).status == "completed"
-    assert engine.head["delegations"] == 0
+    assert read_run(store, run_id).instances == ("main",), "no child was created"
 
 
 async def test_annotations_from_run_after_are_kept() -> None:
@@ -164,7 +166,7 @@ async def test_annotations_from_run_after_are_kept() -> None:
                    subagents=[], model=KeyedScriptModel([ScriptedModel.answer("x")]))
     await engine.start("q")
     assert (await drive(engine)).status == "completed"
-    assert engine.head["outcome"]["annotations"] == {"reviewed": True}
+    assert engine.outcome().annotations == {"reviewed": True}
 
 
 @pytest.mark.parametrize("point", ["tool.after", "model.chat.after", "run.after"])
@@ -254,7 +256,8 @@ async def test_crash_at_each_hook_cursor_never_reruns_completed_hooks(crash_afte
                                  ScriptedModel.call("send_mail", {"to": "a@example.com"},
                                                     id="m1"),
                                  ScriptedModel.answer("done")]),
-                             tools=effects.tools(), compaction_policy=None, checkpoint=run_id)
+                             tools=effects.tools(), compaction_policy=NoCompaction(),
+                             checkpoint=run_id)
 
     effects, inner = SideEffects(), InMemoryCheckpointStore()
     with pytest.raises(Crash):

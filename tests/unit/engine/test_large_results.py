@@ -9,7 +9,8 @@ from typing import Any
 from support.engine import make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.engine import NoCompaction, create_engine
+from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing import ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
@@ -55,7 +56,7 @@ async def test_large_result_is_kept_and_readable_page_by_page() -> None:
     for _ in range(200):
         if (await engine.step()).next == "done":
             break
-    assert engine.head["status"] == "completed"
+    assert engine.status == "completed"
     assert len(pages) == 1 + 14  # the capped head, then 14 pages of at most 16,000
     first = pages[0]
     assert len(first) <= 24_000 and "read_result" in first
@@ -63,7 +64,14 @@ async def test_large_result_is_kept_and_readable_page_by_page() -> None:
     assert head + "".join(pages[1:]) == BIG, "nothing the tool returned is lost"
     record = next(e.body for e in store.read(run_id, "src:main")
                   if e.body.get("name") == "dump")
-    assert "blob" in record["raw"], "the full value is stored as a blob"
+    assert record["message"]["content"] == BIG, "the full text is stored once, in the record"
+    view = [e.body for e in store.read(run_id, "view:main") if e.body.get("of") == record_seq(
+        store, run_id)]
+    assert len(view[0]["message"]["content"]) <= 24_000, "the view keeps only the capped copy"
+
+
+def record_seq(store, run_id):
+    return next(e.seq for e in store.read(run_id, "src:main") if e.body.get("name") == "dump")
 
 
 async def test_read_result_refuses_other_instances_and_bad_refs() -> None:

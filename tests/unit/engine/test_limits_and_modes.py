@@ -3,6 +3,7 @@ from __future__ import annotations
 from support.engine import SideEffects, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.engine import ExecutionLimits, create_engine
 from agentloom_runtime.testing import ScriptedModel
 from agentloom_runtime.testing.keyed import KeyedScriptModel
@@ -19,7 +20,7 @@ async def test_call_budget_per_execution_and_total_kept_across_resume() -> None:
 
     def build(run_id=None):
         return create_engine(make_snapshot(), save=store, model_gateway=looping_model(50),
-                             tools=SideEffects().tools(), compaction_policy=None,
+                             tools=SideEffects().tools(), compaction_policy=NoCompaction(),
                              limits=limits, checkpoint=run_id)
 
     engine = build()
@@ -36,14 +37,30 @@ async def test_call_budget_per_execution_and_total_kept_across_resume() -> None:
     assert (head["calls"], head["total_calls"], head["execution"]) == (5, 10, 2)
 
 
-async def test_iteration_limit_per_instance() -> None:
-    engine = create_engine(make_snapshot(), model_gateway=looping_model(50),
-                           tools=SideEffects().tools(), compaction_policy=None,
-                           limits=ExecutionLimits(max_model_calls=96, max_iterations=3))
-    await engine.start("loop")
-    result = await drive(engine)
+async def test_iteration_limit_per_instance_and_a_resume_gets_a_fresh_budget() -> None:
+    store = InMemoryCheckpointStore()
+
+    def build(run_id=None):
+        return create_engine(make_snapshot(), save=store, model_gateway=looping_model(50),
+                             tools=SideEffects().tools(), compaction_policy=NoCompaction(),
+                             limits=ExecutionLimits(max_model_calls=96, max_iterations=3),
+                             checkpoint=run_id)
+
+    engine = build()
+    run_id = await engine.start("loop")
+    kinds = []
+    while (result := await engine.step()).next != "done":
+        kinds.append(result.kind)
     assert result.error_code == "budget_exceeded"
-    assert engine.head["frames"]["main"]["iterations"] == 3
+    assert kinds.count("action") == 3
+    assert engine.way_out() == "resume"
+    resumed = build(run_id)
+    await resumed.begin_execution()
+    kinds = []
+    while (result := await resumed.step()).next != "done":
+        kinds.append(result.kind)
+    assert result.error_code == "budget_exceeded"
+    assert kinds.count("action") == 3, "the resumed execution had its own 3 iterations"
 
 
 async def test_plan_mode_offers_only_before_plan_tools_until_a_plan_exists() -> None:
@@ -57,7 +74,7 @@ async def test_plan_mode_offers_only_before_plan_tools_until_a_plan_exists() -> 
     ])
     effects = SideEffects()
     engine = create_engine(make_snapshot(mode="plan"), model_gateway=model,
-                           tools=effects.tools(), compaction_policy=None)
+                           tools=effects.tools(), compaction_policy=NoCompaction())
     await engine.start("task")
     result = await drive(engine)
     assert result.status == "completed"
@@ -78,13 +95,13 @@ async def test_review_continue_feeds_back_and_blocked_stops() -> None:
         ScriptedModel.verdict("blocked", "cannot be done"),
     ])
     engine = create_engine(make_snapshot(), model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=None)
+                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
     await engine.start("task")
     result = await drive(engine)
     assert result.status == "blocked"
     feedback = model.requests[2].messages[-1]
     assert feedback["role"] == "user" and "count the words" in feedback["content"]
-    assert engine.head["outcome"]["reason"] == "cannot be done"
+    assert engine.outcome().reason == "cannot be done"
 
 
 async def test_supplement_waits_for_a_safe_boundary() -> None:
@@ -94,7 +111,7 @@ async def test_supplement_waits_for_a_safe_boundary() -> None:
         ScriptedModel.verdict("complete"),
     ])
     engine = create_engine(make_snapshot(), model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=None)
+                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
     await engine.start("task")
     await engine.step()  # action: a pending tool group now exists
     engine.queue_input("also mention the count")
@@ -103,7 +120,7 @@ async def test_supplement_waits_for_a_safe_boundary() -> None:
     roles = [m["role"] for m in model.requests[1].messages]
     # the supplement comes after the tool result, never between call and result
     assert roles[-3:] == ["assistant", "tool", "user"]
-    assert engine.head["frames"]["main"]["counters"]["user_turns"] == 1
+    assert engine.main_view().counters["user_turns"] == 1
 
 
 async def test_close_order_each_module_once() -> None:
@@ -160,7 +177,7 @@ async def test_close_cancels_a_step_in_flight_and_waits() -> None:
                 cleaned.append(True)
 
     engine = create_engine(make_snapshot(), model_gateway=Hanging([]),
-                           tools=SideEffects().tools(), compaction_policy=None)
+                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
     await engine.start("task")
     step = asyncio.create_task(engine.step())
     await started.wait()
@@ -175,12 +192,12 @@ async def test_supplement_after_a_candidate_asks_the_model_again() -> None:
         ScriptedModel.verdict("complete"),
     ])
     engine = create_engine(make_snapshot(), model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=None)
+                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
     await engine.start("task")
     await engine.step()  # the candidate "first answer"
     engine.queue_input("please add the detail")
     assert (await drive(engine)).status == "completed"
-    assert engine.head["outcome"]["answer"] == "answer with the extra detail"
+    assert engine.outcome().answer == "answer with the extra detail"
     assert model.requests[1].messages[-1] == {"role": "user",
                                               "content": "please add the detail"}
 
@@ -209,7 +226,7 @@ async def test_a_supplement_posted_during_a_step_does_not_break_it() -> None:
     ])
     engine = create_engine(make_snapshot(), save=store, model_gateway=model,
                            tools=[dataclasses.replace(mail, handler=slow_mail), tools[1]],
-                           compaction_policy=None)
+                           compaction_policy=NoCompaction())
     await engine.start("mail ops")
     await engine.step()  # action: send_mail pending
     step = asyncio.create_task(engine.step())  # the tool runs...

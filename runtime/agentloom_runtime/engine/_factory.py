@@ -1,28 +1,43 @@
 """``create_engine``: assemble an Engine from a published snapshot (seed 002 §3).
 
-It picks default modules, checks versions, registers tools, freezes the catalog and
-hands the decided modules to the Engine. The loop never branches on tool names.
+It picks default modules, checks versions, registers tools, freezes the catalog, wires
+each module's own resume verifier and hands the decided modules to the Engine. The loop
+never branches on tool names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from agentloom_runtime.checkpoint.memory import InMemoryCheckpointStore
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
 from agentloom_runtime.completion import EvidenceReviewPolicy
 from agentloom_runtime.context.manager import JournalContextManager
+from agentloom_runtime.contracts import (
+    CommandMarkers,
+    CompactionPolicy,
+    CompletionPolicy,
+    ContextManager,
+    ExecutionStrategy,
+    HookManager,
+    ModelGateway,
+    WorkspaceProvider,
+)
 from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.events import Emit
 from agentloom_runtime.planning import plan_tool
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 from agentloom_runtime.strategies import strategy_for
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 from agentloom_runtime.tools import ToolRegistry, ToolRuntime
 
-from .engine import Emit, Engine
-from .modules import ExecutionLimits, RuntimeModules, module_binding
-from .results import read_result_tool
+from ._context import HostPorts
+from ._modules import ExecutionLimits, RuntimeModules, Verifier
+from ._results import read_result_tool
+from .engine import Engine
+
+DEFAULT: Literal["default"] = "default"
 
 DELEGATE_SCHEMA = {
     "type": "object",
@@ -49,25 +64,9 @@ def delegate_tool(snapshot: AgentSnapshot) -> ToolDefinition:
         available=lambda config, instance: instance == "main")
 
 
-class NoCompaction:
-    """Never compacts (tests, hosts that manage context themselves). Requests still
-    face the model's own limits; prefer a budget policy in production."""
-
-    module_id = "no-compaction/v1"
-
-    def checkpoint_config(self) -> dict[str, Any]:
-        return {}
-
-    def should_compact(self, context: Any) -> str | None:
-        return None
-
-    async def compact(self, context: Any, call: Any) -> None:
-        return None
-
-
-def default_compaction(snapshot: AgentSnapshot) -> Any:
-    """Budget policy for snapshots with a context_policy; the character policy for old
-    published versions without one (seed 000 §8)."""
+def default_compaction(snapshot: AgentSnapshot) -> CompactionPolicy:
+    """The budget policy for snapshots with a context_policy (every new configuration);
+    the character policy only for legacy published versions without one (seed 000 §8)."""
     from agentloom_runtime.context import (
         BudgetCompactionPolicy,
         CharacterCompactionPolicy,
@@ -86,7 +85,8 @@ def default_compaction(snapshot: AgentSnapshot) -> Any:
         model_steps=policy.model_steps, max_compaction_calls=policy.max_compaction_calls)
 
 
-def default_gateway(snapshot: AgentSnapshot, decrypt: Callable[[str], str] | None) -> Any:
+def default_gateway(snapshot: AgentSnapshot, decrypt: Callable[[str], str] | None
+                    ) -> ModelGateway:
     from agentloom_runtime.model import ChatCompletionsGateway
 
     model = snapshot.model
@@ -103,15 +103,58 @@ def default_gateway(snapshot: AgentSnapshot, decrypt: Callable[[str], str] | Non
                                   timeout=model.timeout_seconds)
 
 
-def hooks_from_snapshot(snapshot: AgentSnapshot, registry: Any) -> Any:
+def hooks_from_snapshot(snapshot: AgentSnapshot, registry: Any) -> HookManager:
     """The published hook bindings, resolved against the host's trusted registry."""
-    from agentloom_runtime.hooks import HookBinding, HookManager
+    from agentloom_runtime.hooks import HookBinding
+    from agentloom_runtime.hooks import HookManager as DefaultHookManager
 
     if registry is None:
         raise ConfigError("the agent binds hooks but no hook_registry was given")
     bindings = [HookBinding(**spec.model_dump(), order=i)
                 for i, spec in enumerate(snapshot.hooks)]
-    return HookManager(registry, bindings)
+    return DefaultHookManager(registry, bindings)
+
+
+def _build_registry(snap: AgentSnapshot, tools: list[ToolDefinition] | None,
+                    configure_tools: Callable[[ToolRegistry], None] | None) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register(plan_tool())
+    registry.register(read_result_tool())
+    if snap.subagents:
+        registry.register(delegate_tool(snap))
+    for definition in tools or ():
+        registry.register(definition)
+    if configure_tools is not None:
+        configure_tools(registry)
+    return registry
+
+
+def _check_grants(snap: AgentSnapshot, registry: ToolRegistry) -> None:
+    """A sub-agent template may grant only tools that exist in the catalog (or the
+    ``workspace`` group): a typo must not silently grant nothing."""
+    from agentloom_runtime.workspace import WORKSPACE_GROUP
+
+    for index, template in enumerate(snap.subagents):
+        unknown = [t for t in template.tools if t != WORKSPACE_GROUP and t not in registry]
+        if unknown:
+            raise ConfigError(
+                f"subagents[{index}].tools: unknown tool(s) {', '.join(map(repr, unknown))}; "
+                f"the catalog has: {', '.join(sorted(d.name for d in registry))}")
+
+
+def _verifiers(registry: ToolRegistry, hooks: HookManager | None,
+               workspace_provider: WorkspaceProvider | None) -> dict[str, Verifier]:
+    """Each binding is verified by its owner on resume (one path, the tested one)."""
+    verifiers: dict[str, Verifier] = {"tools": registry.check_catalog}
+    if workspace_provider is not None:
+        verifiers["workspace"] = workspace_provider.verify_binding
+    if hooks is not None:
+        from agentloom_runtime.hooks import verify_manifest
+
+        current = hooks.checkpoint_config()
+        verifiers["hooks"] = lambda saved: verify_manifest(saved.get("config") or {},
+                                                           current)
+    return verifiers
 
 
 def create_engine(
@@ -119,54 +162,45 @@ def create_engine(
     workspace: Callable[[str], Any] | None = None,
     emit: Emit | None = None,
     decrypt: Callable[[str], str] | None = None,
-    search: Any = None,
     checkpoint: str | None = None,
     save: BaseCheckpointStore | None = None,
     configure_tools: Callable[[ToolRegistry], None] | None = None,
     *,
-    model_gateway: Any = None,
-    compaction_policy: Any = None,
-    completion_policy: Any = None,
-    strategy: Any = None,
+    model_gateway: ModelGateway | None = None,
+    compaction_policy: CompactionPolicy | Literal["default"] = DEFAULT,
+    completion_policy: CompletionPolicy | None = None,
+    strategy: ExecutionStrategy | None = None,
     limits: ExecutionLimits | None = None,
     registry: ToolRegistry | None = None,
-    context_manager: Any = None,
-    hooks: Any = None,
-    hook_scope: Mapping[str, Any] | None = None,
-    workspace_provider: Any = None,
+    context_manager: ContextManager | None = None,
+    hooks: HookManager | None = None,
+    workspace_provider: WorkspaceProvider | None = None,
     tools: list[ToolDefinition] | None = None,
-    commands: Any = None,
+    commands: CommandMarkers | None = None,
     hook_registry: Any = None,
     services: Mapping[str, Any] | None = None,
 ) -> Engine:
     """Assemble an engine. ``checkpoint`` is the id of a run to attach to (resume or the
     next step); without it, call ``await engine.start(task)``. ``save`` is the checkpoint
-    store (in-memory by default). ``tools`` adds trusted definitions (e.g. workspace file
-    tools) before ``configure_tools`` runs."""
+    store (in-memory by default). ``compaction_policy``: omit it for the snapshot's
+    default policy, pass ``NoCompaction()`` for none. ``tools`` adds trusted definitions
+    (e.g. workspace file tools) before ``configure_tools`` runs."""
     snap = snapshot if isinstance(snapshot, AgentSnapshot) else parse_snapshot(dict(snapshot))
-    snap_limits = snap.limits
-    limits = limits or ExecutionLimits(max_model_calls=snap_limits.max_model_calls,
-                                       max_iterations=snap_limits.max_iterations,
-                                       max_children=snap_limits.max_children)
-    if registry is None:
-        registry = ToolRegistry()
-        registry.register(plan_tool())
-        registry.register(read_result_tool())
-        if snap.subagents:
-            registry.register(delegate_tool(snap))
-        for definition in tools or ():
-            registry.register(definition)
-        if configure_tools is not None:
-            configure_tools(registry)
-    services = dict(services or {})
-    if search is not None:
-        services["search"] = search
+    if compaction_policy is None:
+        raise ConfigError("compaction_policy=None is ambiguous: omit it for the default "
+                          "policy, or pass agentloom_runtime.context.NoCompaction() for none")
+    lim = snap.limits
+    limits = limits or ExecutionLimits(max_model_calls=lim.max_model_calls,
+                                       max_iterations=lim.max_iterations,
+                                       max_children=lim.max_children)
+    registry = registry or _build_registry(snap, tools, configure_tools)
+    _check_grants(snap, registry)
     if hooks is None and snap.hooks:
         hooks = hooks_from_snapshot(snap, hook_registry)
     modules = RuntimeModules(
         model=model_gateway or default_gateway(snap, decrypt),
-        compaction=compaction_policy if compaction_policy is not None
-        else default_compaction(snap),
+        compaction=default_compaction(snap) if compaction_policy == DEFAULT
+        else compaction_policy,
         completion=completion_policy or EvidenceReviewPolicy(),
         strategy=strategy or strategy_for(snap.mode),
         context=context_manager or JournalContextManager(),
@@ -176,13 +210,14 @@ def create_engine(
     bindings["tools"] = registry.catalog()
     bindings["workspace"] = (workspace_provider.checkpoint_binding()
                              if workspace_provider is not None else None)
-    bindings["hook_scope"] = dict(hook_scope or {})
     engine = Engine(store=save or InMemoryCheckpointStore(), modules=modules,
-                    bindings=bindings, snapshot=snap, tools=runtime, emit=emit,
-                    workspace=workspace, commands=commands, services=services)
+                    bindings=bindings, snapshot=snap, tools=runtime,
+                    host=HostPorts(workspace=workspace, commands=commands,
+                                   services=dict(services or {})),
+                    emit=emit, verifiers=_verifiers(registry, hooks, workspace_provider))
     if checkpoint is not None:
         engine.attach(checkpoint)
     return engine
 
 
-__all__ = ["create_engine", "delegate_tool", "module_binding"]
+__all__ = ["create_engine", "default_compaction", "delegate_tool"]

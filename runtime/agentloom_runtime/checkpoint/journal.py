@@ -1,15 +1,13 @@
 """A unit of work over one run's checkpoint: head mutations + appended log entries,
-committed together with compare-and-set on the head version."""
+committed together with compare-and-set on the head version. Values of any size are
+fine: the store spills what is larger than an item to blobs."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore, Commit, LogEntry
 from agentloom_runtime.errors import AgentLoomError, CheckpointConflict, PersistenceError
-
-BLOB_THRESHOLD = 64_000  # JSON characters above which a value is stored as a blob
 
 
 class Journal:
@@ -17,14 +15,14 @@ class Journal:
     reload, because in-memory state may be ahead of what is stored."""
 
     def __init__(self, store: BaseCheckpointStore, run_id: str, version: int,
-                 head: dict[str, Any]) -> None:
+                 head: Any) -> None:
         self.store = store
         self.run_id = run_id
         self.version = version
-        self.head = head
+        self.head: dict[str, Any] = head
         self._entries: list[LogEntry] = []
         self.stale = False
-        self.bytes_committed = 0  # last commit's head + entries, for benchmarks
+        self.last_reason = ""  # the named commit point of the last commit
 
     def append(self, stream: str, body: dict[str, Any]) -> int:
         seqs = self.head.setdefault("streams", {})
@@ -41,20 +39,9 @@ class Journal:
         pending = [e for e in self._entries if e.stream == stream and e.seq > after]
         return stored + pending
 
-    def store_value(self, value: Any) -> dict[str, Any]:
-        """Inline a JSON value, or put a large one in a blob and keep a reference."""
-        text = json.dumps(value, ensure_ascii=False)
-        if len(text) <= BLOB_THRESHOLD:
-            return {"value": value}
-        key = self.store.put_blob(self.run_id, text.encode())
-        return {"blob": key, "chars": len(text)}
-
-    def load_value(self, ref: dict[str, Any]) -> Any:
-        if "blob" in ref:
-            return json.loads(self.store.get_blob(self.run_id, ref["blob"]).decode())
-        return ref.get("value")
-
-    def commit(self) -> int:
+    def commit(self, reason: str) -> int:
+        """Write the head and the appended entries atomically (CAS on the version).
+        ``reason`` names the commit point (see docs/concepts.md, "What is saved when")."""
         if self.stale:
             raise CheckpointConflict("this engine's state is stale; load the run again",
                                      details={"run_id": self.run_id})
@@ -71,8 +58,7 @@ class Journal:
             self.stale = True
             raise PersistenceError(f"saving run {self.run_id} failed: {type(err).__name__}",
                                    details={"run_id": self.run_id}) from err
-        self.bytes_committed = len(json.dumps(self.head)) + sum(
-            len(json.dumps(e.body)) for e in self._entries)
         self.version = new
+        self.last_reason = reason
         self._entries = []
         return new

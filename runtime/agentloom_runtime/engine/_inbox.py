@@ -9,8 +9,13 @@ into the main frame's durable queue at its next step and injects them at a safe 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore, Commit, LogEntry
 from agentloom_runtime.errors import CheckpointConflict, ConfigError
+
+if TYPE_CHECKING:
+    from ._context import StepContext
 
 STREAM = "inputs"
 MAX_CHARS = 100_000
@@ -38,12 +43,36 @@ def post_input(store: BaseCheckpointStore, run_id: str, text: str) -> int:
         try:
             store.commit(Commit(key, version, {"count": count + 1},
                                 [LogEntry(STREAM, count + 1, {"text": text})]))
-            return count + 1
         except CheckpointConflict:
             continue
+        _check_delivery(store, run_id, count + 1)
+        return count + 1
     raise CheckpointConflict(f"could not queue the supplement for run {run_id}")
+
+
+def _check_delivery(store: BaseCheckpointStore, run_id: str, seq: int) -> None:
+    """The run may have finished between our status check and our write: then nothing
+    will ever read the supplement, and the caller must be told instead of trusting it."""
+    head = store.load_head(run_id)
+    if head is None:
+        return
+    if head.body["status"] in ("completed", "cancelled") and \
+            int(head.body.get("inbox_seen", 0)) < seq:
+        raise ConfigError(f"run {run_id} finished before the supplement could be read; "
+                          "ask it as a new question instead",
+                          details={"run_id": run_id, "code": "run_finished"})
 
 
 def pull_inputs(store: BaseCheckpointStore, run_id: str, seen: int) -> list[tuple[int, str]]:
     """Supplements after ``seen`` (the head's cursor), in order."""
     return [(e.seq, str(e.body["text"])) for e in store.read(inbox_key(run_id), STREAM, seen)]
+
+
+def pull_inbox(ctx: StepContext) -> None:
+    """Move new supplements into the main frame's durable queue (committed with this
+    step's next commit; a crash before it simply pulls them again)."""
+    head = ctx.head
+    main = head["frames"]["main"]
+    for seq, text in pull_inputs(ctx.journal.store, head["run_id"], head["inbox_seen"]):
+        ctx.context.queue_input(main, text)
+        head["inbox_seen"] = seq

@@ -1,0 +1,134 @@
+"""The compaction step (seed 000 §6, seed 002 §13).
+
+Before an action call the policy may replace the view with a smaller one. Whatever the
+policy, the host validates the result before it is committed: protocol-valid (no orphan
+tool message, no message inside a call group), smaller than the view it replaces, and no
+longer triggering. A failed attempt changes neither the view nor the baselines, is
+remembered in the frame (backoff across resumes, so a failing summary is not paid for on
+every step), and — when it made model calls — ends the step, so the action call that
+follows always starts a step of its own (a resume never confuses the two).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from agentloom_runtime.context import CompactionFailureMemory, with_summary
+from agentloom_runtime.context._protocol import protocol_violations
+from agentloom_runtime.context.estimators import Utf8BytesEstimator
+from agentloom_runtime.contracts import CompactionResult, ContextInput, Message, ModelRequest
+from agentloom_runtime.errors import BudgetExceeded
+
+from ._context import StepContext
+from ._hooks import HookRunner
+from ._model_call import ModelCaller
+from ._state import Frame
+
+_BYTES = Utf8BytesEstimator()
+
+
+def _size(ctx: StepContext, data: ContextInput, messages: list[Message]) -> int:
+    size = ctx.modules.compaction.estimate(messages, data.tools)
+    return int(size) if size is not None else _BYTES.estimate(messages, data.tools)
+
+
+def check_result(ctx: StepContext, data: ContextInput, result: CompactionResult) -> str | None:
+    """The host's own checks, then the policy's; a reason to refuse, or None."""
+    new = [dict(m) for m in result.messages]
+    problems = protocol_violations(ctx.context.model_messages(new))
+    if problems:
+        return "the compacted view breaks the chat protocol: " + "; ".join(problems[:3])
+    old = list(data.messages)
+    if _size(ctx, data, ctx.context.model_messages(new)) >= _size(
+            ctx, data, ctx.context.model_messages(old)):
+        return "the compacted view is not smaller than the view it replaces"
+    counters = dict(data.counters)
+    baselines = result.metrics.get("baselines") or {
+        "baseline_user_turns": counters.get("user_turns", 0),
+        "baseline_model_steps": counters.get("model_steps", 0)}
+    counters.update({k: int(v) for k, v in baselines.items()})
+    if ctx.modules.compaction.should_compact(dataclasses.replace(
+            data, messages=tuple(new), counters=counters)):
+        return "the compacted view still triggers compaction"
+    return ctx.modules.compaction.validate_compaction_result(old, new, data.tools)
+
+
+def _over_budget(ctx: StepContext, data: ContextInput) -> bool:
+    request = ModelRequest(messages=ctx.context.model_messages(list(data.messages)),
+                           tools=data.tools, instance=data.instance)
+    try:
+        ctx.modules.compaction.validate_request(request)
+    except BudgetExceeded:
+        return True
+    return False
+
+
+async def compaction_step(ctx: StepContext, hooks: HookRunner, model: ModelCaller,
+                          frame: Frame, tools: list[dict[str, object]]) -> bool:
+    """True when this step is over (a compaction committed, or an attempt that made model
+    calls failed); False to go on to the action call in the same step."""
+    policy = ctx.modules.compaction
+    data = ctx.context.prepare(ctx.journal, frame, tools)
+    trigger = policy.should_compact(data)
+    if not trigger:
+        return False
+    inst = frame["instance"]
+    memory = CompactionFailureMemory.from_dict(frame.get("compaction_memory"))
+    steps = frame.get("counters", {}).get("model_steps", 0)
+    if not memory.allows(_size(ctx, data, ctx.context.model_messages(list(data.messages))),
+                         steps) and not _over_budget(ctx, data):
+        return False  # a recent attempt failed; wait for growth or more steps
+    key = f"compact:{inst}:{ctx.head['total_calls']}"
+    if hooks.has("context.compact.before", inst):
+        payload = {"instance": inst, "messages": ctx.context.model_messages(data.messages),
+                   "counters": dict(frame.get("counters", {})), "reason": str(trigger)}
+        _, rejected = await hooks.run("context.compact.before", payload, instance=inst,
+                                      key=key)
+        if rejected is not None:
+            return False  # a hook vetoed this compaction: view and baselines untouched
+    result = await policy.compact(data, model, memory=memory)
+    problem = None
+    if result is not None:
+        result = await _compact_after(hooks, frame, result, key)
+        problem = check_result(ctx, data, result)
+    if problem is not None:
+        ctx.emit("context.compaction_refused", {"instance": inst, "reason": problem})
+        memory.record_failure(estimate=_size(ctx, data, list(data.messages)),
+                              model_steps=steps, reason=problem)  # backoff defaults
+        result = None
+    frame["compaction_memory"] = memory.to_dict()
+    if result is None:
+        if not ctx.head["step_ops"]:
+            return False  # no model call was made: go on to the action
+        model.end_step()
+        ctx.commit("compaction.failed")
+        return True
+    ctx.context.commit_compaction(ctx.journal, frame, result)
+    model.end_step()
+    ctx.commit("compaction.done")
+    ctx.emit("context.compacted", {"run_id": ctx.run_id, "instance": inst,
+                                   **{k: v for k, v in result.metrics.items()
+                                      if isinstance(v, int | float | bool | str)}})
+    return True
+
+
+async def _compact_after(hooks: HookRunner, frame: Frame, result: CompactionResult,
+                         key: str) -> CompactionResult:
+    """context.compact.after may rewrite only the summary the policy declared; the
+    rewritten text replaces it where it stands in the view."""
+    inst = frame["instance"]
+    if result.summary is None or not hooks.has("context.compact.after", inst):
+        return result
+    payload = {"instance": inst, "messages": [dict(m) for m in result.messages],
+               "summary": result.summary, "metrics": dict(result.metrics)}
+    payload, _ = await hooks.run("context.compact.after", payload, instance=inst,
+                                 key=f"{key}:after")
+    new = str(payload["summary"])
+    if new == result.summary:
+        return result
+    if "summary_index" in result.metrics:
+        return with_summary(result, new, frame["plan"])
+    messages = [{**m, "content": str(m.get("content")).replace(result.summary, new)}
+                if isinstance(m.get("content"), str) and result.summary in m["content"]
+                else m for m in result.messages]
+    return dataclasses.replace(result, messages=messages, summary=new)

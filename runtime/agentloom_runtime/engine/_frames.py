@@ -1,0 +1,81 @@
+"""Frames: the small views handed to modules, tool permissions, evidence references and
+closing a frame (a child's result closes the parent's pending call; the main frame's end
+is the run's end)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentloom_runtime.contracts import FrameView, RunStatus
+from agentloom_runtime.workspace.file_tools import granted
+
+from ._context import StepContext
+from ._state import EvidenceRef, Frame, Outcome, PendingCall
+
+EVIDENCE_KEPT = 12
+REASON_CHARS = 2_000  # a review's reason kept in the head; the full decision is logged
+CHILD_BUILTINS = frozenset({"update_plan", "read_result"})
+
+
+def frame_view(frame: Frame) -> FrameView:
+    return FrameView(instance=frame["instance"], plan=tuple(frame["plan"]),
+                     iterations=frame["iterations"])
+
+
+def tool_allowed(frame: Frame, name: str) -> bool:
+    """Main may use the whole catalog; a child only its template's tools (least
+    privilege: an empty list grants none) plus the built-in plan and read-back."""
+    if name == "delegate_task":
+        return frame["parent"] is None
+    if frame["parent"] is None or name in CHILD_BUILTINS:
+        return True
+    return granted(frozenset(frame["tools"] or ()), name)
+
+
+def add_evidence(frame: Frame, name: str, status: str, src: int) -> None:
+    """Keep references to the latest tool results (bounded), never copies."""
+    frame["evidence"].append(EvidenceRef(tool=name, status=status, src=src))
+    del frame["evidence"][:-EVIDENCE_KEPT]
+
+
+def call_arguments(ctx: StepContext, frame: Frame, call: PendingCall) -> str:
+    """The JSON text of a pending call's arguments (inline, or from the source record of
+    the assistant message that made the call)."""
+    if "arguments" in call:
+        return call["arguments"]
+    record = ctx.journal.read(f"src:{frame['instance']}", call["src"] - 1, 1)[0].body
+    tool_call = record["message"]["tool_calls"][call["index"]]
+    return str(tool_call["function"]["arguments"])
+
+
+class FramePlan:
+    """PlanAccess over a frame: the update_plan tool writes through it."""
+
+    def __init__(self, frame: Frame) -> None:
+        self._frame = frame
+
+    def get(self) -> list[dict[str, Any]]:
+        return [dict(s) for s in self._frame["plan"]]
+
+    def replace(self, steps: list[dict[str, Any]]) -> None:
+        self._frame["plan"] = [dict(s) for s in steps]
+
+
+def end_frame(frame: Frame, status: RunStatus, answer: int | None, reason: str) -> None:
+    """Mark a frame finished; ``answer`` is the view seq of its answer. The caller then
+    runs the after-stage (if any) and ``close_frame``."""
+    frame["status"] = status
+    frame["outcome"] = Outcome(status=status, answer=answer, reason=reason[:REASON_CHARS])
+    frame["candidate"] = None
+
+
+def answer_text(ctx: StepContext, frame: Frame, view_seq: int | None) -> str | None:
+    """The text of a view entry (the hook-processed answer the model gave)."""
+    if view_seq is None:
+        return None
+    inst = frame["instance"]
+    entry = ctx.journal.read(f"view:{inst}", view_seq - 1, 1)[0].body
+    if "message" in entry:
+        return str(entry["message"].get("content") or "")
+    record = ctx.journal.read(f"src:{inst}", entry["src"] - 1, 1)[0].body
+    return str(record["message"].get("content") or "")

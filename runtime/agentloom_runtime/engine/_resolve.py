@@ -1,0 +1,201 @@
+"""Ways out of a stopped run: new executions, unknown outcomes and operator verdicts.
+
+A run stops blocked on an operation of unknown outcome when a process died while a
+side effect may have happened (a tool handler, a command, a sent model request). The
+engine never guesses. ``describe`` shows exactly what is unknown (with what the host
+knows: marker, process, exit); ``apply`` records an operator's verdict as a durable
+record (stream ``verdicts``: who, when, what) in the same commit that closes the
+operation and starts a new execution, so the run goes on:
+
+- tool / command: ``ran`` (the model sees the operator's account, optionally the output),
+  ``did_not_run`` (the model is told it failed), ``run_again`` (explicit and logged);
+- model call: ``send_again`` (may be billed twice) or ``treat_as_failed``.
+
+A command's marker is released only after that commit (``release_marker``), never alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentloom_runtime.contracts import ToolOutcome, UnknownOperation, Verdict
+from agentloom_runtime.errors import ConfigError, ModelOutcomeUnknown
+
+from ._context import BlockRun, StepContext, now
+from ._frames import call_arguments, end_frame
+from ._hooks import HookRunner
+from ._state import ExecOptions, Head, ModelOp, Operation, RetryOp
+from ._tools import pending_call, record_tool
+
+TOOL_VERDICTS = ("ran", "did_not_run", "run_again")
+MODEL_VERDICTS = ("send_again", "treat_as_failed")
+UNKNOWN_CODES = ("tool_outcome_unknown", "model_outcome_unknown")
+ARGUMENTS_SHOWN = 4_000
+WAYS_OUT = {
+    "tool_outcome_unknown": "resolve", "model_outcome_unknown": "resolve",
+    "hook_replay_requires_confirmation": "confirm_hooks",
+}
+
+
+def new_execution(ctx: StepContext, *, retry_unknown_models: bool,
+                  confirm_hooks: bool) -> None:
+    head = ctx.head
+    head["execution"] += 1
+    head["calls"] = 0
+    head["exec_options"] = ExecOptions(retry_unknown_models=retry_unknown_models,
+                                       confirm_hooks=confirm_hooks)
+    head["status"], head["error"] = "running", None
+    for inst in head["stack"]:
+        frame = head["frames"][inst]
+        frame["status"] = "running"
+        frame["iterations_base"] = frame["iterations"]
+
+
+def way_out(head: Head) -> str | None:
+    if head["status"] in ("running", "completed", "cancelled"):
+        return None if head["status"] == "running" else "new_question"
+    code = head["error"]["code"] if head["error"] else ""
+    if code in UNKNOWN_CODES and head["op"] is not None:
+        return "resolve"
+    return WAYS_OUT.get(code, "resume")
+
+
+def describe(ctx: StepContext) -> UnknownOperation | None:
+    head = ctx.head
+    op = head["op"]
+    code = head["error"]["code"] if head["error"] else ""
+    if op is None or head["status"] != "blocked" or code not in UNKNOWN_CODES:
+        return None
+    if op["kind"] == "model":
+        return UnknownOperation(operation_id=op["id"], kind="model", instance=op["instance"],
+                                started_at=op["started_at"], attempts=op["attempts"],
+                                purpose=op["purpose"], verdicts=MODEL_VERDICTS)
+    frame = ctx.frame(op["instance"])
+    call = pending_call(frame, op["request_id"])
+    arguments = call_arguments(ctx, frame, call)
+    if len(arguments) > ARGUMENTS_SHOWN:
+        arguments = arguments[:ARGUMENTS_SHOWN] + " …"
+    host: dict[str, Any] = {}
+    command = None
+    if op["kind"] == "command":
+        command = {k: op["spec"].get(k) for k in ("command", "argv", "cwd", "timeout_s")}
+        if ctx.host.commands is not None:
+            host = dict(ctx.host.commands.describe(op["request_id"]))
+    return UnknownOperation(operation_id=op["id"], kind=op["kind"], instance=op["instance"],
+                            started_at=op["started_at"], attempts=op["attempts"],
+                            request_id=op["request_id"], tool=call["name"],
+                            arguments=arguments, command=command, host=host,
+                            verdicts=TOOL_VERDICTS)
+
+
+def apply(ctx: StepContext, hooks: HookRunner, verdict: Verdict,
+          unknown: UnknownOperation | None) -> str | None:
+    """Record ``verdict`` and start a new execution; the caller commits. Returns the
+    request id whose command marker is to be released after the commit."""
+    if unknown is None:
+        raise ConfigError(f"run {ctx.run_id} is not blocked on an unknown outcome; there "
+                          "is nothing to resolve", details={"code": "nothing_to_resolve"})
+    if verdict.kind not in unknown.verdicts:
+        raise ConfigError(f"verdict {verdict.kind!r} does not apply to a {unknown.kind} "
+                          f"operation; use one of {', '.join(unknown.verdicts)}",
+                          details={"code": "verdict_not_applicable"})
+    if not verdict.by.strip():
+        raise ConfigError("a verdict needs the operator's name (by)")
+    head = ctx.head
+    op = head["op"]
+    assert op is not None
+    if unknown.kind == "command" and verdict.kind == "run_again" and \
+            unknown.host.get("sandbox_alive"):
+        raise ConfigError("the command's sandbox is still running; stop it before running "
+                          "the command again", details={"code": "sandbox_alive"})
+    ctx.journal.append("verdicts", {
+        "operation_id": op["id"], "kind": op["kind"], "verdict": verdict.kind,
+        "by": verdict.by, "at": now(), "note": verdict.note, "output": verdict.output,
+        "exit_code": verdict.exit_code, "request_id": unknown.request_id,
+        "execution": head["execution"]})
+    new_execution(ctx, retry_unknown_models=False, confirm_hooks=False)
+    if op["kind"] == "model":
+        _model_verdict(ctx, op, verdict)
+        return None
+    frame = ctx.frame(op["instance"])
+    call = pending_call(frame, op["request_id"])
+    head["op"] = None
+    if verdict.kind != "run_again":
+        record_tool(ctx, frame, call, _verdict_outcome(verdict))
+    if op["kind"] != "command":
+        return None
+    head["release_marker"] = op["request_id"]  # released after the commit, or next step
+    return op["request_id"]
+
+
+def _verdict_outcome(verdict: Verdict) -> ToolOutcome:
+    account: dict[str, Any] = {"resolved_by_operator": True, "verdict": verdict.kind,
+                               "by": verdict.by}
+    if verdict.note:
+        account["note"] = verdict.note
+    if verdict.kind == "did_not_run":
+        account["error"] = {"code": "operator_did_not_run", "message": (
+            "The run was interrupted and the operator reports this call did not run. "
+            "Nothing it would have done happened.")}
+        return ToolOutcome(value=account, status="error", error_code="operator_did_not_run")
+    if verdict.output is not None:
+        account["output"] = verdict.output
+    if verdict.exit_code is not None:
+        account["exit_code"] = verdict.exit_code
+    account["message"] = ("The run was interrupted while this call ran; the operator "
+                          "reports that it ran.")
+    failed = verdict.exit_code not in (None, 0)
+    return ToolOutcome(value=account, status="error" if failed else "ok")
+
+
+def _model_verdict(ctx: StepContext, op: ModelOp, verdict: Verdict) -> None:
+    head = ctx.head
+    if verdict.kind == "send_again":
+        _arrange_resend(head, op)
+        return
+    head["op"] = None
+    head["step_ops"] = []
+    head.pop("step_done", None)
+    if op["purpose"] == "compaction":
+        return  # a failed summary: the view and baselines stay as they were
+    frame = ctx.frame(op["instance"])
+    end_frame(frame, "failed", None, f"the operator treated model call {op['id']} as failed"
+              + (f": {verdict.note}" if verdict.note else ""))
+    if frame["parent"] is None:
+        head["status"] = "failed"
+        head["outcome"] = frame["outcome"]
+    else:
+        head["closing"] = frame["instance"]  # the child's failure goes back to its parent
+
+
+def _arrange_resend(head: Head, op: ModelOp) -> None:
+    """Re-enter the same step: answered calls replay, this one is sent again under its
+    original identity (and its saved hook-processed input)."""
+    head["retry_op"] = RetryOp(id=op["id"], attempts=op["attempts"], purpose=op["purpose"],
+                               final_input=op.get("final_input"))
+    head["step_done"] = list(head["step_ops"])
+    head["step_ops"] = []
+    head["op"] = None
+
+
+def resume_model_op(ctx: StepContext, op: Operation) -> None:
+    """A model operation left by an earlier execution: a saved raw response continues;
+    a sent request without one blocks, unless the execution allows re-sending."""
+    assert op["kind"] == "model"
+    head = ctx.head
+    if op["phase"] == "raw_saved":
+        return  # the response is saved: the step continues from it
+    if not head["exec_options"]["retry_unknown_models"]:
+        raise BlockRun(ModelOutcomeUnknown(
+            f"model request {op['id']} was sent but no response was saved. Send it again "
+            f"(it may be billed twice): `agentloom resolve {ctx.run_id} --send-again`, or "
+            f"`agentloom resolve {ctx.run_id} --treat-as-failed`",
+            details={"op_id": op["id"]}))
+    _arrange_resend(head, op)
+
+
+def release_marker(ctx: StepContext) -> None:
+    """A verdict's marker release that a crash interrupted: do it now (idempotent)."""
+    request_id = ctx.head.pop("release_marker", None)
+    if request_id is not None and ctx.host.commands is not None:
+        ctx.host.commands.release(request_id)
