@@ -163,8 +163,9 @@ class CompactionPolicy(Module, Protocol):
     ``agentloom_runtime.context.CompactionPolicyBase`` for the optional capabilities'
     defaults; ``NoCompaction`` is the explicit "never compact"."""
 
-    def should_compact(self, context: ContextInput) -> str | None:
-        """The trigger that fired ("budget", "user_turns", ...), or None."""
+    def should_compact(self, context: ContextInput) -> str | Literal[False] | None:
+        """The trigger that fired ("budget", "user_turns", ...); False when none does;
+        None when the policy does not decide up front (``compact`` decides)."""
         ...
 
     async def compact(self, context: ContextInput, call: ModelCall, *,

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloom_runtime.contracts import ToolOutcome, ToolStatus
+from agentloom_runtime.contracts import ToolStatus
+from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.tools import PreparedCall, RawResult
 
 from ._context import StepContext
 from ._frames import answer_text
 from ._hooks import HookRunner
 from ._inbox import pull_inbox
-from ._state import Frame
-from ._tools import record_tool
+from ._state import Frame, PendingCall
+from ._tools import finish_tool, pending_call, tool_request
 
 
 def after_point(hooks: HookRunner, frame: Frame) -> str | None:
@@ -84,14 +86,29 @@ def _reopen_for_supplements(ctx: StepContext, frame: Frame) -> bool:
 
 
 def _close_delegation(ctx: StepContext, child: Frame) -> None:
+    """The child's result goes back to the parent's pending call as ``returned``; the
+    parent's next step records it through the tool path (``tool.after`` included)."""
     parent_ref = child["parent"]
     outcome = child["outcome"]
     assert parent_ref is not None and outcome is not None
     parent = ctx.frame(parent_ref["instance"])
-    call = next(c for c in parent["pending"] if c["request_id"] == parent_ref["request_id"])
+    call = pending_call(parent, parent_ref["request_id"])
     result = {"subagent": child["template"], "instance": child["instance"],
               "status": outcome["status"], "answer": answer_text(ctx, child, outcome["answer"]),
               "reason": outcome["reason"], "annotations": outcome.get("annotations", {})}
-    status: ToolStatus = "ok" if outcome["status"] == "completed" else "error"
-    record_tool(ctx, parent, call, ToolOutcome(value=result, status=status,
-                                                raw_value=result, has_raw_value=True))
+    call["state"] = "returned"
+    call["result"] = ctx.journal.append("ops", {
+        "op_id": f"d:{call['request_id']}",
+        "raw_result": RawResult(ok=True, value=result).to_dict()})
+
+
+async def finish_delegation(ctx: StepContext, hooks: HookRunner, frame: Frame,
+                            call: PendingCall) -> None:
+    """Record a returned child result as the delegate_task call's result."""
+    prepared = ctx.tools.prepare(tool_request(ctx, frame, call, True))
+    entry = ctx.journal.read("ops", call["result"] - 1, 1)[0].body
+    raw = RawResult.from_dict(entry["raw_result"])
+    if not isinstance(prepared, PreparedCall):  # the call resolved when it was made
+        raise ConfigError("a delegate_task call no longer resolves in the catalog")
+    status: ToolStatus = "ok" if raw.value.get("status") == "completed" else "error"
+    await finish_tool(ctx, hooks, frame, call, prepared, raw, status=status)

@@ -48,7 +48,7 @@ def check_result(ctx: StepContext, data: ContextInput, result: CompactionResult)
         "baseline_model_steps": counters.get("model_steps", 0)}
     counters.update({k: int(v) for k, v in baselines.items()})
     if ctx.modules.compaction.should_compact(dataclasses.replace(
-            data, messages=tuple(new), counters=counters)):
+            data, messages=tuple(new), counters=counters)):  # a trigger name: still over
         return "the compacted view still triggers compaction"
     return ctx.modules.compaction.validate_compaction_result(old, new, data.tools)
 
@@ -70,8 +70,8 @@ async def compaction_step(ctx: StepContext, hooks: HookRunner, model: ModelCalle
     policy = ctx.modules.compaction
     data = ctx.context.prepare(ctx.journal, frame, tools)
     trigger = policy.should_compact(data)
-    if not trigger:
-        return False
+    if trigger is False or trigger == "":
+        return False  # None: the policy's compact() decides
     inst = frame["instance"]
     memory = CompactionFailureMemory.from_dict(frame.get("compaction_memory"))
     steps = frame.get("counters", {}).get("model_steps", 0)

@@ -75,12 +75,12 @@ class PendingCall(TypedDict):
     call_id: str
     name: str
     request_id: str
-    state: Literal["queued", "delegated", "done"]
+    state: Literal["queued", "delegated", "returned", "done"]
     src: int
     index: int
     arguments: NotRequired[str]
     child: NotRequired[str]
-
+    result: NotRequired[int]  # "returned": the ops seq of the child's result
 
 class EvidenceRef(TypedDict):
     """A tool result the completion review may read: a reference to its source record."""

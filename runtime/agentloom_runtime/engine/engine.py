@@ -55,7 +55,7 @@ from agentloom_runtime.tools import PreparedCall, ToolRuntime
 
 from . import _resolve
 from ._action import action_step, visible_schemas
-from ._closing import after_stage, close_frame
+from ._closing import after_stage, close_frame, finish_delegation
 from ._commands import dispatch_command, find_command_result, record_command
 from ._compaction import compaction_step
 from ._context import BlockRun, HostPorts, StepContext, in_flight
@@ -323,7 +323,11 @@ class Engine:
             await self._run_before()
         pull_inbox(ctx)
         frame = ctx.active()
-        call = next((c for c in frame["pending"] if c["state"] == "queued"), None)
+        call = next((c for c in frame["pending"] if c["state"] in ("queued", "returned")),
+                    None)
+        if call is not None and call["state"] == "returned":
+            await finish_delegation(ctx, self._hooks_runner(), frame, call)
+            return _Progress("tool")
         if call is not None:
             return await self._tool_step(frame, call)
         if frame.get("inputs") and ctx.context.drain_inputs(ctx.journal, frame):
