@@ -12,6 +12,8 @@ A view entry is one of
 - ``{"src": seq, "message": m}``: the same, with the message copied into the entry
   because it is small (``INLINE_CHARS``): such a row costs about what a bare reference
   costs (a store's read and write units), and a restore then never reads the source;
+- ``{"src": seq, "many": n}``: the inherited history, one source record holding
+  ``messages`` (a run's first commit stays a few items however long the history);
 - ``{"of": seq, "message": v, "n": size}``: the visible message differs from the source
   record's (a capped tool result, a hook-processed answer, rewritten call ids); ``n`` is
   about the size of the source message (absent in older checkpoints: unknown).
@@ -109,8 +111,14 @@ class JournalContextManager:
         frame["raw_complete"] = True
         self._views[inst] = []
         self.append(journal, frame, "system", {"role": "system", "content": system})
-        for message in history:
-            self.append(journal, frame, "history", dict(message))
+        if history:  # one record, however long: a run's first commit stays a few items
+            messages = [dict(m) for m in history]
+            seq = journal.append(f"src:{inst}", {
+                "kind": "history", "messages": messages,
+                "message": {"role": "system", "content": f"[{len(messages)} messages of "
+                            "session history]"}})
+            journal.append(f"view:{inst}", {"src": seq, "many": len(messages)})
+            self._views[inst].extend({**m, "_seq": seq} for m in messages)
         self.append(journal, frame, "user", {"role": "user", "content": task})
         if inst == "main":
             frame["counters"]["user_turns"] += 1
@@ -126,11 +134,19 @@ class JournalContextManager:
             view = [dict(m) for m in snap["messages"]]
         entries = journal.read(f"view:{inst}", base)
         sources: dict[int, Message] = {}
+        sources_many: dict[int, list[Message]] = {}
         for low, high in _source_ranges(entries):
             for record in journal.read(f"src:{inst}", low - 1, high - low + 1):
-                sources[record.seq] = record.body["message"]
+                if "messages" in record.body:
+                    sources_many[record.seq] = record.body["messages"]
+                else:
+                    sources[record.seq] = record.body["message"]
         for entry in entries:
             body = entry.body
+            if "many" in body:  # the inherited history, one record
+                seq = body["src"]
+                view.extend({**m, "_seq": seq} for m in sources_many[seq])
+                continue
             if "message" not in body:
                 seq = body["src"]
                 message = sources[seq]

@@ -39,8 +39,7 @@ def check_result(ctx: StepContext, data: ContextInput, result: CompactionResult)
     if problems:
         return "the compacted view breaks the chat protocol: " + "; ".join(problems[:3])
     old = list(data.messages)
-    if _size(ctx, data, ctx.context.model_messages(new)) >= _size(
-            ctx, data, ctx.context.model_messages(old)):
+    if _size(ctx, data, new) >= _size(ctx, data, old):
         return "the compacted view is not smaller than the view it replaces"
     counters = dict(data.counters)
     baselines = result.metrics.get("baselines") or {
@@ -75,8 +74,8 @@ async def compaction_step(ctx: StepContext, hooks: HookRunner, model: ModelCalle
     inst = frame["instance"]
     memory = CompactionFailureMemory.from_dict(frame.get("compaction_memory"))
     steps = frame.get("counters", {}).get("model_steps", 0)
-    if not memory.allows(_size(ctx, data, ctx.context.model_messages(list(data.messages))),
-                         steps) and not _over_budget(ctx, data):
+    if not memory.allows(_size(ctx, data, list(data.messages)), steps) \
+            and not _over_budget(ctx, data):
         return False  # a recent attempt failed; wait for growth or more steps
     key = f"compact:{inst}:{ctx.head['total_calls']}"
     if hooks.has("context.compact.before", inst):
