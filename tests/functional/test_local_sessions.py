@@ -1,9 +1,15 @@
-"""Embedded sessions: history across questions, reusable compacted views, one active run."""
+"""Embedded sessions: history across questions, reusable compacted views, one active run.
+
+Also the builders of the ``test_session_*`` modules: ``snapshot``, ``asker`` (a model
+that answers each run's "Question X" by its own script) and ``inherited``.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,16 +17,70 @@ from agentloom.local.app import LocalApp
 from agentloom.local.sessions import LocalSessions
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.errors import ConfigError
-from agentloom_runtime.snapshot import parse_snapshot
-from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 
-def snapshot(window: int = 128_000):
+def snapshot(window: int = 128_000, *, agent: str = "notes", version: int = 1,
+             max_iterations: int = 64, **extra: Any) -> AgentSnapshot:
     return parse_snapshot({
-        "agent_id": "notes", "prompt": "Keep notes.",
+        "agent_id": agent, "version": version, "prompt": "Keep notes.",
         "model": {"model": "plain-model", "context_window": window,
-                  "max_output_tokens": 256, "safety_margin_tokens": 64},
-        "context_policy": {"context_ratio": 0.5, "target_ratio": 0.3}})
+                  "max_output_tokens": 256, "safety_margin_tokens": 64,
+                  **extra.pop("model", {})},
+        "context_policy": {"context_ratio": 0.5, "target_ratio": 0.3},
+        "limits": {"max_iterations": max_iterations}, **extra})
+
+
+def task_of(request: ModelRequest) -> str:
+    """The run's own question: the last "Question ..." user message (history first)."""
+    questions = [str(m["content"]) for m in request.messages
+                 if m.get("role") == "user" and str(m.get("content")).startswith("Question")]
+    return questions[-1]
+
+
+def own_calls(request: ModelRequest) -> int:
+    """Tool calls the run made so far: assistant calls after its question."""
+    task = task_of(request)
+    start = max(i for i, m in enumerate(request.messages) if m.get("content") == task)
+    return sum(1 for m in request.messages[start:]
+               if m.get("role") == "assistant" and m.get("tool_calls"))
+
+
+def asker(calls: Mapping[str, list[tuple[str, dict[str, Any]]] | int] | None = None, *,
+          delay: float = 0.0) -> FunctionModel:
+    """Answers "Question X" with X's calls (a list of (tool, arguments), or a number of
+    plan updates), then "Answer X". Keyed on the request only, so a resumed run goes on
+    where it stopped; ``delay`` seconds per call (to keep a run active)."""
+    script = dict(calls or {})
+
+    async def reply(request: ModelRequest) -> ModelResponse | str:
+        if delay:
+            import asyncio
+
+            await asyncio.sleep(delay)
+        if request.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        if request.purpose == "compaction":
+            return ModelResponse(content="Summary of the earlier questions.")
+        letter = task_of(request).split()[1]
+        n = own_calls(request)
+        planned = script.get(letter, 0)
+        steps = planned if isinstance(planned, list) else [
+            ("update_plan", {"steps": [{"id": "1", "title": f"{letter} plan",
+                                        "status": "completed"}]})] * planned
+        if n < len(steps):
+            name, arguments = steps[n]
+            return ScriptedModel.call(name, arguments, id=f"{letter}{n}")
+        return f"Answer {letter}"
+
+    return FunctionModel(reply)
+
+
+def inherited(app: LocalApp, run_id: str) -> list[str]:
+    """The texts of the history a run inherited (its ``history`` source records)."""
+    return [str(e.body["message"].get("content"))
+            for e in app.store.read(run_id, "src:main") if e.body["kind"] == "history"]
 
 
 class NoteTaker:
@@ -31,7 +91,7 @@ class NoteTaker:
     def __init__(self, n: int) -> None:
         self.n = n
 
-    def checkpoint_config(self):
+    def checkpoint_config(self) -> dict[str, Any]:
         return {"n": self.n}
 
     async def invoke(self, request: ModelRequest) -> ModelResponse:
@@ -50,14 +110,10 @@ class NoteTaker:
             id=f"p{k}")
 
 
-def plan_script(n: int) -> NoteTaker:
-    return NoteTaker(n)
-
-
 async def test_history_and_reusable_views(tmp_path: Path) -> None:
     app = LocalApp(tmp_path)
     try:
-        first = await app.run(snapshot(window=6_000), plan_script(12), "first question",
+        first = await app.run(snapshot(window=6_000), NoteTaker(12), "first question",
                               session="s")
         assert first.status == "completed"
         sessions = LocalSessions(app.store)
@@ -67,27 +123,31 @@ async def test_history_and_reusable_views(tmp_path: Path) -> None:
         assert history.view_run_id == first.run_id
         assert any("Handoff summary" in str(m.get("content")) for m in history.messages)
         assert all(m.get("role") != "system" for m in history.messages)
-        second = await app.run(snapshot(window=6_000), plan_script(1), "second question",
+        second = await app.run(snapshot(window=6_000), NoteTaker(1), "second question",
                                session="s")
         assert second.status == "completed"
         records = app.store.read(second.run_id, "src:main")
-        inherited = [e.body for e in records if e.body["kind"] == "history"]
-        assert inherited[0]["message"]["content"] == "first question"  # the pinned task
-        assert any("Handoff summary" in str(r["message"]["content"]) for r in inherited)
+        inherited_records = [e.body for e in records if e.body["kind"] == "history"]
+        assert inherited_records[0]["message"]["content"] == "first question"  # pinned task
+        assert any("Handoff summary" in str(r["message"]["content"])
+                   for r in inherited_records)
         # the view replaced the 12 summarised plan calls: far fewer records came along
-        assert len(inherited) < 12
+        assert len(inherited_records) < 12
     finally:
         app.close()
 
 
-async def test_new_question_refused_while_a_run_is_active(tmp_path: Path) -> None:
+async def test_a_new_question_is_refused_while_the_lease_names_a_running_run(
+        tmp_path: Path) -> None:
     app = LocalApp(tmp_path)
     try:
-        sessions = LocalSessions(app.store)
-        engine, _ = app.engine(snapshot(), plan_script(1), session="s")
-        sessions.add_run("s", "r1")
-        await engine.start("still going", run_id="r1")
-        with pytest.raises(ConfigError, match="active run r1"):
-            await app.run(snapshot(), plan_script(1), "next", session="s")
+        sessions = app.sessions()
+        sessions.acquire("s", "r1")  # this process drives r1 (and has not let go)
+        engine, _ = app.engine(snapshot(), asker(), session="s")
+        await engine.start("Question A", run_id="r1", labels={"session": "s"})
+        with pytest.raises(ConfigError, match=r"run r1 is being driven by process \d+ "
+                           r"\(this process\) on this host; wait for it or cancel it"):
+            await app.run(snapshot(), asker(), "Question B", session="s")
+        await engine.close()
     finally:
         app.close()

@@ -1,31 +1,60 @@
 """The embedded application: SQLite checkpoints, a local workspace root, the local
-sandbox, and the local driver — one machine, no cloud."""
+sandbox, and the local driver — one machine, no cloud.
+
+A question (``run``) takes the session's lease (refused while another run of the session
+is active, or when the session belongs to another agent), syncs the session's record
+stream, builds the new run's history from it, then starts and drives the run, syncing
+after every step; the lease is given back when the driver stops (see ``sessions``).
+``resume`` takes the lease for the run it continues. Known provider keys are redacted
+from projected history and from every event before the host's ``emit`` sees it.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import os
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
-from agentloom_runtime.contracts import StepResult
-from agentloom_runtime.engine import Engine, create_engine
-from agentloom_runtime.errors import ConfigError
-from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.contracts import StepResult, UnknownOperation
+from agentloom_runtime.engine import Engine, RunSummary, create_engine, read_run
+from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
+from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 
 from .driver import drive
-from .sessions import LocalSessions
+from .redaction import Redactor
+from .sessions import Driver, Liveness, LocalSessions, agent_binding
 from .workspaces import LocalWorkspaces
 
 Emit = Callable[[str, Mapping[str, Any]], None]
+CANCEL_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What ``inspect`` / ``show`` know about a run: its summary, who drives it when it
+    is running (``driver``: alive / gone = interrupted / unverifiable), what is unknown
+    when it is blocked on an operation of unknown outcome, and the way out."""
+
+    run: RunSummary
+    way_out: str | None  # resume, resolve, confirm_hooks, new_question; None while driven
+    driver: Liveness | None = None
+    unknown: UnknownOperation | None = None
+    note: str | None = None  # why ``unknown`` could not be read
+    lines: list[str] = field(default_factory=list)  # the transcript
 
 
 class LocalApp:
     def __init__(self, home: Path, *, emit: Emit | None = None) -> None:
         self.home = home
         self.emit = emit
+        self.redactor = Redactor.from_environment()
         self._store: SqliteCheckpointStore | None = None
 
     @property
@@ -44,16 +73,30 @@ class LocalApp:
         if self._store is not None:
             self._store.close()
 
+    def sessions(self) -> LocalSessions:
+        return LocalSessions(self.store, redactor=self.redactor)
+
     def meta(self, run_id: str) -> dict[str, Any]:
         entries = self.store.read(run_id, "meta", 0, 1)
         if not entries:
             raise ConfigError(f"run {run_id} does not exist in {self.home}")
         return entries[0].body
 
+    def _summary(self, run_id: str) -> RunSummary:
+        summary = read_run(self.store, run_id)
+        if summary is None:
+            raise ConfigError(f"run {run_id} does not exist in {self.home}")
+        return summary
+
+    def _emit(self, topic: str, data: Mapping[str, Any]) -> None:
+        if self.emit is not None:
+            self.emit(topic, self.redactor.scrub(data))
+
     def engine(self, snapshot: AgentSnapshot, gateway: Any, *, session: str,
                run_id: str | None = None) -> tuple[Engine, LocalWorkspaces]:
+        self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
         workspaces = LocalWorkspaces(self.home / "workspaces", snapshot, session)
-        engine = create_engine(snapshot, workspace=workspaces.for_instance, emit=self.emit,
+        engine = create_engine(snapshot, workspace=workspaces.for_instance, emit=self._emit,
                                save=self.store, checkpoint=run_id, model_gateway=gateway,
                                tools=workspaces.tools(),
                                workspace_provider=workspaces.provider,
@@ -61,60 +104,198 @@ class LocalApp:
         workspaces.bind(engine)
         return engine, workspaces
 
+    # -- questions, resumes, cancellations -------------------------------------------------
+
     async def run(self, snapshot: AgentSnapshot, gateway: Any, question: str, *,
                   session: str = "cli", pause: float = 0.0) -> StepResult:
-        sessions = LocalSessions(self.store)
-        sessions.check_idle(session)
-        history = sessions.history(session)
-        engine, workspaces = self.engine(snapshot, gateway, session=session)
+        self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
+        sessions = self.sessions()
+        run_id = uuid.uuid4().hex
+        # the lease first (it registers the run, so a crash cannot orphan it)
+        lease = sessions.acquire(session, run_id, agent=agent_binding(snapshot))
         try:
-            run_id = uuid.uuid4().hex
-            sessions.add_run(session, run_id)  # first, so a crash cannot orphan the run
-            await engine.start(question, run_id=run_id, labels={"session": session},
-                               history=history.messages, counters=history.counters,
-                               history_watermark=history.history_watermark)
-            result = await drive(engine, runner=workspaces.runner(), pause=pause)
-            self._save_view(sessions, session, engine, history)
-            return result
+            history = sessions.history(session, abandon=True)
+            engine, workspaces = self.engine(snapshot, gateway, session=session)
+            try:
+                await engine.start(question, run_id=run_id, labels={"session": session},
+                                   history=history.messages, counters=history.counters,
+                                   history_watermark=history.history_watermark)
+                result = await self._drive(engine, workspaces, sessions, session, pause)
+                view = engine.main_view()
+                if engine.status == "completed" and view.compacted:
+                    # a compacted main view becomes reusable by the next questions
+                    sessions.save_view(session, run_id, history, view.messages,
+                                       view.counters)
+                return result
+            finally:
+                await engine.close()
         finally:
-            await engine.close()
-
-    @staticmethod
-    def _save_view(sessions: LocalSessions, session: str, engine: Engine,
-                   history: Any) -> None:
-        """A compacted main view becomes reusable by the session's next questions."""
-        main = engine.head["frames"]["main"]
-        if engine.head["status"] != "completed" or not main["view"]["snapshot"]:
-            return
-        view = [m for m in engine.context.view(engine.j, main) if m.get("role") != "system"]
-        sessions.save_view(session, engine.run_id, history, view, dict(main["counters"]))
+            self._finish(sessions, session, run_id, lease)
 
     async def resume(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
                      retry_unknown_models: bool = False, pause: float = 0.0) -> StepResult:
-        session = self.store.load_head(run_id)
-        labels = session.body.get("labels", {}) if session else {}
-        engine, workspaces = self.engine(snapshot, gateway, run_id=run_id,
-                                         session=labels.get("session", "cli"))
+        session = self._summary(run_id).labels.get("session", "cli")
+        sessions = self.sessions()
+        engine, workspaces = self.engine(snapshot, gateway, run_id=run_id, session=session)
         try:
-            await engine.begin_execution(retry_unknown_models=retry_unknown_models)
-            return await drive(engine, runner=workspaces.runner(), pause=pause)
+            if engine.way_out() == "new_question":
+                raise ConfigError(f"run {run_id} is {engine.status}; it cannot be resumed "
+                                  "— ask a new question")
+            lease = sessions.acquire(session, run_id, new=False)
+            try:
+                await engine.begin_execution(retry_unknown_models=retry_unknown_models)
+                return await self._drive(engine, workspaces, sessions, session, pause)
+            finally:
+                self._finish(sessions, session, run_id, lease)
         finally:
             await engine.close()
 
-    def show(self, run_id: str, out: TextIO) -> None:
-        head = self.store.load_head(run_id)
-        if head is None:
-            raise ConfigError(f"run {run_id} does not exist in {self.home}")
-        for instance in head.body["frames"]:
-            for entry in self.store.read(run_id, f"src:{instance}"):
-                message = entry.body["message"]
-                text = message.get("content") or ""
-                if message.get("tool_calls"):
-                    text += " → " + ", ".join(
-                        f"{c['function']['name']}({c['function']['arguments']})"
-                        for c in message["tool_calls"])
-                print(f"[{instance} #{entry.seq} {entry.body['kind']}] {text}", file=out)
-        body = head.body
-        print(f"status: {body['status']}" + (f" ({body['error']['code']}: "
-                                              f"{body['error']['message']})"
-                                              if body.get("error") else ""), file=out)
+    async def cancel(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
+                     reason: str = "cancelled by the user") -> RunSummary:
+        """Cancel a run, whoever drives it (its driver stops at its next step); the
+        session's next question sees a status record of it."""
+        session = self._summary(run_id).labels.get("session", "cli")
+        for attempt in range(CANCEL_ATTEMPTS):
+            engine, _ = self.engine(snapshot, gateway, run_id=run_id, session=session)
+            try:
+                if engine.way_out() == "new_question":
+                    raise ConfigError(f"run {run_id} is already {engine.status}")
+                await engine.cancel(reason)
+                break
+            except CheckpointConflict:  # its driver committed a step meanwhile
+                if attempt == CANCEL_ATTEMPTS - 1:
+                    raise
+            finally:
+                await engine.close()
+        self.sessions().sync(session, runs=[run_id])
+        return self._summary(run_id)
+
+    async def _drive(self, engine: Engine, workspaces: LocalWorkspaces,
+                     sessions: LocalSessions, session: str, pause: float) -> StepResult:
+        run_id = engine.run_id
+
+        def on_step(_: StepResult) -> None:
+            with contextlib.suppress(PersistenceError):  # the next sync catches up
+                sessions.sync(session, runs=[run_id])
+
+        try:
+            return await drive(engine, runner=workspaces.runner(), pause=pause,
+                               on_step=on_step)
+        except CheckpointConflict:
+            summary = read_run(self.store, run_id)
+            if summary is None or summary.status == "running":
+                raise
+            # stopped by someone else (a cancel): this driver's step lost, nothing more
+            return StepResult(run_id=run_id, next="done", status=summary.status,
+                              instance="main", kind="none", version=summary.version,
+                              error_code=summary.error["code"] if summary.error else None)
+
+    @staticmethod
+    def _finish(sessions: LocalSessions, session: str, run_id: str, lease: Driver) -> None:
+        """Sync what the run committed, then give the lease back. A store failure here
+        never hides the run's own outcome: the next sync catches up, and a lease naming a
+        run that has stopped holds nothing."""
+        with contextlib.suppress(PersistenceError):
+            sessions.sync(session, runs=[run_id])
+        with contextlib.suppress(PersistenceError):
+            sessions.release(session, run_id, lease)
+
+    # -- reading a run ---------------------------------------------------------------------
+
+    async def inspect(self, run_id: str, *, gateway: Any = None) -> RunReport:
+        """The run's status, error, driver, what is unknown and the way out, with its
+        transcript (credentials redacted). Reading what is unknown attaches an engine:
+        with ``gateway``, or the model the run was started with (``restore_model``)."""
+        summary = self._summary(run_id)
+        meta = self.meta(run_id)
+        snapshot = parse_snapshot(meta["snapshot"])
+        self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
+        lines = [line for instance in summary.instances for line in self._lines(run_id,
+                                                                                instance)]
+        way_out, driver = summary.way_out, None
+        if summary.status == "running":
+            lease = self.sessions().lease(summary.labels.get("session", "cli"))
+            driver = lease.liveness if lease.run_id == run_id else "gone"
+            way_out = "resume" if driver == "gone" else None
+        unknown, note = None, None
+        if way_out == "resolve":
+            unknown, note = await self._unknown(run_id, snapshot, meta, summary, gateway)
+        return RunReport(run=summary, way_out=way_out, driver=driver, unknown=unknown,
+                         note=note, lines=lines)
+
+    async def _unknown(self, run_id: str, snapshot: AgentSnapshot, meta: Mapping[str, Any],
+                       summary: RunSummary, gateway: Any
+                       ) -> tuple[UnknownOperation | None, str | None]:
+        from .models import restore_model
+
+        try:
+            if gateway is None:
+                gateway = restore_model(snapshot, meta["bindings"]["model"]).gateway
+            engine, _ = self.engine(snapshot, gateway, run_id=run_id,
+                                    session=summary.labels.get("session", "cli"))
+        except ConfigError as err:
+            return None, f"what is unknown cannot be read here: {err.message}"
+        try:
+            unknown = engine.unknown()
+        finally:
+            await engine.close()
+        if unknown is None:
+            return None, None
+        scrub = self.redactor.scrub
+        return dataclasses.replace(
+            unknown, arguments=scrub(unknown.arguments), command=scrub(unknown.command),
+            host=scrub(unknown.host)), None
+
+    def _lines(self, run_id: str, instance: str) -> list[str]:
+        out = []
+        for entry in self.store.read(run_id, f"src:{instance}"):
+            message = entry.body["message"]
+            text = message.get("content") or ""
+            if message.get("tool_calls"):
+                text += " → " + ", ".join(
+                    f"{c['function']['name']}({c['function']['arguments']})"
+                    for c in message["tool_calls"])
+            out.append(self.redactor.text(f"[{instance} #{entry.seq} {entry.body['kind']}] "
+                                          f"{text}"))
+        return out
+
+    def show(self, run_id: str, out: TextIO, *, gateway: Any = None) -> RunReport:
+        """Print ``inspect``'s report: the transcript, then the status lines."""
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop()
+            raise ConfigError("show() runs its own event loop; in async code use "
+                              "`await app.inspect(run_id)` and `status_lines(report)`")
+        report = asyncio.run(self.inspect(run_id, gateway=gateway))
+        for line in [*report.lines, *status_lines(report)]:
+            print(self.redactor.text(line), file=out)
+        return report
+
+
+def status_lines(report: RunReport) -> list[str]:
+    run = report.run
+    error = run.error
+    lines = [f"status: {run.status}" + (f" ({error['code']}: {error['message']})"
+                                        if error else "")]
+    if report.driver == "alive":
+        lines.append("driven by a live process on this host")
+    elif report.driver == "unverifiable":
+        lines.append("driven by a process that cannot be checked from this host")
+    elif report.driver == "gone":
+        lines.append("interrupted: no process drives it")
+    unknown = report.unknown
+    if unknown is not None:
+        what = f"tool {unknown.tool}" if unknown.tool else f"model call ({unknown.purpose})"
+        lines.append(f"unknown: {what}, operation {unknown.operation_id} on instance "
+                     f"{unknown.instance}, {unknown.attempts} attempt(s)")
+        if unknown.arguments:
+            lines.append(f"  arguments: {unknown.arguments}")
+        if unknown.command:
+            lines.append(f"  command: {dict(unknown.command)}")
+        if unknown.host:
+            lines.append(f"  host: {dict(unknown.host)}")
+        lines.append(f"  verdicts: {', '.join(unknown.verdicts)}")
+    elif report.note:
+        lines.append(report.note)
+    if report.way_out:
+        lines.append(f"way out: {report.way_out}")
+    return lines

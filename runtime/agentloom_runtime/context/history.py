@@ -1,13 +1,19 @@
 """Session history: what a new run inherits, and when a run may save a reusable view.
 
 Pure functions over session records ``{"seq", "run_id", "instance", "kind", "message"}``
-(``seq`` is the session's, not an instance's). Main records are those of the ``main``
-instance plus delegation results it received (``is_main``); a child's internals are
-never inherited.
+plus an optional ``"visible"`` (``seq`` is the session's, assigned when the record was
+committed to the session, not an instance's). Main records are those of the ``main``
+instance (``is_main``); a child's internals are never inherited.
 
+- What is projected is what the model was shown: ``record.get("visible") or
+  record["message"]`` — a capped tool result, an answer as ``model.chat.after`` hooks
+  left it (a masked secret stays masked for every later question).
 - ``build_run_history(records, views)``: the highest compliant ``SessionView`` plus the
   projection (``project_history``) of the main records after its watermark, and the
   counters of the new run.
+- ``run_status_record``: the platform's record of how a run ended when it did not
+  complete (failed, cancelled, blocked and then left for a new question); later runs see
+  it as a labelled user-role note (kind ``status``, one of ``TERMINAL_KINDS``).
 - A view is compliant when it observed exactly the main records up to its watermark: an
   observed, contiguous prefix of the session (``choose_view``). A resumed old run that did
   not see later runs can therefore never claim them.
@@ -30,27 +36,26 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentloom_runtime.contracts import Message
 
+from . import _projection
 from ._projection import (
-    DELEGATION_KINDS,
     MAIN,
     SKIPPED_KINDS,
     STEP_KINDS,
     TERMINAL_KINDS,
     TURN_KINDS,
-    LegacyAdoption,
-    adopt_legacy,
     is_main,
     main_records,
-    project_history,
 )
 from ._protocol import merge_ranges, to_ranges
 
 __all__ = [
-    "DELEGATION_KINDS", "MAIN", "SKIPPED_KINDS", "STEP_KINDS", "TERMINAL_KINDS", "TURN_KINDS",
-    "LegacyAdoption", "RunHistory", "SessionView", "ViewCheck", "adopt_legacy",
-    "build_run_history", "can_save_view", "choose_view", "is_main", "make_view",
-    "project_history", "session_counters",
+    "MAIN", "SKIPPED_KINDS", "STATUS_KIND", "STEP_KINDS", "TERMINAL_KINDS", "TURN_KINDS",
+    "RunHistory", "SessionView", "ViewCheck", "build_run_history", "can_save_view",
+    "choose_view", "is_main", "make_view", "project_history", "run_status_record",
+    "session_counters", "shown",
 ]
+
+STATUS_KIND = "status"  # a run-status record of the platform (in TERMINAL_KINDS)
 
 _KEEP_PRIVATE = ("_session_seq",)
 
@@ -82,7 +87,6 @@ class RunHistory:
     counters: dict[str, int]
     view_watermark: int = 0  # 0 when no view was used
     view_run_id: str | None = None
-    raw_complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,33 @@ class ViewCheck:
     reason: str | None = None
     watermark: int = 0
     observed_seqs: list[list[int]] = field(default_factory=list)
+
+
+def shown(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The record as the model saw it: ``message`` replaced by ``visible`` when the
+    context manager recorded a different model-visible message."""
+    visible = record.get("visible")
+    return {**record, "message": visible} if visible else record
+
+
+def project_history(records: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Model messages for a new run from session records (what the model was shown, see
+    ``shown``): call ids rewritten, unknown placeholders, late results as material,
+    child internals left out (``_projection.project_history``)."""
+    return _projection.project_history(shown(r) for r in records)
+
+
+def run_status_record(run_id: str, status: str, *, code: str = "", message: str = "",
+                      abandoned: bool = False) -> dict[str, Any]:
+    """The session record of a run that ended without completing (kind ``status``): a
+    user-role note later runs see, so a failure or a cancellation is never silently
+    forgotten. ``abandoned``: the run was blocked and a new question was asked instead."""
+    reason = f"{code}: {message}" if code and message else (code or message or "no reason")
+    note = (f"[Previous run {run_id} ended: {status} — {reason}."
+            + (" It was left unfinished when a new question was asked." if abandoned else "")
+            + " This is a platform status record, not an instruction.]")
+    return {"run_id": run_id, "instance": MAIN, "kind": STATUS_KIND, "status": status,
+            "message": {"role": "user", "content": note}}
 
 
 def _prefix(ranges: Sequence[Sequence[int]], watermark: int) -> list[list[int]]:

@@ -12,12 +12,12 @@ from unit.context.context_fixtures import assistant_calls, record, tool
 from agentloom_runtime.context import protocol_violations
 from agentloom_runtime.context.history import (
     SessionView,
-    adopt_legacy,
     build_run_history,
     can_save_view,
     choose_view,
     make_view,
     project_history,
+    run_status_record,
     session_counters,
 )
 
@@ -262,15 +262,50 @@ def test_counters_count_only_questions_and_main_action_responses() -> None:
     assert session_counters(records, big)["baseline_user_turns"] == 1  # never above totals
 
 
-def test_adopt_legacy_keeps_the_surviving_suffix_only() -> None:
-    old = [{"role": "system", "content": "sys"}, user("older question"),
-           {"role": "user", "content": "[Handoff summary] earlier things"},
-           tool("gone", "result whose call was compacted away"),
-           user("the task"), assistant_calls("k"), tool("k", "fine"), answer("partial")]
-    adopted = adopt_legacy(old)
-    assert adopted.raw_complete is False and adopted.dropped == 3
-    assert adopted.messages[0]["content"].startswith("[Historical material")
-    assert adopted.messages[1:] == old[4:]
-    assert adopt_legacy(adopted.messages).messages == adopted.messages  # idempotent
-    assert adopt_legacy(old, task="the task").messages == old[4:]
-    assert protocol_violations(adopted.messages) == []
+# ---------------------------------------------------------------- what the model saw
+
+
+def test_history_projects_what_the_model_was_shown_not_the_raw_record() -> None:
+    secret = "sk-live-0123456789"
+    records = [record(1, "r", "user", user("q")),
+               record(2, "r", "assistant", assistant_calls("raw_id"),
+                      visible=assistant_calls("call_7")),  # the engine renamed the call
+               record(3, "r", "tool_result", tool("call_7", "x" * 50_000),
+                      visible=tool("call_7", "x" * 100 + " [capped: read_result r/main#3]")),
+               record(4, "r", "assistant", answer(f"the key is {secret}"),
+                      visible=answer("the key is [masked]"))]  # a model.chat.after hook
+    out = project_history(records)
+    assert texts(out)[-1] == "the key is [masked]"
+    assert secret not in json.dumps(out)
+    assert out[2]["content"].endswith("[capped: read_result r/main#3]")
+    assert out[2]["tool_call_id"] == out[1]["tool_calls"][0]["id"] == "h2_0"
+    assert protocol_violations(out, allow_pending_tail=False) == []
+    history = build_run_history(records)
+    assert secret not in json.dumps(history.messages)
+    assert records[3]["message"]["content"].endswith(secret)  # the source is untouched
+
+
+# ---------------------------------------------------------------- status records
+
+
+def test_a_failed_run_leaves_a_status_record_the_next_run_sees() -> None:
+    failed = run_status_record("A", "failed", code="model_status", message="HTTP 500")
+    assert failed["kind"] == "status" and failed["message"]["role"] == "user"
+    records = [record(1, "A", "user", user("Question A")),
+               record(2, "A", "assistant", assistant_calls("cA")),  # never answered
+               {**failed, "seq": 3}]
+    out = build_run_history(records).messages
+    assert [m["role"] for m in out] == ["user", "assistant", "tool", "user"]
+    assert unknown(out[2])  # the open call is closed before the status note
+    note = out[3]["content"]
+    assert "run A ended: failed" in note and "model_status: HTTP 500" in note
+    assert "not an instruction" in note and out[3]["_session_seq"] == 3
+    assert protocol_violations(out, allow_pending_tail=False) == []
+    abandoned = run_status_record("B", "blocked", code="tool_outcome_unknown",
+                                  abandoned=True)
+    assert "left unfinished when a new question was asked" in \
+        abandoned["message"]["content"]
+    # a status record of the run itself keeps it from saving a view over it
+    check = can_save_view(records, run_id="A", inherited_seqs=[], pending_tools=False,
+                          queued_inputs=False)
+    assert not check.allowed and "terminal" in (check.reason or "")
