@@ -58,7 +58,8 @@ async def action_step(ctx: StepContext, hooks: HookRunner, model: ModelCaller,
     calls = [(request_id, call_id) for (request_id, _), call_id in zip(calls, call_ids,
                                                                        strict=True)]
     visible = _with_call_ids(response, call_ids)
-    seq = ctx.context.append(ctx.journal, frame, "assistant", raw.message(), visible=visible)
+    seq = ctx.context.append(ctx.journal, frame, "assistant", raw.message(), visible=visible,
+                             extra={"call": model.last_call})
     if response.tool_calls:
         frame["pending"] = []
         for index, (tool_call, (request_id, call_id)) in enumerate(

@@ -14,7 +14,7 @@ from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.tools import PreparedCall, RawResult
 
 from ._context import StepContext
-from ._frames import answer_text
+from ._frames import answer_text, task_text
 from ._hooks import HookRunner
 from ._inbox import pull_inbox
 from ._state import Frame, PendingCall
@@ -46,7 +46,7 @@ async def after_stage(ctx: StepContext, hooks: HookRunner, frame: Frame) -> None
     point = after_point(hooks, frame)
     if point is not None:
         payload: dict[str, Any] = {
-            "run_id": ctx.run_id, "instance": frame["instance"], "task": frame["task"],
+            "run_id": ctx.run_id, "instance": frame["instance"], "task": task_text(ctx, frame),
             "status": outcome["status"], "result": answer_text(ctx, frame, outcome["answer"]),
             "annotations": {}}
         if frame["parent"] is not None:

@@ -14,6 +14,7 @@ from agentloom_runtime.contracts import ToolOutcome
 from agentloom_runtime.tools import failure_outcome
 
 from ._context import StepContext
+from ._frames import keep_task
 from ._hooks import HookRunner
 from ._state import Frame, ParentRef, PendingCall, new_frame
 from ._tools import record_tool
@@ -59,6 +60,7 @@ async def open_delegation(ctx: StepContext, hooks: HookRunner, frame: Frame,
     prompt = f"{template.prompt}\n\nYour duty: {template.duty}".strip()
     ctx.context.create(ctx.journal, child, system=ctx.system_prompt(child, prompt),
                        history=(), task=child["task"])
+    keep_task(ctx, child)
     call["state"] = "delegated"
     call["child"] = instance
     ctx.commit("delegation.opened")

@@ -10,9 +10,10 @@ from agentloom_runtime.contracts import FrameView, RunStatus
 from agentloom_runtime.workspace.file_tools import granted
 
 from ._context import StepContext
-from ._state import EvidenceRef, Frame, Outcome, PendingCall
+from ._state import Frame, Outcome, PendingCall
 
 EVIDENCE_KEPT = 12
+TASK_INLINE = 2_000  # a longer task is kept in the head as a preview plus a reference
 REASON_CHARS = 2_000  # a review's reason kept in the head; the full decision is logged
 CHILD_BUILTINS = frozenset({"update_plan", "read_result"})
 
@@ -32,10 +33,25 @@ def tool_allowed(frame: Frame, name: str) -> bool:
     return granted(frozenset(frame["tools"] or ()), name)
 
 
-def add_evidence(frame: Frame, name: str, status: str, src: int) -> None:
+def add_evidence(frame: Frame, src: int) -> None:
     """Keep references to the latest tool results (bounded), never copies."""
-    frame["evidence"].append(EvidenceRef(tool=name, status=status, src=src))
+    frame["evidence"].append(src)
     del frame["evidence"][:-EVIDENCE_KEPT]
+
+
+def keep_task(ctx: StepContext, frame: Frame) -> None:
+    """After the frame's records were created: a long task stays in its source record;
+    the head keeps a preview and the reference."""
+    if len(frame["task"]) > TASK_INLINE:
+        frame["task_src"] = ctx.journal.last_seq(f"src:{frame['instance']}")
+        frame["task"] = frame["task"][:TASK_INLINE] + " …"
+
+
+def task_text(ctx: StepContext, frame: Frame) -> str:
+    if "task_src" not in frame:
+        return frame["task"]
+    record = ctx.journal.read(f"src:{frame['instance']}", frame["task_src"] - 1, 1)[0].body
+    return str(record["message"]["content"])
 
 
 def call_arguments(ctx: StepContext, frame: Frame, call: PendingCall) -> str:

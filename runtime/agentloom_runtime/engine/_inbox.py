@@ -34,7 +34,7 @@ def post_input(store: BaseCheckpointStore, run_id: str, text: str) -> int:
     head = store.load_head(run_id)
     if head is None:
         raise ConfigError(f"run {run_id} does not exist")
-    if head.body["status"] in ("completed", "cancelled"):
+    if head.body["status"] in ("completed", "cancelled", "failed"):
         raise ConfigError(f"run {run_id} is {head.body['status']}; ask a new question instead")
     key = inbox_key(run_id)
     for _ in range(50):  # contention only with other supplements to the same run
@@ -56,7 +56,7 @@ def _check_delivery(store: BaseCheckpointStore, run_id: str, seq: int) -> None:
     head = store.load_head(run_id)
     if head is None:
         return
-    if head.body["status"] in ("completed", "cancelled") and \
+    if head.body["status"] in ("completed", "cancelled", "failed") and \
             int(head.body.get("inbox_seen", 0)) < seq:
         raise ConfigError(f"run {run_id} finished before the supplement could be read; "
                           "ask it as a new question instead",

@@ -10,7 +10,8 @@ already answered within a multi-call step (compaction) are replayed from the log
 sent twice.
 
 An action's response is stored once: in the assistant source record the action step
-appends; its ``ops`` entry holds only the metadata (usage, attempts).
+appends, with the call's metadata (op id, attempts, usage: ``last_call``); summaries and
+reviews keep theirs in ``ops`` (a multi-call step replays them from there).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class ModelCaller:
     def __init__(self, ctx: StepContext, hooks: HookRunner) -> None:
         self._ctx = ctx
         self._hooks = hooks
+        self.last_call: dict[str, Any] = {}  # metadata of the last call, for its record
 
     async def __call__(self, request: ModelRequest) -> ModelResponse:
         """The effective (hook-processed) response."""
@@ -62,6 +64,8 @@ class ModelCaller:
         if op and op["kind"] == "model" and op["phase"] == "raw_saved" and op["index"] == index:
             saved = ctx.journal.read("ops", op["ops_seq"] - 1, 1)[0].body
             raw = ModelResponse.from_dict(saved["raw_output"])
+            self.last_call = {"op_id": op["id"], "attempts": op["attempts"],
+                              "usage": saved.get("usage")}
             return raw, await self._finish(request, op, raw)
         limit = ctx.modules.limits.max_model_calls
         if head["calls"] >= limit:
@@ -86,13 +90,13 @@ class ModelCaller:
                                    "purpose": request.purpose, "instance": request.instance})
         raw = await self._invoke(request)
         after = self._hooks.has("model.chat.after", request.instance, purpose=request.purpose)
-        entry: dict[str, Any] = {
-            "op_id": op_id, "purpose": request.purpose, "instance": request.instance,
-            "request_hash": checked, "attempts": op["attempts"], "final_input": final_input,
-            "usage": dict(raw.usage) if raw.usage is not None else None}
+        self.last_call = {"op_id": op_id, "attempts": op["attempts"],
+                          "usage": dict(raw.usage) if raw.usage is not None else None}
         if request.purpose != "action" or after:
-            entry["raw_output"] = raw.to_dict()
-        op["ops_seq"] = ctx.journal.append("ops", entry)
+            op["ops_seq"] = ctx.journal.append("ops", {
+                **self.last_call, "purpose": request.purpose, "instance": request.instance,
+                "request_hash": checked, "final_input": final_input,
+                "raw_output": raw.to_dict()})
         if after:
             op["phase"] = "raw_saved"
             ctx.commit("model.raw_saved")
@@ -137,7 +141,7 @@ class ModelCaller:
         """The after-stage (if any), then the op is done; the caller's commit carries it."""
         ctx = self._ctx
         effective = raw
-        seq = op["ops_seq"]
+        seq = op.get("ops_seq")
         if op["phase"] == "raw_saved":
             payload: dict[str, Any] = {
                 "purpose": request.purpose, "instance": request.instance,
@@ -155,7 +159,8 @@ class ModelCaller:
                 "effective_output": effective.to_dict(),
                 "annotations": payload.get("annotations") or {}})
         ctx.head["op"] = None
-        ctx.head["step_ops"].append(seq)
+        if seq is not None:  # an action is never replayed: it ends its step
+            ctx.head["step_ops"].append(seq)
         ctx.emit("model.completed", {
             "run_id": ctx.run_id, "op_id": op["id"], "purpose": request.purpose,
             "instance": request.instance, "content": effective.content,

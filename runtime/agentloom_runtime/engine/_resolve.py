@@ -29,6 +29,7 @@ from ._tools import pending_call, record_tool
 
 TOOL_VERDICTS = ("ran", "did_not_run", "run_again")
 MODEL_VERDICTS = ("send_again", "treat_as_failed")
+TERMINAL = ("completed", "cancelled", "failed")  # a run that ended: ask again instead
 UNKNOWN_CODES = ("tool_outcome_unknown", "model_outcome_unknown")
 ARGUMENTS_SHOWN = 4_000
 WAYS_OUT = {
@@ -52,7 +53,7 @@ def new_execution(ctx: StepContext, *, retry_unknown_models: bool,
 
 
 def way_out(head: Head) -> str | None:
-    if head["status"] in ("running", "completed", "cancelled"):
+    if head["status"] in ("running", *TERMINAL):
         return None if head["status"] == "running" else "new_question"
     code = head["error"]["code"] if head["error"] else ""
     if code in UNKNOWN_CODES and head["op"] is not None:

@@ -10,7 +10,7 @@ from agentloom_runtime._json import as_text
 from agentloom_runtime.contracts import CompletionInput, RunStatus
 
 from ._context import StepContext
-from ._frames import answer_text, end_frame
+from ._frames import answer_text, end_frame, task_text
 from ._model_call import ModelCaller
 from ._state import Frame
 
@@ -20,12 +20,12 @@ EVIDENCE_EXCERPT = 600
 def evidence_items(ctx: StepContext, frame: Frame) -> list[dict[str, Any]]:
     """The frame's evidence references, read back from the source records."""
     items = []
-    for ref in frame["evidence"]:
-        body = ctx.journal.read(f"src:{frame['instance']}", ref["src"] - 1, 1)[0].body
+    for seq in frame["evidence"]:
+        body = ctx.journal.read(f"src:{frame['instance']}", seq - 1, 1)[0].body
         text = as_text(body["message"].get("content") or "")
         if len(text) > EVIDENCE_EXCERPT:
             text = text[:EVIDENCE_EXCERPT] + " …"
-        items.append({"tool": ref["tool"], "status": ref["status"],
+        items.append({"tool": body.get("name"), "status": body.get("status"),
                       "arguments": dict(body.get("evidence_arguments") or {}),
                       "result": text})
     return items
@@ -36,7 +36,8 @@ async def review_step(ctx: StepContext, model: ModelCaller, frame: Frame) -> boo
     candidate_seq = frame["candidate"]
     candidate = answer_text(ctx, frame, candidate_seq) or ""
     data = CompletionInput(
-        task=frame["task"], plan=tuple(frame["plan"]), evidence=tuple(evidence_items(ctx, frame)),
+        task=task_text(ctx, frame), plan=tuple(frame["plan"]),
+        evidence=tuple(evidence_items(ctx, frame)),
         messages=ctx.context.model_view(ctx.journal, frame), candidate=candidate,
         instance=frame["instance"])
     decision = await ctx.modules.completion.review(data, model)

@@ -82,14 +82,6 @@ class PendingCall(TypedDict):
     child: NotRequired[str]
     result: NotRequired[int]  # "returned": the ops seq of the child's result
 
-class EvidenceRef(TypedDict):
-    """A tool result the completion review may read: a reference to its source record."""
-
-    tool: str
-    status: str
-    src: int
-
-
 class Frame(TypedDict):
     instance: str
     task: str
@@ -102,8 +94,9 @@ class Frame(TypedDict):
     pending: list[PendingCall]
     candidate: int | None  # view seq of the candidate answer
     plan: list[dict[str, Any]]
-    evidence: list[EvidenceRef]
+    evidence: list[int]  # source seqs of the latest tool results (the review reads them)
     outcome: Outcome | None
+    task_src: NotRequired[int]  # the full task's source record, when ``task`` is a preview
     compaction_memory: NotRequired[dict[str, Any]]
     # kept by the context manager (journal-context/v1)
     view: NotRequired[dict[str, int]]

@@ -149,7 +149,7 @@ def record_tool(ctx: StepContext, frame: Frame, call: PendingCall, outcome: Tool
     if annotations:
         extra["annotations"] = annotations
     ctx.context.append(ctx.journal, frame, "tool_result", message, visible=visible, extra=extra)
-    add_evidence(frame, call["name"], outcome.status, seq)
+    add_evidence(frame, seq)
     call["state"] = "done"
     if all(c["state"] == "done" for c in frame["pending"]):
         frame["pending"] = []

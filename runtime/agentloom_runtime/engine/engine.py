@@ -60,7 +60,7 @@ from ._commands import dispatch_command, find_command_result, record_command
 from ._compaction import compaction_step
 from ._context import BlockRun, HostPorts, StepContext, in_flight
 from ._delegation import open_delegation
-from ._frames import answer_text, call_arguments
+from ._frames import answer_text, call_arguments, keep_task, task_text
 from ._hooks import HookRejected, HookRunner
 from ._inbox import post_input, pull_inbox
 from ._model_call import ModelCaller
@@ -143,6 +143,7 @@ class Engine:
         ctx.context.create(ctx.journal, frame, system=ctx.system_prompt(frame),
                            history=history, task=task, counters=dict(counters or {}),
                            history_watermark=history_watermark)
+        keep_task(ctx, frame)
         ctx.commit("run.start")
         ctx.emit("run.started", {"run_id": run_id, "task": task})
         return run_id
@@ -171,8 +172,10 @@ class Engine:
         (an unknown outcome blocks again until ``resolve``)."""
         ctx = self._c()
         head = ctx.head
-        if head["status"] in ("completed", "cancelled"):
-            raise ConfigError(f"run {ctx.run_id} is {head['status']}; it cannot be resumed")
+        if head["status"] in _resolve.TERMINAL:
+            raise ConfigError(f"run {ctx.run_id} is {head['status']}; it cannot be resumed "
+                              "(ask the question again in a new run)",
+                              details={"code": "run_ended"})
         _resolve.new_execution(ctx, retry_unknown_models=retry_unknown_models,
                                confirm_hooks=confirm_hooks)
         ctx.commit("execution.begin")
@@ -403,7 +406,7 @@ class Engine:
         ctx, hooks = self._c(), self._hooks_runner()
         main = ctx.frame("main")
         if hooks.has("run.before", "main"):
-            payload = {"run_id": ctx.run_id, "instance": "main", "task": main["task"],
+            payload = {"run_id": ctx.run_id, "instance": "main", "task": task_text(ctx, main),
                        "mode": self._snapshot.mode}
             _, rejected = await hooks.run("run.before", payload, instance="main",
                                           key="run.before")
