@@ -77,10 +77,18 @@ def asker(calls: Mapping[str, list[tuple[str, dict[str, Any]]] | int] | None = N
     return FunctionModel(reply)
 
 
+def inherited_messages(app: LocalApp, run_id: str) -> list[dict[str, Any]]:
+    """The history a run inherited: its ``history`` source record's messages."""
+    out: list[dict[str, Any]] = []
+    for entry in app.store.read(run_id, "src:main"):
+        if entry.body["kind"] == "history":
+            out += entry.body.get("messages", [entry.body["message"]])
+    return out
+
+
 def inherited(app: LocalApp, run_id: str) -> list[str]:
-    """The texts of the history a run inherited (its ``history`` source records)."""
-    return [str(e.body["message"].get("content"))
-            for e in app.store.read(run_id, "src:main") if e.body["kind"] == "history"]
+    """The texts of the history a run inherited."""
+    return [str(m.get("content")) for m in inherited_messages(app, run_id)]
 
 
 class NoteTaker:
@@ -126,11 +134,9 @@ async def test_history_and_reusable_views(tmp_path: Path) -> None:
         second = await app.run(snapshot(window=6_000), NoteTaker(1), "second question",
                                session="s")
         assert second.status == "completed"
-        records = app.store.read(second.run_id, "src:main")
-        inherited_records = [e.body for e in records if e.body["kind"] == "history"]
-        assert inherited_records[0]["message"]["content"] == "first question"  # pinned task
-        assert any("Handoff summary" in str(r["message"]["content"])
-                   for r in inherited_records)
+        inherited_records = inherited_messages(app, second.run_id)
+        assert inherited_records[0]["content"] == "first question"  # the pinned task
+        assert any("Handoff summary" in str(m["content"]) for m in inherited_records)
         # the view replaced the 12 summarised plan calls: far fewer records came along
         assert len(inherited_records) < 12
     finally:

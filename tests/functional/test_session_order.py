@@ -3,15 +3,20 @@ through the real embedded store: a resumed older run lands after the newer runs.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
+from typing import Any
 
-from functional.test_local_sessions import asker, inherited, snapshot
+from functional.test_local_sessions import asker, inherited, own_calls, snapshot, task_of
 
 from agentloom.local.app import LocalApp
 from agentloom.local.driver import drive
 from agentloom.local.sessions import LocalSessions, this_process
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
+from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.errors import ModelStatusError
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 
 def runs_in_order(records: list[dict[str, object]]) -> list[object]:
@@ -120,5 +125,81 @@ def test_concurrent_syncs_never_duplicate_a_record(tmp_path: Path) -> None:
         sessions.release("s", "r", lease)
         assert sessions.head("s")["active_run"] is None
         assert this_process()["pid"] == lease["pid"]
+    finally:
+        app.close()
+
+
+def notes_then_answer(request: ModelRequest) -> ModelResponse | str:
+    """C takes twelve long notes (enough to be compacted; keyed on the notes visible, so
+    compaction cannot confuse it); every other question is answered at once."""
+    if request.purpose == "verification":
+        return ScriptedModel.verdict("complete")
+    text = " ".join(str(m.get("content")) + str(m.get("tool_calls")) for m in request.messages)
+    seen = [int(x) for x in re.findall(r"C note (\d+)", text)]
+    if request.purpose == "compaction":
+        return ModelResponse(content=f"C took notes up to C note {max(seen, default=0)}.")
+    letter = task_of(request).split()[1]
+    k = max(seen) + 1 if seen else 0
+    if letter == "C" and k < 12:
+        return ScriptedModel.call("update_plan", {"steps": [
+            {"id": "1", "title": f"C note {k} " + "detail " * 30, "status": "completed"}]},
+            id=f"c{k}")
+    if letter == "A" and own_calls(request) == 0:
+        return ScriptedModel.call("update_plan", {"steps": [
+            {"id": "1", "title": "A plan", "status": "completed"}]}, id="a0")
+    return f"Answer {letter}"
+
+
+async def test_a_view_saved_before_an_old_run_resumed_never_hides_its_late_answer(
+        tmp_path: Path) -> None:
+    app = LocalApp(tmp_path)
+    snap = snapshot(window=6_000)
+    provider_down = ModelStatusError("provider down", status=503)
+
+    def a_fails_after_its_plan(request: ModelRequest) -> Any:
+        if own_calls(request) == 1:
+            return provider_down
+        return notes_then_answer(request)
+
+    try:
+        a = await app.run(snap, FunctionModel(a_fails_after_its_plan), "Question A",
+                          session="s")
+        assert (a.status, a.error_code) == ("blocked", "model_status_error")
+        for letter in "BC":
+            done = await app.run(snap, FunctionModel(notes_then_answer),
+                                 f"Question {letter}", session="s")
+            assert done.status == "completed"
+        [view] = app.sessions().views("s")  # C's compacted view, over A, B and C
+        assert view.run_id == done.run_id
+        assert (await app.resume(a.run_id, snap, FunctionModel(notes_then_answer))
+                ).status == "completed"
+        d = await app.run(snap, FunctionModel(notes_then_answer), "Question D", session="s")
+        seen = inherited(app, d.run_id)
+        assert seen.count("Answer C") == 1, seen  # from the view, not again after it
+        assert seen.count("Answer A") == 1, seen  # A's late answer, after the view
+        assert seen.index("Answer C") < seen.index("Answer A")
+        assert any("C took notes" in t for t in seen)
+    finally:
+        app.close()
+
+
+async def test_a_session_saved_before_the_records_stream_is_synced_from_its_runs(
+        tmp_path: Path) -> None:
+    from agentloom_runtime.checkpoint.store import Commit, LogEntry
+
+    app = LocalApp(tmp_path)
+    try:
+        engine, _ = app.engine(snapshot(), asker(), session="s")
+        await engine.start("Question A", run_id="old", labels={"session": "s"})
+        await drive(engine)
+        await engine.close()
+        # the session document as it was before format 1: stream counts only
+        app.store.commit(Commit("session:s", 0, {"runs": 1},
+                                [LogEntry("runs", 1, {"run_id": "old"})]))
+        b = await app.run(snapshot(), asker(), "Question B", session="s")
+        assert inherited(app, b.run_id) == ["Question A", "Answer A"]
+        head = app.sessions().head("s")
+        assert head["format"] == 1 and head["streams"]["runs"] == 2
+        assert app.sessions().runs("s") == ["old", b.run_id]
     finally:
         app.close()

@@ -23,7 +23,8 @@ def test_the_redactor_replaces_known_keys_only(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI)
     monkeypatch.setenv("DEEPSEEK_API_KEY", "short")  # too short to be told apart
     redactor = Redactor.from_environment("MY_PROVIDER_KEY")
-    value = {"a": [f"x{KEY}y", ("t", OPENAI)], KEY: 1, "n": 3, "short": "short"}
+    value: dict[str, Any] = {"a": [f"x{KEY}y", ("t", OPENAI)], KEY: 1, "n": 3,
+                             "short": "short"}
     assert redactor.scrub(value) == {"a": [f"x{REDACTED}y", ["t", REDACTED]], REDACTED: 1,
                                      "n": 3, "short": "short"}
     assert value["a"][0] == f"x{KEY}y"  # never mutated

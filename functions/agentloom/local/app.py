@@ -133,7 +133,8 @@ class LocalApp:
             self._finish(sessions, session, run_id, lease)
 
     async def resume(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
-                     retry_unknown_models: bool = False, pause: float = 0.0) -> StepResult:
+                     retry_unknown_models: bool = False, confirm_hooks: bool = False,
+                     pause: float = 0.0) -> StepResult:
         session = self._summary(run_id).labels.get("session", "cli")
         sessions = self.sessions()
         engine, workspaces = self.engine(snapshot, gateway, run_id=run_id, session=session)
@@ -143,7 +144,8 @@ class LocalApp:
                                   "— ask a new question")
             lease = sessions.acquire(session, run_id, new=False)
             try:
-                await engine.begin_execution(retry_unknown_models=retry_unknown_models)
+                await engine.begin_execution(retry_unknown_models=retry_unknown_models,
+                                             confirm_hooks=confirm_hooks)
                 return await self._drive(engine, workspaces, sessions, session, pause)
             finally:
                 self._finish(sessions, session, run_id, lease)
