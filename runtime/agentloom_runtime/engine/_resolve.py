@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentloom_runtime.context import CompactionFailureMemory
 from agentloom_runtime.contracts import ToolOutcome, UnknownOperation, Verdict
 from agentloom_runtime.errors import ConfigError, ModelOutcomeUnknown
 
 from ._context import BlockRun, StepContext, now
 from ._frames import call_arguments, end_frame
 from ._hooks import HookRunner
-from ._state import ExecOptions, Head, ModelOp, Operation, RetryOp
+from ._state import ExecOptions, Frame, Head, ModelOp, Operation, RetryOp
 from ._tools import pending_call, record_tool
 
 TOOL_VERDICTS = ("ran", "did_not_run", "run_again")
@@ -157,9 +158,11 @@ def _model_verdict(ctx: StepContext, op: ModelOp, verdict: Verdict) -> None:
     head["op"] = None
     head["step_ops"] = []
     head.pop("step_done", None)
-    if op["purpose"] == "compaction":
-        return  # a failed summary: the view and baselines stay as they were
     frame = ctx.frame(op["instance"])
+    if op["purpose"] == "compaction":
+        _compaction_failed(frame, f"the operator treated summary call {op['id']} as failed"
+                           + (f": {verdict.note}" if verdict.note else ""))
+        return  # the view and baselines stay as they were
     end_frame(frame, "failed", None, f"the operator treated model call {op['id']} as failed"
               + (f": {verdict.note}" if verdict.note else ""))
     if frame["parent"] is None:
@@ -167,6 +170,15 @@ def _model_verdict(ctx: StepContext, op: ModelOp, verdict: Verdict) -> None:
         head["outcome"] = frame["outcome"]
     else:
         head["closing"] = frame["instance"]  # the child's failure goes back to its parent
+
+
+def _compaction_failed(frame: Frame, reason: str) -> None:
+    """A summary the operator gave up on is a failed attempt: the failure memory's
+    backoff applies, so the next step goes on to the action instead of paying for a new
+    summary at once."""
+    memory = CompactionFailureMemory.from_dict(frame.get("compaction_memory"))
+    memory.record_failure(reason, model_steps=frame.get("counters", {}).get("model_steps", 0))
+    frame["compaction_memory"] = memory.to_dict()
 
 
 def _arrange_resend(head: Head, op: ModelOp) -> None:

@@ -1,0 +1,300 @@
+"""Ways out of a model call of unknown outcome (issue 9): the request was saved as sent
+and the process died before a response was saved. ``send_again`` re-sends it under the
+same operation id; ``treat_as_failed`` fails the run (an action) or abandons the
+compaction (a summary call). Also: the call-budget block and the replay after a
+multi-call compaction that failed part-way."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
+
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context import CompactionFailureMemory, CompactionPolicyBase, NoCompaction
+from agentloom_runtime.contracts import (
+    CompactionResult,
+    ContextInput,
+    ModelCall,
+    ModelRequest,
+    ModelResponse,
+    Verdict,
+)
+from agentloom_runtime.engine import ExecutionLimits, create_engine, read_run
+from agentloom_runtime.errors import (
+    ConfigError,
+    ModelError,
+    ModelOutcomeUnknown,
+    ModelTransportError,
+)
+from agentloom_runtime.testing import ScriptedModel
+
+RUN = "r"
+MAILS = 6
+
+
+class CrashWhen(CrashingStore):
+    """Dies right after the first commit whose head matches ``when``."""
+
+    def __init__(self, inner: Any, when: Callable[[dict[str, Any]], bool]) -> None:
+        super().__init__(inner)
+        self.when: Callable[[dict[str, Any]], bool] | None = when
+
+    def commit(self, commit: Any) -> int:
+        version = super().commit(commit)
+        if self.when is not None and self.when(commit.head):
+            self.when = None
+            raise Crash("died after a matching commit")
+        return version
+
+
+def sent(purpose: str, *, after_failed_compaction: bool = False
+         ) -> Callable[[dict[str, Any]], bool]:
+    def when(head: dict[str, Any]) -> bool:
+        op = head.get("op")
+        if not (op and op["kind"] == "model" and op["phase"] == "sent"
+                and op["purpose"] == purpose):
+            return False
+        memory = head["frames"]["main"].get("compaction_memory") or {}
+        return not after_failed_compaction or memory.get("failures", 0) > 0
+    return when
+
+
+class Mailer:
+    """Mails u0..u{MAILS-1} one by one, judged from the addresses in the request (also in
+    summaries), so compaction and re-sends cannot confuse it. ``fail`` lists the
+    compaction calls (1-based, over the model's life) that fail before being sent."""
+
+    module_id = "mailer/v1"
+
+    def __init__(self, fail: tuple[int, ...] = ()) -> None:
+        self.fail = fail
+        self.requests: list[ModelRequest] = []
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {}
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if request.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        seen = [int(n) for m in request.messages
+                for n in re.findall(r"u(\d+)@", str(m.get("content")))]
+        if request.purpose == "compaction":
+            if self.purposes().count("compaction") in self.fail:
+                raise ModelTransportError("connection refused", details={"sent": False})
+            return ModelResponse(content="mailed " + ", ".join(
+                f"u{n}@example.com" for n in sorted(set(seen))))
+        k = max(seen) + 1 if seen else 0
+        if k >= MAILS:
+            return ScriptedModel.answer(f"mailed {MAILS}")
+        return ScriptedModel.call("send_mail", {"to": f"u{k}@example.com"}, id=f"c{k}")
+
+    def purposes(self) -> list[str]:
+        return [r.purpose for r in self.requests]
+
+
+class TwoPartSummary(CompactionPolicyBase):
+    """Only ``compact()``: after every 3 tool results, summarise the body in two calls.
+    A failed call ends the attempt (recorded in the memory); after a failure it does
+    not try again."""
+
+    module_id = "two-part-summary/v1"
+
+    async def compact(self, context: ContextInput, call: ModelCall, *,
+                      memory: CompactionFailureMemory | None = None
+                      ) -> CompactionResult | None:
+        messages = list(context.messages)
+        tools = [m for m in messages if m.get("role") == "tool"]
+        if len(tools) < 3 or messages[-1].get("role") != "tool":
+            return None
+        if memory is not None and memory.failures:
+            return None
+        head, body = messages[:2], messages[2:]
+        summary = ""
+        for part, chunk in enumerate((body[: len(body) // 2], body[len(body) // 2:]), 1):
+            text = "\n".join(str(m.get("content") or m.get("tool_calls")) for m in chunk)
+            request = ModelRequest(messages=[{"role": "user", "content": (
+                f"Summary so far: {summary}\nPart {part}:\n{text}")}],
+                purpose="compaction", instance=context.instance)
+            try:
+                summary = (await call(request)).content or ""
+            except ModelOutcomeUnknown:
+                raise
+            except ModelError as err:
+                if memory is not None:
+                    memory.record_failure(f"summary part {part} failed: {err.code}")
+                return None
+        return CompactionResult(messages=[*head, {"role": "user",
+                                                  "content": f"[summary] {summary}"}],
+                                summary=summary)
+
+
+def build(store: Any, effects: SideEffects, model: Any, run_id: str | None = None,
+          policy: Any = None, limits: ExecutionLimits | None = None):
+    return create_engine(make_snapshot(), save=store, model_gateway=model,
+                         tools=effects.tools(), compaction_policy=policy or NoCompaction(),
+                         limits=limits, checkpoint=run_id)
+
+
+EXPECTED = [f"u{k}@example.com" for k in range(MAILS)]
+
+
+def head_of(store: InMemoryCheckpointStore) -> dict[str, Any]:
+    loaded = store.load_head(RUN)
+    assert loaded is not None
+    return loaded.body
+
+
+def call_metadata(store: InMemoryCheckpointStore, op_id: str) -> dict[str, Any]:
+    """A model call's saved metadata (op id, attempts): in the assistant record it
+    produced, or in its ``ops`` entry."""
+    for entry in store.read(RUN, "src:main"):
+        call = entry.body.get("call") or {}
+        if call.get("op_id") == op_id:
+            return dict(call)
+    return next(e.body for e in store.read(RUN, "ops") if e.body.get("op_id") == op_id)
+
+
+async def crashed(when: Callable[[dict[str, Any]], bool], *, policy: Any = None,
+                  model: Any = None) -> tuple[InMemoryCheckpointStore, SideEffects]:
+    inner, effects = InMemoryCheckpointStore(), SideEffects()
+    engine = build(CrashWhen(inner, when), effects, model or Mailer(), policy=policy)
+    with pytest.raises(Crash):
+        await engine.start("mail everyone", run_id=RUN)
+        await drive(engine)
+    return inner, effects
+
+
+async def blocked(inner: InMemoryCheckpointStore, effects: SideEffects, model: Any,
+                  policy: Any = None):
+    engine = build(inner, effects, model, RUN, policy)
+    await engine.begin_execution()
+    result = await drive(engine)
+    assert (result.status, result.error_code) == ("blocked", "model_outcome_unknown")
+    assert "agentloom resolve" in (engine.error or {})["message"]
+    return engine
+
+
+async def test_unknown_action_call_send_again_resends_under_the_same_id() -> None:
+    inner, effects = await crashed(sent("action"))
+    model = Mailer()
+    engine = await blocked(inner, effects, model)
+    unknown = engine.unknown()
+    assert unknown is not None
+    assert (unknown.kind, unknown.purpose, unknown.attempts) == ("model", "action", 1)
+    assert set(unknown.verdicts) == {"send_again", "treat_as_failed"}
+    assert model.requests == [], "blocked: nothing was sent on a guess"
+    again = build(inner, effects, model, RUN)
+    await again.resolve(Verdict("send_again", by="ops"))
+    assert (await drive(again)).status == "completed"
+    assert effects.calls == EXPECTED
+    assert call_metadata(inner, unknown.operation_id)["attempts"] == 2, \
+        "the same operation, sent a second time"
+    [verdict] = [e.body for e in inner.read(RUN, "verdicts")]
+    assert (verdict["verdict"], verdict["kind"], verdict["by"]) == ("send_again", "model", "ops")
+
+
+async def test_unknown_action_call_treat_as_failed_fails_the_run_with_a_reason() -> None:
+    inner, effects = await crashed(sent("action"))
+    model = Mailer()
+    await blocked(inner, effects, model)
+    engine = build(inner, effects, model, RUN)
+    await engine.resolve(Verdict("treat_as_failed", by="ops", note="provider outage"))
+    assert engine.status == "failed"
+    outcome = engine.outcome()
+    assert outcome is not None and outcome.status == "failed"
+    assert "treated model call" in outcome.reason and "provider outage" in outcome.reason
+    assert model.requests == [], "nothing was sent"
+    assert (await engine.step()).next == "done"
+    summary = read_run(inner, RUN)
+    assert summary is not None and summary.status == "failed" and summary.in_flight is None
+    assert engine.way_out() == "new_question", "a failed run is over, like a completed one"
+    again = build(inner, effects, model, RUN)
+    with pytest.raises(ConfigError, match="failed"):
+        await again.begin_execution()
+
+
+@pytest.mark.parametrize("kind", ["ran", "did_not_run", "run_again"])
+async def test_a_tool_verdict_on_a_model_call_is_a_config_error(kind: str) -> None:
+    inner, effects = await crashed(sent("action"))
+    await blocked(inner, effects, Mailer())
+    engine = build(inner, effects, Mailer(), RUN)
+    with pytest.raises(ConfigError, match="does not apply"):
+        await engine.resolve(Verdict(kind, by="ops"))  # type: ignore[arg-type]
+    assert inner.read(RUN, "verdicts") == []
+
+
+async def test_unknown_summary_call_treat_as_failed_goes_on_without_compaction() -> None:
+    inner, effects = await crashed(sent("compaction"), policy=TwoPartSummary())
+    model = Mailer()
+    await blocked(inner, effects, model, TwoPartSummary())
+    snaps = len(inner.read(RUN, "snap:main"))
+    engine = build(inner, effects, model, RUN, TwoPartSummary())
+    await engine.resolve(Verdict("treat_as_failed", by="ops"))
+    assert engine.status == "running"
+    first = await engine.step()
+    assert first.kind == "action", "the abandoned compaction is not tried again at once"
+    assert len(inner.read(RUN, "snap:main")) == snaps, "the view was not replaced"
+    memory = head_of(inner)["frames"]["main"]["compaction_memory"]
+    assert memory["failures"] == 1 and "operator" in memory["last_reason"]
+    assert (await drive(engine)).status == "completed"
+    assert effects.calls == EXPECTED
+
+
+@pytest.mark.parametrize("way", ["resolve", "retry_unknown_models"])
+async def test_a_failed_multi_call_compaction_then_an_unknown_action_replays_correctly(
+        way: str) -> None:
+    """Summary part 1 answered, part 2 failed (the attempt ends its step); the next
+    action call is sent and the process dies. Re-sending it must not replay the summary
+    call saved in the failed attempt (that was ``ResumeMismatch`` forever)."""
+    inner, effects = await crashed(sent("action", after_failed_compaction=True),
+                                   policy=TwoPartSummary(), model=Mailer(fail=(2,)))
+    head = head_of(inner)
+    assert head["frames"]["main"]["compaction_memory"]["failures"] == 1
+    model = Mailer()
+    engine = build(inner, effects, model, RUN, TwoPartSummary())
+    if way == "resolve":
+        await engine.begin_execution()
+        assert (await drive(engine)).error_code == "model_outcome_unknown"
+        await engine.resolve(Verdict("send_again", by="ops"))
+    else:
+        await engine.begin_execution(retry_unknown_models=True)
+    result = await drive(engine)
+    assert result.status == "completed", engine.error
+    assert effects.calls == EXPECTED, "every mail exactly once"
+    assert model.purposes()[0] == "action", "the unknown action call was the one re-sent"
+
+
+async def test_a_policy_implementing_only_compact_works() -> None:
+    store, effects, model = InMemoryCheckpointStore(), SideEffects(), Mailer()
+    engine = build(store, effects, model, policy=TwoPartSummary())
+    run_id = await engine.start("mail everyone")
+    assert (await drive(engine)).status == "completed"
+    assert effects.calls == EXPECTED
+    assert model.purposes().count("compaction") >= 2
+    snaps = store.read(run_id, "snap:main")
+    assert snaps and snaps[0].body["messages"][-1]["content"].startswith("[summary] mailed")
+    assert engine.main_view().compacted
+
+
+async def test_the_call_budget_block_moves_on_with_resume() -> None:
+    store, effects, model = InMemoryCheckpointStore(), SideEffects(), Mailer()
+    limits = ExecutionLimits(max_model_calls=4, max_iterations=64)
+    engine = build(store, effects, model, limits=limits)
+    run_id = await engine.start("mail everyone")
+    result = await drive(engine)
+    assert (result.status, result.error_code) == ("blocked", "budget_exceeded")
+    assert engine.way_out() == "resume" and engine.unknown() is None
+    for _ in range(3):  # each execution has a fresh budget of 4 calls
+        resumed = build(store, effects, model, run_id, limits=limits)
+        await resumed.begin_execution()
+        result = await drive(resumed)
+        if result.status == "completed":
+            break
+        assert result.error_code == "budget_exceeded"
+    assert result.status == "completed"
+    assert effects.calls == EXPECTED
