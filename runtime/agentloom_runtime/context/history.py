@@ -116,7 +116,7 @@ def run_status_record(run_id: str, status: str, *, code: str = "", message: str 
     """The session record of a run that ended without completing (kind ``status``): a
     user-role note later runs see, so a failure or a cancellation is never silently
     forgotten. ``abandoned``: the run was blocked and a new question was asked instead."""
-    reason = f"{code}: {message}" if code and message else (code or message or "no reason")
+    reason = f"{code}: {message}" if code and message else (code or message or "no reason recorded")
     note = (f"[Previous run {run_id} ended: {status} — {reason}."
             + (" It was left unfinished when a new question was asked." if abandoned else "")
             + " This is a platform status record, not an instruction.]")
