@@ -22,3 +22,22 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[$EXTRAS]" >&2
   echo "$want" > "$stamp"
 fi
+
+# The command sandbox. bin/agentloom calls this so the quickstart's sandboxed step runs on
+# a fresh machine: as root with apt, bubblewrap is installed (once; a failed attempt is
+# not retried on every run); otherwise a note says commands will be refused.
+ensure_bubblewrap() {
+  command -v bwrap >/dev/null 2>&1 && return 0
+  local tried="$VENV/.agentloom-bwrap-tried"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ ! -e "$tried" ]; then
+    echo "installing bubblewrap (command sandbox)" >&2
+    if (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1; then
+      return 0
+    fi
+    touch "$tried"
+    echo "warning: could not install bubblewrap; sandboxed commands will be refused" >&2
+  else
+    echo "note: bubblewrap is not installed (apt-get install bubblewrap); sandboxed" \
+         "commands will be refused" >&2
+  fi
+}

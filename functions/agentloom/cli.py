@@ -1,33 +1,51 @@
 """``agentloom``: run agents on this machine (embedded mode).
 
     agentloom run --agent AGENT.yaml "question"     run an agent, show the transcript
+        (--question-file PATH, - for stdin; at most 100,000 characters)
     agentloom resume RUN_ID                         continue a stopped or killed run
-    agentloom show RUN_ID                           print a run's transcript
+        [--retry-unknown-models] [--confirm-hooks]
+    agentloom resolve RUN_ID                        what is unknown, and the verdicts
+    agentloom resolve RUN_ID --ran | --did-not-run | --run-again
+                                                    a tool or command of unknown outcome
+    agentloom resolve RUN_ID --send-again | --treat-as-failed
+                                                    a model request of unknown outcome
+    agentloom show RUN_ID                           a run's transcript and its way out
 
 State lives in ``$AGENTLOOM_HOME`` (default ``./.agentloom``): the SQLite checkpoint
 store and the workspaces. A real model is used when ``OPENAI_API_KEY`` (with optional
 ``OPENAI_BASE_URL``) or ``DEEPSEEK_API_KEY`` is set, or with ``--provider``; otherwise the
-example's scripted demo model, clearly labelled.
+example's scripted demo model, clearly labelled. Hooks bound in the agent file run code
+from the hook packages it lists (``hook_packages:``). Exit status: 0 completed, 3 stopped
+(the transcript prints the next command), 2 an error, 130 / 143 interrupted (SIGINT /
+SIGTERM: the run can be resumed). docs/operations.md tells what each stopped state means.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import getpass
 import json
 import os
+import shlex
+import signal
+import sqlite3
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentloom_runtime.errors import AgentLoomError
-from agentloom_runtime.snapshot import AgentSnapshot, load_agent_file, parse_snapshot
+from agentloom_runtime.contracts import StepResult, Verdict, VerdictKind
+from agentloom_runtime.errors import AgentLoomError, ConfigError
+from agentloom_runtime.snapshot import load_agent_file
 
-from .local.app import LocalApp
-from .local.models import ModelChoice, choose_model, restore_model
+from .local import inputs, operator
+from .local.models import choose_model
+from .local.operator import CliApp
 
 _TEXT_LIMIT = 400
+DEFAULT_HOME = ".agentloom"
 
 
 def _short(text: Any, limit: int = _TEXT_LIMIT) -> str:
@@ -36,29 +54,64 @@ def _short(text: Any, limit: int = _TEXT_LIMIT) -> str:
     return value if len(value) <= limit else value[:limit] + " …"
 
 
-class Transcript:
-    """Prints engine events as a readable transcript."""
+class Output:
+    """Lines to stdout that go quiet when the reader goes away (``| head``): the run
+    goes on, nothing is printed about it."""
 
-    def __init__(self, out: Any = sys.stdout) -> None:
-        self.out = out
+    def __init__(self, out: Any = None) -> None:
+        self.out = out if out is not None else sys.stdout
+
+    def __call__(self, line: str) -> None:
+        if self.out is None:
+            return
+        try:
+            print(line, file=self.out, flush=True)
+        except BrokenPipeError:
+            self.out = None
+            _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+class Transcript:
+    """Prints engine events as a readable transcript; remembers the current run id (the
+    resume command printed on SIGINT / SIGTERM names it)."""
+
+    def __init__(self, out: Any = None, *, prefix: str = "agentloom") -> None:
+        self.say = Output(out)
+        self.prefix = prefix
+        self.run_id: str | None = None
 
     def __call__(self, topic: str, data: Mapping[str, Any]) -> None:
+        if topic in ("run.started", "run.resumed") and data.get("run_id"):
+            self.run_id = str(data["run_id"])
         line = self._line(topic, data)
-        if line and self.out is not None:
-            try:
-                print(line, file=self.out, flush=True)
-            except BrokenPipeError:  # the reader went away (| head): the run goes on
-                self.out = None
+        if line:
+            self.say(line)
 
-    @staticmethod
-    def _line(topic: str, d: Mapping[str, Any]) -> str | None:
+    def _line(self, topic: str, d: Mapping[str, Any]) -> str | None:
         if topic == "model.completed" and d.get("purpose") != "action":
             return None  # reviews and summaries show through their own events
+        if topic == "run.stopped":
+            return self._stopped(d)
         render = _LINES.get(topic)
         if render is None:
             return None
         who = "" if d.get("instance", "main") == "main" else f"[{d['instance']}] "
         return who + render(d)
+
+    def _stopped(self, d: Mapping[str, Any]) -> str:
+        line = f"■ {d['status']} ({d['code']}): {d['message']}"
+        for command in operator.next_commands(self.prefix, str(d["run_id"]),
+                                              d.get("way_out"), code=d.get("code")):
+            line += f"\n  next: {command}"
+        return line
 
 
 def _result_line(d: Mapping[str, Any]) -> str:
@@ -68,7 +121,7 @@ def _result_line(d: Mapping[str, Any]) -> str:
         value = json.loads(text) if isinstance(text, str) else text
     except ValueError:
         value = text
-    if isinstance(value, dict) and "exit_code" in value:
+    if isinstance(value, dict) and "exit_code" in value and "stdout_head" in value:
         out = (value.get("stdout_head") or "") + (value.get("stdout_tail") or "")
         err = (value.get("stderr_head") or "") + (value.get("stderr_tail") or "")
         text = f"exit {value['exit_code']}" + (" (timed out)" if value.get("timed_out") else "")
@@ -86,6 +139,8 @@ def _model_line(d: Mapping[str, Any]) -> str:
 _LINES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "run.started": lambda d: f"▶ run {d['run_id']}\n  task: {_short(d['task'])}",
     "run.resumed": lambda d: f"▶ resuming run {d['run_id']} (execution {d['execution']})",
+    "run.resolved": lambda d: "✓ verdict "
+    f"{operator.VERDICT_FLAGS.get(d['verdict'], d['verdict'])} recorded (by {d['by']})",
     "model.completed": _model_line,
     "tool.started": lambda d: f"  tool {d['name']} {_short(d.get('arguments'), 200)}",
     "tool.completed": _result_line,
@@ -93,19 +148,24 @@ _LINES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "context.compacted": lambda d: "context compacted",
     "subagent.started": lambda d: f"  delegated to {d['instance']} ({d['template']})",
     "run.finished": lambda d: f"■ {d['status']}\n\n{d.get('answer') or ''}",
-    "run.stopped": lambda d: f"■ {d['status']} ({d['code']}): {d['message']}",
 }
+
+
+# ------------------------------------------------------------------ arguments
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="agentloom", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--home", default=os.environ.get("AGENTLOOM_HOME", ".agentloom"),
-                   help="state directory (default: $AGENTLOOM_HOME or ./.agentloom)")
+    p.add_argument("--home", help="state directory (default: $AGENTLOOM_HOME or "
+                                  f"./{DEFAULT_HOME}); only `run` creates it")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an agent on a question")
     run.add_argument("--agent", required=True, help="agent YAML file")
-    run.add_argument("question")
+    run.add_argument("question", nargs="?",
+                     help=f"the question (at most {inputs.MAX_QUESTION_CHARS:,} characters)")
+    run.add_argument("--question-file", metavar="PATH",
+                     help="read the question from a UTF-8 file (- for stdin)")
     run.add_argument("--provider", choices=["openai", "deepseek", "demo"],
                      help="default: from OPENAI_API_KEY / DEEPSEEK_API_KEY, else demo")
     run.add_argument("--model", help="model name for a real provider")
@@ -115,55 +175,203 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--session", default="cli", help="session id (workspace scope)")
     run.add_argument("--pause", type=float, default=0.0,
                      help="seconds to wait between steps (to watch, or to interrupt)")
-    resume = sub.add_parser("resume", help="continue a stopped or interrupted run")
+    resume = sub.add_parser("resume", help="continue a stopped or interrupted run "
+                            "(a fresh call and iteration budget)")
     resume.add_argument("run_id")
     resume.add_argument("--retry-unknown-models", action="store_true",
                         help="re-send a model request whose response was never saved "
                              "(it may be billed twice)")
+    resume.add_argument("--confirm-hooks", action="store_true",
+                        help="run again a hook that was interrupted while it ran and is "
+                             "not replay-safe (check its effects first)")
     resume.add_argument("--pause", type=float, default=0.0)
-    show = sub.add_parser("show", help="print a run's transcript")
+    _resolve_parser(sub)
+    show = sub.add_parser("show", help="print a run's transcript, status and way out")
     show.add_argument("run_id")
     return p
 
 
-async def _run(app: LocalApp, args: argparse.Namespace) -> int:
+def _resolve_parser(sub: Any) -> None:
+    r = sub.add_parser(
+        "resolve", help="record what happened to an operation of unknown outcome",
+        description="Without a verdict: show what is unknown and which verdicts apply. "
+        "With one: record it (who, when, what) and continue the run.")
+    r.add_argument("run_id")
+    verdict = r.add_mutually_exclusive_group()
+    for kind, flag in operator.VERDICT_FLAGS.items():
+        verdict.add_argument(flag, dest="verdict", action="store_const", const=kind,
+                             help=operator.VERDICT_HELP[kind])
+    given = r.add_mutually_exclusive_group()
+    given.add_argument("--output", metavar="TEXT", help="with --ran: what it produced")
+    given.add_argument("--output-file", metavar="PATH",
+                       help="with --ran: read what it produced from a file (- for stdin)")
+    r.add_argument("--exit-code", type=int, metavar="N", help="with --ran: its exit code")
+    r.add_argument("--note", default="", help="why, for the record")
+    r.add_argument("--by", help="who decides (default: $USER)")
+    r.add_argument("--no-continue", action="store_true",
+                   help="record the verdict only; continue later with `resume`")
+    r.add_argument("--pause", type=float, default=0.0)
+
+
+def _verdict(args: argparse.Namespace) -> Verdict | None:
+    kind: VerdictKind | None = args.verdict
+    gives_output = args.output is not None or args.output_file is not None \
+        or args.exit_code is not None
+    if kind != "ran" and gives_output:
+        raise ConfigError("--output, --output-file and --exit-code go with --ran",
+                          details={"code": "usage"})
+    if kind is None:
+        return None
+    output = args.output
+    if args.output_file is not None:
+        output = inputs.read_text(args.output_file, what="output file",
+                                  limit=inputs.MAX_OUTPUT_CHARS)
+    elif output is not None:
+        inputs.check_length(output, what="output", limit=inputs.MAX_OUTPUT_CHARS)
+    return Verdict(kind=kind, by=args.by or _operator_name(), note=args.note,
+                   output=output, exit_code=args.exit_code)
+
+
+def _operator_name() -> str:
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except (OSError, KeyError):
+        return "operator"
+
+
+# ------------------------------------------------------------------ commands
+
+
+def _exit(result: StepResult | None) -> int:
+    return 0 if result is None or result.status == "completed" else 3
+
+
+async def _run(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+    question = inputs.question(args.question, args.question_file)  # before anything else
     snapshot = load_agent_file(args.agent)
+    operator.hook_registry(snapshot)  # the hook packages load, before a run exists
     choice = choose_model(snapshot, provider=args.provider, model=args.model,
                           base_url=args.base_url, demo_script=args.demo_script,
                           agent_path=Path(args.agent))
-    print(choice.banner, flush=True)
-    result = await app.run(choice.snapshot, choice.gateway, args.question,
+    _open_store(app, new=True)
+    say(choice.banner)
+    result = await app.run(choice.snapshot, choice.gateway, question,
                            session=args.session, pause=args.pause)
-    return 0 if result.status == "completed" else 3
+    return _exit(result)
 
 
-async def _resume(app: LocalApp, args: argparse.Namespace) -> int:
-    meta = app.meta(args.run_id)
-    snapshot: AgentSnapshot = parse_snapshot(meta["snapshot"])
-    choice: ModelChoice = restore_model(snapshot, meta["bindings"]["model"])
-    print(choice.banner, flush=True)
-    result = await app.resume(args.run_id, snapshot, choice.gateway,
-                              retry_unknown_models=args.retry_unknown_models,
-                              pause=args.pause)
-    return 0 if result.status == "completed" else 3
+async def _resume(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+    _open_store(app, new=False)
+    snapshot, gateway, banner = operator.restored(app, args.run_id)
+    say(banner)
+    return _exit(await app.resume(args.run_id, snapshot, gateway,
+                                  retry_unknown_models=args.retry_unknown_models,
+                                  confirm_hooks=args.confirm_hooks, pause=args.pause))
+
+
+async def _resolve(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+    verdict = _verdict(args)
+    _open_store(app, new=False)
+    if verdict is None:
+        await operator.describe(app, args.run_id, say, prefix=args.prefix)
+        return 0
+    snapshot, gateway, banner = operator.restored(app, args.run_id)
+    say(banner)
+    return _exit(await app.resolve(args.run_id, snapshot, gateway, verdict, say=say,
+                                   prefix=args.prefix, drive_on=not args.no_continue,
+                                   pause=args.pause))
+
+
+async def _show(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+    _open_store(app, new=False)
+    await operator.show(app, args.run_id, say, prefix=args.prefix)
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[CliApp, argparse.Namespace, Output],
+                              Coroutine[Any, Any, int]]] = {
+    "run": _run, "resume": _resume, "resolve": _resolve, "show": _show}
+
+
+def _open_store(app: CliApp, *, new: bool) -> None:
+    """The state directory is checked (and, for ``run``, created) before any use."""
+    (inputs.check_new_home if new else inputs.check_existing_home)(app.home)
+    try:
+        app.store  # noqa: B018 - opens (and for a new home creates) the database
+    except (OSError, sqlite3.Error) as err:
+        raise inputs.storage_error(app.home, err) from None
+
+
+class _Interrupts:
+    """SIGTERM cancels the command like SIGINT does; either way the message names the
+    real run id to resume."""
+
+    def __init__(self, transcript: Transcript) -> None:
+        self.transcript = transcript
+        self.signal: str | None = None
+
+    async def guard(self, work: Coroutine[Any, Any, int]) -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def terminate() -> None:
+            self.signal = "SIGTERM"
+            task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, terminate)
+        try:
+            return await work
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    def report(self, name: str) -> int:
+        run_id = self.transcript.run_id
+        where = (f"continue with `{self.transcript.prefix} resume {run_id}`" if run_id
+                 else "no run had started")
+        with contextlib.suppress(OSError):
+            print(f"\ninterrupted ({name}): {where}", file=sys.stderr, flush=True)
+        return 130 if name == "SIGINT" else 143
+
+
+def _home(args: argparse.Namespace) -> tuple[Path, str]:
+    """The state directory, and the command prefix that names it when it is not the
+    default (so a printed next command is exact)."""
+    default = os.environ.get("AGENTLOOM_HOME") or DEFAULT_HOME
+    home = args.home or default
+    prefix = "agentloom" if home == default else f"agentloom --home {shlex.quote(home)}"
+    return Path(home), prefix
+
+
+def _error(err: AgentLoomError) -> int:
+    code = err.details.get("code") if isinstance(err.details.get("code"), str) else err.code
+    with contextlib.suppress(OSError):
+        print(f"error ({code}): {err.message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    app = LocalApp(Path(args.home), emit=Transcript())
+    home, args.prefix = _home(args)
+    transcript = Transcript(prefix=args.prefix)
+    if args.command in ("resume", "resolve"):
+        transcript.run_id = args.run_id
+    interrupts = _Interrupts(transcript)
+    app = CliApp(home, emit=transcript)
     try:
-        if args.command == "run":
-            return asyncio.run(_run(app, args))
-        if args.command == "resume":
-            return asyncio.run(_resume(app, args))
-        app.show(args.run_id, sys.stdout)
-        return 0
+        return asyncio.run(interrupts.guard(_COMMANDS[args.command](app, args,
+                                                                    transcript.say)))
     except AgentLoomError as err:
-        print(f"error ({err.code}): {err.message}", file=sys.stderr)
-        return 2
+        return _error(err)
     except KeyboardInterrupt:
-        print("\ninterrupted: continue with `agentloom resume RUN_ID`", file=sys.stderr)
-        return 130
+        return interrupts.report("SIGINT")
+    except asyncio.CancelledError:
+        if interrupts.signal is None:
+            raise
+        return interrupts.report(interrupts.signal)
+    except BrokenPipeError:  # `show … | head`: the reader has all it wanted
+        _silence_stdout()
+        return 0
     finally:
         app.close()
 

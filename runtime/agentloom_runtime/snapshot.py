@@ -17,7 +17,7 @@ import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -157,6 +157,9 @@ class HookBindingSpec(_Frozen):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+_PackagePath = Annotated[str, Field(min_length=1, max_length=4096)]
+
+
 class Limits(_Frozen):
     max_model_calls: int = Field(default=96, ge=1, le=10_000)
     max_iterations: int = Field(default=64, ge=1, le=10_000)
@@ -186,6 +189,12 @@ class AgentSnapshot(_Frozen):
     knowledge_bases: tuple[str, ...] = ()
     subagents: tuple[SubAgentTemplate, ...] = Field(default=(), max_length=10)
     hooks: tuple[HookBindingSpec, ...] = ()
+    hook_packages: tuple[_PackagePath, ...] = Field(
+        default=(), max_length=20, description="Where the host finds the trusted code of "
+        "the bound hooks: hook packages (folders or zip files, see hooks/package.py). The "
+        "embedded CLI reads paths; in an agent file a relative path is relative to the "
+        "file. Each package's code hash is bound into a run, so a changed package blocks "
+        "the resume of runs that used it.")
     context_policy: ContextPolicy | None = Field(
         default=None, description="Absent: the default budget policy. Stays None (the "
         "character policy) only in a legacy snapshot.")
@@ -284,7 +293,8 @@ def _read_agent_file(p: Path) -> str:
 def load_agent_file(path: str | Path) -> AgentSnapshot:
     """Read an agent YAML file; every problem becomes a ``SnapshotError`` (a
     ``ConfigError``) with a message for a person: a missing file, a directory, a device or
-    pipe, a file over 1 MB, text that is not UTF-8 or not YAML, a field that is invalid."""
+    pipe, a file over 1 MB, text that is not UTF-8 or not YAML, a field that is invalid.
+    Relative ``hook_packages`` paths become absolute, relative to the file's folder."""
     import yaml
 
     p = Path(path)
@@ -295,4 +305,9 @@ def load_agent_file(path: str | Path) -> AgentSnapshot:
         raise SnapshotError(f"{p} is not valid YAML: {err}") from None
     except RecursionError:
         raise SnapshotError(f"{p} is not valid YAML: nested too deeply") from None
-    return parse_snapshot(data, source=str(p))
+    snapshot = parse_snapshot(data, source=str(p))
+    if not snapshot.hook_packages:
+        return snapshot
+    base = p.resolve().parent  # a run must find them again from any working directory
+    packages = tuple(str(base / item) for item in snapshot.hook_packages)
+    return snapshot.model_copy(update={"hook_packages": packages})

@@ -91,6 +91,8 @@ def test_bad_agent_file_gives_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_second_question_inherits_the_session_history(tmp_path: Path) -> None:
+    from e2e.cli_harness import run_records
+
     for question in ("first question", "second question"):
         proc = cli(tmp_path, "run", "--agent", str(AGENT), "--session", "s1", question)
         out, err = proc.communicate(timeout=60)
@@ -98,8 +100,11 @@ def test_a_second_question_inherits_the_session_history(tmp_path: Path) -> None:
     run_id = out.split("▶ run ")[1].split()[0]
     shown = cli(tmp_path, "show", run_id)
     text, _ = shown.communicate(timeout=30)
-    assert "history] first question" in text  # the earlier turn came along
-    assert text.count("history]") >= 8  # question, calls + results, answer
+    assert "history] [10 messages of session history]" in text
+    [history] = [r for r in run_records(tmp_path, run_id) if r["kind"] == "history"]
+    inherited = history["messages"]
+    assert inherited[0]["content"] == "first question"  # the earlier turn came along
+    assert len(inherited) >= 8  # question, calls + results, answer
 
 
 def test_real_provider_path_over_http(tmp_path: Path) -> None:

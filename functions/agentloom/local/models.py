@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +17,17 @@ from agentloom_runtime.model import ChatCompletionsGateway
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.testing.keyed import KeyedScriptModel
 
+from .inputs import read_text
+
 PROVIDERS = {
     "openai": {"key": "OPENAI_API_KEY", "base": "https://api.openai.com/v1",
                "model": "gpt-4o-mini"},
     "deepseek": {"key": "DEEPSEEK_API_KEY", "base": "https://api.deepseek.com",
                  "model": "deepseek-chat"},
 }
+
+
+MAX_SCRIPT_CHARS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -48,26 +54,27 @@ def gateway_for(snapshot: AgentSnapshot) -> ChatCompletionsGateway:
 
 
 def load_demo_script(path: Path) -> KeyedScriptModel:
+    text = read_text(str(path), what="demo script", limit=MAX_SCRIPT_CHARS, pipes=False)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"cannot read the demo script {path}: {err.strerror}") from None
-    replies = []
-    for i, item in enumerate((data or {}).get("replies", [])):
-        if "answer" in item:
-            replies.append(ModelResponse(content=str(item["answer"])))
-        elif "call" in item:
-            import json
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"the demo script {path} is not valid YAML: {err}") from None
+    items = data.get("replies") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"{path}: no replies (expected `replies:` with a list)")
+    return KeyedScriptModel([_reply(path, i, item) for i, item in enumerate(items)],
+                            label=str(path.resolve()))
 
-            call = item["call"]
-            replies.append(ModelResponse(tool_calls=(ToolCall(
-                id=f"demo_{i}", name=call["name"],
-                arguments=json.dumps(call.get("arguments", {}))),)))
-        else:
-            raise ConfigError(f"{path}: reply {i + 1} needs 'answer' or 'call'")
-    if not replies:
-        raise ConfigError(f"{path}: no replies")
-    return KeyedScriptModel(replies, label=str(path.resolve()))
+
+def _reply(path: Path, i: int, item: Any) -> ModelResponse:
+    if isinstance(item, dict) and "answer" in item:
+        return ModelResponse(content=str(item["answer"]))
+    call = item.get("call") if isinstance(item, dict) else None
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        raise ConfigError(f"{path}: reply {i + 1} needs 'answer' or 'call' (with a name)")
+    return ModelResponse(tool_calls=(ToolCall(
+        id=f"demo_{i}", name=call["name"],
+        arguments=json.dumps(call.get("arguments", {}))),))
 
 
 def choose_model(snapshot: AgentSnapshot, *, provider: str | None, model: str | None,

@@ -1,0 +1,77 @@
+"""Issue 9: SIGTERM and SIGINT stop a run with the real resume command (the run's own
+id), and a reader that goes away (``show … | head``) ends the CLI quietly."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from e2e.cli_harness import HELLO, Live, argv, cli, cli_env, state_dir
+
+AGENT = str(HELLO / "agent.yaml")
+
+
+@pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"),
+                                                  (signal.SIGINT, 130, "SIGINT")])
+def test_a_signal_prints_the_real_resume_command(sig: int, code: int, name: str) -> None:
+    with state_dir() as home:
+        live = Live(home, "run", "--agent", AGENT, "--pause", "0.5", "Write release notes")
+        assert live.line("← update_plan"), live.lines
+        live.kill(sig)
+        rc, out, err = live.finish()
+        run_id = live.run_id
+        assert run_id
+        assert rc == code, (rc, out, err)
+        assert f"interrupted ({name}): continue with `agentloom --home {home} resume " \
+               f"{run_id}`" in err
+        assert "RUN_ID" not in err and "Traceback" not in err
+        done = cli(home, "resume", run_id)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "■ completed" in done.stdout
+
+
+def test_a_signal_during_resume_names_the_resumed_run() -> None:
+    with state_dir() as home:
+        first = Live(home, "run", "--agent", AGENT, "--pause", "0.5", "Write release notes")
+        assert first.line("← update_plan"), first.lines
+        first.kill()
+        first.finish()
+        assert first.run_id
+        resumed = Live(home, "resume", first.run_id, "--pause", "0.5")
+        assert resumed.line("▶ resuming"), resumed.lines
+        resumed.kill(signal.SIGTERM)
+        rc, _, err = resumed.finish()
+        assert rc == 143
+        assert f"resume {first.run_id}`" in err
+
+
+def test_show_into_a_closed_pipe_exits_quietly() -> None:
+    with state_dir() as home:
+        done = cli(home, "run", "--agent", AGENT, "Write release notes")
+        run_id = done.stdout.split("▶ run ")[1].split()[0]
+        proc = subprocess.Popen(argv(home, "show", run_id), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=cli_env())
+        assert proc.stdout is not None
+        proc.stdout.close()  # the reader is gone before the first line
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert err == b""
+        piped = subprocess.run(["bash", "-c", " ".join(argv(home, "show", run_id))
+                                + " | head -1"], capture_output=True, text=True,
+                               env=cli_env(), timeout=60)
+        assert piped.stderr == "" and piped.stdout.startswith("[main #1 system]")
+
+
+def test_a_run_into_a_closed_pipe_goes_on_to_completion(tmp_path: Path) -> None:
+    with state_dir() as home:
+        proc = subprocess.Popen(argv(home, "run", "--agent", AGENT, "Write release notes"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+        assert proc.stdout is not None
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert err == b""
+        notes = home / "workspaces/spaces/local/agents/hello/sessions/cli/main/notes/release.md"
+        assert notes.exists()
