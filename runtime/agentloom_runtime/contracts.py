@@ -193,7 +193,9 @@ class ContextManager(Module, Protocol):
     """Source records, the model-visible view and queued inputs of one instance
     (``journal-context/v1``). ``journal`` is the run's unit of work; ``frame`` the
     instance's record in the checkpoint head (``engine._state.Frame``; the manager owns
-    its ``view``, ``inputs``, ``counters``, ``history_watermark`` and ``raw_complete``)."""
+    its ``view``, ``inputs``, ``counters`` and ``history_watermark``). A source record
+    whose model-visible form differs (a capped result, a hook-processed answer, a
+    rewritten call id) carries it as ``visible``; sessions project that."""
 
     def create(self, journal: Any, frame: Any, *, system: str,
                history: Sequence[Message], task: str,

@@ -61,8 +61,6 @@ async def test_a_key_in_a_tool_result_never_reaches_the_next_history_or_the_even
         app.close()
 
 
-@pytest.mark.xfail(strict=True, reason="needs the context manager to record `visible` on "
-                   "source records (the lead's change); remove this mark once it lands")
 async def test_the_next_question_inherits_the_capped_tool_result_the_model_was_shown(
         tmp_path: Path) -> None:
     app = LocalApp(tmp_path)

@@ -9,7 +9,7 @@ from its own published snapshot, never from what the history shows was once call
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,15 +22,15 @@ TURN_KINDS = frozenset({"user"})  # a run's question (the engine's task record)
 STEP_KINDS = frozenset({"assistant"})  # a saved action-model response
 SKIPPED_KINDS = frozenset({"system", "history"})  # a run's own prompt, copies of history
 TERMINAL_KINDS = frozenset({"terminal", "status"})  # run-status records of the platform
-DELEGATION_KINDS = frozenset({"delegation_result"})
 
 UNKNOWN_NOTE = ("No result was recorded for this call. Do not assume it succeeded or "
                 "failed; it belongs to an earlier run and is not executed again.")
 
 
 def is_main(record: Mapping[str, Any]) -> bool:
-    """A main-instance record, or a delegation result the main instance received."""
-    return record.get("instance", MAIN) == MAIN or record.get("kind") in DELEGATION_KINDS
+    """A main-instance record (the delegation results the main instance received are
+    its own tool results)."""
+    return record.get("instance", MAIN) == MAIN
 
 
 def main_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -135,53 +135,3 @@ def project_history(records: Iterable[Mapping[str, Any]]) -> list[Message]:
         projector.feed(record)
     projector.close()
     return projector.out
-
-
-# ---------------------------------------------------------------- legacy checkpoints
-
-
-@dataclass(frozen=True)
-class LegacyAdoption:
-    messages: list[Message]
-    dropped: int  # messages of the old view that are not adopted
-    raw_complete: bool = False
-
-
-def _is_summary(message: Mapping[str, Any]) -> bool:
-    if message.get("_summary"):
-        return True
-    text = message.get("content")
-    return isinstance(text, str) and text.lstrip().lower().startswith(
-        ("[handoff summary", "summary of earlier", "[summary", "[compacted"))
-
-
-def adopt_legacy(messages: Sequence[Message], *, task: str | None = None) -> LegacyAdoption:
-    """For an old checkpoint without source records: adopt only the surviving suffix of
-    the run's own messages — after the leading system messages, after the last earlier
-    summary (a summary is never a record of what happened), and from the ``task``
-    message when it is found there. Tool results whose call did not survive become
-    labelled material. Idempotent; the result is always ``raw_complete=False``."""
-    start = 0
-    while start < len(messages) and messages[start].get("role") == "system":
-        start += 1
-    for index in range(len(messages) - 1, start - 1, -1):
-        if _is_summary(messages[index]):
-            start = index + 1
-            break
-    if task:
-        for index in range(len(messages) - 1, start - 1, -1):
-            if messages[index].get("role") == "user" and messages[index].get("content") == task:
-                start = index
-                break
-    adopted: list[Message] = []
-    open_ids: set[str] = set()
-    for message in messages[start:]:
-        if message.get("role") == "tool" and message.get("tool_call_id") not in open_ids:
-            adopted.append(material(message, seq=None, name=None))
-            continue
-        if message.get("role") == "tool":
-            open_ids.discard(str(message.get("tool_call_id")))
-        else:
-            open_ids = set(call_ids(message))
-        adopted.append(dict(message))
-    return LegacyAdoption(adopted, dropped=start)

@@ -108,7 +108,6 @@ class JournalContextManager:
         frame["history_watermark"] = history_watermark  # the session seq inherited up to
         frame["inputs"] = []
         frame["counters"] = {k: int((counters or {}).get(k, 0)) for k in COUNTERS}
-        frame["raw_complete"] = True
         self._views[inst] = []
         self.append(journal, frame, "system", {"role": "system", "content": system})
         if history:  # one record, however long: a run's first commit stays a few items
@@ -192,6 +191,8 @@ class JournalContextManager:
         record: JSON = {"kind": kind, "message": message}
         if extra:
             record.update(extra)
+        if visible is not None and visible != message:
+            record["visible"] = visible  # what the model saw: sessions project this
         seq = journal.append(f"src:{inst}", record)
         if visible is None or visible == message:
             shown = message

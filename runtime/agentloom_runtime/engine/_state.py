@@ -103,7 +103,6 @@ class Frame(TypedDict):
     history_watermark: NotRequired[int]
     inputs: NotRequired[list[str]]
     counters: NotRequired[dict[str, int]]
-    raw_complete: NotRequired[bool]
 
 
 class ModelOp(TypedDict):

@@ -510,6 +510,7 @@ class RunSummary:
     execution: int
     way_out: str | None
     in_flight: str | None  # the kind of an operation in flight, if any
+    reason: str = ""  # the outcome's reason, when it ended (e.g. a review's or a verdict's)
 
 
 def read_run(store: BaseCheckpointStore, run_id: str) -> RunSummary | None:
@@ -527,7 +528,8 @@ def read_run(store: BaseCheckpointStore, run_id: str) -> RunSummary | None:
                           "type": error["type"]},
                       labels=dict(head["labels"]), instances=tuple(head["frames"]),
                       execution=head["execution"], way_out=_resolve.way_out(head),
-                      in_flight=head["op"]["kind"] if head["op"] else None)
+                      in_flight=head["op"]["kind"] if head["op"] else None,
+                      reason=head["outcome"]["reason"] if head["outcome"] else "")
 
 
 def _mark_stopped(head: Head, error: AgentLoomError, status: RunStatus) -> None:

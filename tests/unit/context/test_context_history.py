@@ -92,11 +92,9 @@ def test_children_are_excluded_and_delegation_results_included() -> None:
                record(2, "r", "assistant", assistant_calls("d", name="delegate_task")),
                record(3, "r", "user", {"role": "user", "content": "child task"}, "sub-1"),
                record(4, "r", "assistant", {"role": "assistant", "content": "inner"}, "sub-1"),
-               record(5, "r", "tool_result", tool("d", "child result")),
-               record(6, "r", "delegation_result",
-                      {"role": "user", "content": "report from sub-2"}, "sub-2")]
+               record(5, "r", "tool_result", tool("d", "child result"))]
     out = project_history(records)
-    assert texts(out) == ["q", "None", "child result", "report from sub-2"]
+    assert texts(out) == ["q", "None", "child result"]  # the result the main frame got
 
 
 def test_a_supplement_recorded_inside_a_group_follows_the_results() -> None:
