@@ -30,7 +30,7 @@ UNKNOWN_NOTE = ("No result was recorded for this call. Do not assume it succeede
 def is_main(record: Mapping[str, Any]) -> bool:
     """A main-instance record (the delegation results the main instance received are
     its own tool results)."""
-    return record.get("instance", MAIN) == MAIN
+    return bool(record.get("instance", MAIN) == MAIN)
 
 
 def main_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
