@@ -6,8 +6,11 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal, Protocol
+
+from .bus import freeze_json
+
+freeze = freeze_json  # a deep read-only copy of JSON config (one rule, in bus.py)
 
 Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Any]]
 Availability = Callable[[Mapping[str, Any], str], bool]
@@ -63,15 +66,6 @@ class PlanAccess(Protocol):
     def get(self) -> list[dict[str, Any]]: ...
 
     def replace(self, steps: list[dict[str, Any]]) -> None: ...
-
-
-def freeze(value: Any) -> Any:
-    """A deep read-only view of JSON-like config."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: freeze(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(freeze(v) for v in value)
-    return value
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,8 @@ async def action_step(ctx: StepContext, hooks: HookRunner, model: ModelCaller,
         for index, (tool_call, (request_id, call_id)) in enumerate(
                 zip(response.tool_calls, calls, strict=True)):
             call = PendingCall(call_id=call_id, name=tool_call.name, request_id=request_id,
-                               state="queued", src=seq, index=index)
+                               state="queued", src=seq, index=index,
+                               queued_in=ctx.head["execution"])
             if len(tool_call.arguments) <= INLINE_ARGUMENTS:
                 call["arguments"] = tool_call.arguments
             frame["pending"].append(call)

@@ -67,22 +67,12 @@ def delegate_tool(snapshot: AgentSnapshot) -> ToolDefinition:
 def default_compaction(snapshot: AgentSnapshot) -> CompactionPolicy:
     """The budget policy for snapshots with a context_policy (every new configuration);
     the character policy only for legacy published versions without one (seed 000 §8)."""
-    from agentloom_runtime.context import (
-        BudgetCompactionPolicy,
-        CharacterCompactionPolicy,
-        estimator_for,
-    )
+    from agentloom_runtime.context import BudgetCompactionPolicy, CharacterCompactionPolicy
 
-    model = snapshot.model
     if snapshot.context_policy is None:
         return CharacterCompactionPolicy()
-    policy = snapshot.context_policy
-    return BudgetCompactionPolicy(
-        context_window=model.context_window, max_output_tokens=model.max_output_tokens,
-        safety_margin_tokens=model.safety_margin_tokens,
-        estimator=estimator_for(model.model_dump()), context_ratio=policy.context_ratio,
-        target_ratio=policy.target_ratio, user_turns=policy.user_turns,
-        model_steps=policy.model_steps, max_compaction_calls=policy.max_compaction_calls)
+    return BudgetCompactionPolicy.from_settings(snapshot.context_policy.model_dump(),
+                                                snapshot.model.model_dump())
 
 
 def default_gateway(snapshot: AgentSnapshot, decrypt: Callable[[str], str] | None

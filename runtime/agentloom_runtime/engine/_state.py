@@ -78,6 +78,7 @@ class PendingCall(TypedDict):
     state: Literal["queued", "delegated", "returned", "done"]
     src: int
     index: int
+    queued_in: int  # the execution that queued it: a later one cannot know it never ran
     arguments: NotRequired[str]
     child: NotRequired[str]
     result: NotRequired[int]  # "returned": the ops seq of the child's result

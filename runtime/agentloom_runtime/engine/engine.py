@@ -382,6 +382,9 @@ class Engine:
     async def _tool_step(self, frame: Frame, call: PendingCall,
                          uncertain: bool = False) -> _Progress:
         ctx, hooks = self._c(), self._hooks_runner()
+        # A call queued by an earlier execution may have started before it ended (a
+        # resume_inflight tool is not announced): its handler is told so.
+        uncertain = uncertain or call["queued_in"] < ctx.head["execution"]
         prepared = await prepare_call(ctx, hooks, frame, call, uncertain)
         if not isinstance(prepared, PreparedCall):
             record_tool(ctx, frame, call, prepared)
