@@ -67,9 +67,16 @@ class Live:
                                      stderr=subprocess.PIPE, text=True,
                                      env=dict(env) if env is not None else cli_env())
         self.lines: list[str] = []
+        self._errors: list[str] = []
         self._changed = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self._stderr = threading.Thread(target=self._read_errors, daemon=True)
+        self._stderr.start()
+
+    def _read_errors(self) -> None:
+        assert self.proc.stderr is not None
+        self._errors.append(self.proc.stderr.read())
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -106,9 +113,13 @@ class Live:
 
     def finish(self, timeout: float = 60) -> tuple[int, str, str]:
         """(returncode, stdout, stderr) once the process has ended."""
-        _, err = self.proc.communicate(timeout=timeout)
+        self.proc.wait(timeout)
         self._reader.join(timeout)
-        return self.proc.returncode, "\n".join(self.lines), err
+        self._stderr.join(timeout)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        return self.proc.returncode, "\n".join(self.lines), "".join(self._errors)
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 30, step: float = 0.005) -> bool:
