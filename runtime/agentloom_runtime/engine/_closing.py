@@ -1,8 +1,9 @@
 """Closing a finished frame: the after-stage (run.after / subagent.after, annotations
 only), then the run's end for the main frame, or the parent's pending call for a child.
 
-A supplement that arrived while the main frame was being reviewed is never dropped: the
-frame goes back to the model with it instead of ending.
+A supplement that arrived while the main frame was being reviewed or closed (its
+after-stage) is never dropped: the frame goes back to the model with it instead of
+ending.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ async def after_stage(ctx: StepContext, hooks: HookRunner, frame: Frame) -> None
                                      key=f"close:{frame['instance']}")
         outcome["annotations"] = payload.get("annotations") or {}
     ctx.head.pop("closing", None)
+    if _reopen_for_supplements(ctx, frame):
+        return  # a supplement came while the run was closing: the model answers it
     _finalize(ctx, frame)
 
 

@@ -1,0 +1,179 @@
+"""Compaction never wedges a run (issue 9): a ``context.compact.after`` rewrite that
+fails validation is refused like any bad result (the view stays, the failure memory
+records it, the run goes on), and the host validates every result itself — smaller,
+protocol-valid, no longer triggering — whatever the policy says."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from support.engine import SideEffects, make_snapshot
+
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context import CompactionFailureMemory, CompactionPolicyBase, Decision
+from agentloom_runtime.contracts import (
+    CompactionResult,
+    ContextInput,
+    Message,
+    ModelCall,
+    ModelRequest,
+    ModelResponse,
+)
+from agentloom_runtime.engine import create_engine
+from agentloom_runtime.hooks import Continue, HookDefinition, HookRegistry, PatchOutput
+from agentloom_runtime.testing import ScriptedModel
+
+MAILS = 14
+EXPECTED = [f"user{k}@example.com" for k in range(MAILS)]
+
+
+class Mailer:
+    """Mails user0..user13 one per action, judged from the addresses in the request (in
+    summaries too), so compaction cannot confuse it."""
+
+    module_id = "mailer/v1"
+
+    def __init__(self) -> None:
+        self.purposes: list[str] = []
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {}
+
+    async def aclose(self) -> None:
+        return None
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        self.purposes.append(request.purpose)
+        if request.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        sent = [int(n) for m in request.messages
+                for n in re.findall(r"user(\d+)@", str(m.get("content")))]
+        if request.purpose == "compaction":
+            return ModelResponse(content=f"Mails sent so far: user0 .. user{max(sent)}"
+                                         "@example.com.")
+        k = max(sent) + 1 if sent else 0
+        if k >= MAILS:
+            return ScriptedModel.answer(f"sent {MAILS} mails")
+        return ScriptedModel.call("send_mail", {"to": f"user{k}@example.com"}, id=f"c{k}")
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, topic: str, data: Any) -> None:
+        self.seen.append((topic, dict(data)))
+
+    def topics(self) -> list[str]:
+        return [t for t, _ in self.seen]
+
+
+async def step_all(engine: Any, store: InMemoryCheckpointStore, run_id: str,
+                   events: Events) -> list[dict[str, Any]]:
+    """Drive to the end; for every step that refused a compaction, what it left behind."""
+    refusals = []
+    for _ in range(300):
+        snaps = len(store.read(run_id, "snap:main"))
+        before = len(events.seen)
+        result = await engine.step()
+        refused = [d for t, d in events.seen[before:] if t == "context.compaction_refused"]
+        if refused:
+            loaded = store.load_head(run_id)
+            assert loaded is not None
+            refusals.append({"reason": refused[0]["reason"], "kind": result.kind,
+                             "snapshot_added": len(store.read(run_id, "snap:main")) > snaps,
+                             "memory": loaded.body["frames"]["main"]["compaction_memory"]})
+        if result.next == "done":
+            return refusals
+    raise AssertionError("the run did not end")
+
+
+async def test_a_compact_after_rewrite_that_fails_validation_is_refused_and_the_run_goes_on(
+        ) -> None:
+    """The first summary is rewritten into one larger than the view it replaces; the host
+    refuses it (before: TypeError from record_failure), keeps the view, remembers the
+    failure, and later compactions go through."""
+    rewrites: list[int] = []
+
+    async def bloat(ctx: Any, payload: dict[str, Any]) -> Any:
+        if rewrites:
+            return Continue()
+        rewrites.append(len(payload["summary"]))
+        return PatchOutput({"summary": "padding " * 4_000})
+
+    registry = HookRegistry([HookDefinition("bloat", "1", bloat, replay_safe=True)])
+    snapshot = make_snapshot(
+        model={"model": "m", "context_window": 9000, "max_output_tokens": 512,
+               "safety_margin_tokens": 64},
+        context_policy={"context_ratio": 0.5, "target_ratio": 0.3},
+        hooks=[{"hook_id": "bloat", "version": "1", "point": "context.compact.after"}])
+    store, effects, model, events = InMemoryCheckpointStore(), SideEffects(), Mailer(), Events()
+    engine = create_engine(snapshot, save=store, model_gateway=model, tools=effects.tools(),
+                           hook_registry=registry, emit=events)
+    run_id = await engine.start("mail everyone " + "with care " * 40)
+    refusals = await step_all(engine, store, run_id, events)
+    assert engine.status == "completed", engine.error
+    assert rewrites, "the hook rewrote a summary"
+    first = refusals[0]
+    assert "not smaller" in first["reason"] or "still triggers" in first["reason"]
+    assert not first["snapshot_added"], "the view was left as it was"
+    assert first["memory"]["failures"] == 1 and first["memory"]["last_reason"] == first["reason"]
+    assert store.read(run_id, "snap:main"), "a later compaction committed"
+    assert effects.calls == EXPECTED
+
+
+class Policy(CompactionPolicyBase):
+    """A policy that says yes to its own bad results (validate_compaction_result is the
+    base's: nothing to object to). Compacts once the view has 9 messages."""
+
+    module_id = "bad-policy/v1"
+
+    def __init__(self, fault: str) -> None:
+        self.fault = fault
+        self.attempts = 0
+
+    def should_compact(self, context: ContextInput) -> Decision:
+        return "budget" if len(context.messages) >= 9 else False
+
+    async def compact(self, context: ContextInput, call: ModelCall, *,
+                      memory: CompactionFailureMemory | None = None
+                      ) -> CompactionResult | None:
+        self.attempts += 1
+        messages = list(context.messages)
+        head, body = messages[:2], messages[2:]
+        summary: Message = {"role": "user", "content": "[summary] mailed"}
+        if self.fault == "not_smaller":
+            new = [*messages, {"role": "user", "content": "[summary] " + "x" * 50}]
+        elif self.fault == "breaks_protocol":
+            orphan = next(m for m in body if m.get("role") == "tool")
+            new = [*head, summary, orphan]  # a tool result whose call is gone
+        else:  # still_triggers: smaller and valid, but still 9 messages or more
+            new = [*head, summary, *body[-6:]]
+            assert len(messages) > len(new) >= 9
+        return CompactionResult(messages=new, summary="[summary] mailed")
+
+
+@pytest.mark.parametrize(("fault", "reason"), [
+    ("not_smaller", "not smaller"),
+    ("breaks_protocol", "breaks the chat protocol"),
+    ("still_triggers", "still triggers"),
+])
+async def test_the_host_refuses_a_bad_compaction_result_whatever_the_policy_says(
+        fault: str, reason: str) -> None:
+    store, effects, events = InMemoryCheckpointStore(), SideEffects(), Events()
+    policy = Policy(fault)
+    engine = create_engine(make_snapshot(), save=store, model_gateway=Mailer(),
+                           tools=effects.tools(), compaction_policy=policy, emit=events)
+    run_id = await engine.start("mail everyone")
+    refusals = await step_all(engine, store, run_id, events)
+    assert engine.status == "completed", engine.error
+    assert policy.attempts >= 1 and refusals
+    assert all(reason in r["reason"] for r in refusals), refusals
+    assert all(r["kind"] == "action" for r in refusals), "the same step went on to the action"
+    assert store.read(run_id, "snap:main") == [], "no refused view was ever committed"
+    assert not engine.main_view().compacted
+    assert refusals[0]["memory"]["failures"] == 1
+    assert effects.calls == EXPECTED
+    assert "context.compacted" not in events.topics()

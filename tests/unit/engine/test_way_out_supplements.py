@@ -1,0 +1,163 @@
+"""A supplement posted while the run is finishing is delivered (the task goes back to
+the model) or refused with a clear error — never accepted and lost (issue 9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.engine import SideEffects, drive, make_snapshot
+
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.engine import create_engine
+from agentloom_runtime.engine._inbox import post_input
+from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.hooks import Continue, HookDefinition, HookRegistry
+from agentloom_runtime.testing import ScriptedModel
+
+EXTRA = "also mention the weather"
+
+
+class Reviewer:
+    """Answers; during the (first) completion review, the user posts a supplement
+    through the engine. Outcomes of the posts are kept in ``posts``."""
+
+    module_id = "reviewer/v1"
+
+    def __init__(self) -> None:
+        self.engine: Any = None
+        self.requests: list[ModelRequest] = []
+        self.posts: list[int | ConfigError] = []
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {}
+
+    async def aclose(self) -> None:
+        return None
+
+    def post(self) -> None:
+        try:
+            self.posts.append(self.engine.queue_input(EXTRA))
+        except ConfigError as err:
+            self.posts.append(err)
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if request.purpose == "verification":
+            if not self.posts:
+                self.post()
+            return ScriptedModel.verdict("complete")
+        asked = any(m.get("content") == EXTRA for m in request.messages)
+        return ScriptedModel.answer("sunny, and the answer" if asked else "the answer")
+
+
+def delivered(model: Reviewer) -> bool:
+    return any(m.get("content") == EXTRA for r in model.requests if r.purpose == "action"
+               for m in r.messages)
+
+
+async def test_a_supplement_posted_during_the_final_review_is_delivered() -> None:
+    store, model = InMemoryCheckpointStore(), Reviewer()
+    engine = create_engine(make_snapshot(), save=store, model_gateway=model,
+                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
+    model.engine = engine
+    await engine.start("what is the answer?")
+    assert (await drive(engine)).status == "completed"
+    assert model.posts == [1], "the post was accepted"
+    assert delivered(model), "the task went back to the model with the supplement"
+    outcome = engine.outcome()
+    assert outcome is not None and outcome.answer == "sunny, and the answer"
+    assert [r.purpose for r in model.requests] == ["action", "verification", "action",
+                                                   "verification"]
+
+
+async def test_a_supplement_posted_during_the_closing_stage_is_delivered_or_refused() -> None:
+    """With a run.after hook the run closes one step after the review; a supplement that
+    arrives in between (here: posted from the hook) must not be accepted and dropped."""
+    model = Reviewer()
+
+    async def after(ctx: Any, payload: dict[str, Any]) -> Any:
+        if not model.posts:
+            model.post()
+        return Continue()
+
+    async def no_post_in_review(request: ModelRequest) -> ModelResponse:
+        model.requests.append(request)
+        if request.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        asked = any(m.get("content") == EXTRA for m in request.messages)
+        return ScriptedModel.answer("sunny, and the answer" if asked else "the answer")
+
+    model.invoke = no_post_in_review  # type: ignore[method-assign]
+    registry = HookRegistry([HookDefinition("after", "1", after, replay_safe=True)])
+    snapshot = make_snapshot(hooks=[{"hook_id": "after", "version": "1", "point": "run.after"}])
+    engine = create_engine(snapshot, save=InMemoryCheckpointStore(), model_gateway=model,
+                           tools=SideEffects().tools(), compaction_policy=NoCompaction(),
+                           hook_registry=registry)
+    model.engine = engine
+    await engine.start("what is the answer?")
+    assert (await drive(engine)).status == "completed"
+    [post] = model.posts
+    if isinstance(post, ConfigError):
+        assert "new question" in post.message
+    else:
+        assert delivered(model), "accepted, so it must reach the model"
+        outcome = engine.outcome()
+        assert outcome is not None and outcome.answer == "sunny, and the answer"
+
+
+async def test_a_supplement_to_a_finished_run_is_refused() -> None:
+    model = Reviewer()
+    model.posts.append(0)  # do not post during the review
+    engine = create_engine(make_snapshot(), save=InMemoryCheckpointStore(),
+                           model_gateway=model, tools=SideEffects().tools(),
+                           compaction_policy=NoCompaction())
+    model.engine = engine
+    await engine.start("what is the answer?")
+    assert (await drive(engine)).status == "completed"
+    with pytest.raises(ConfigError, match="completed; ask a new question"):
+        engine.queue_input(EXTRA)
+
+
+class PostingStore:
+    """Another process posts a supplement at the worst moment: after the engine's last
+    look at the inbox, just before its final commit lands."""
+
+    def __init__(self, inner: InMemoryCheckpointStore) -> None:
+        self.inner = inner
+        self.posts: list[int | ConfigError] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def commit(self, commit: Any) -> int:
+        if commit.head.get("status") == "completed" and not self.posts \
+                and not commit.run_id.endswith("/inbox"):
+            try:
+                self.posts.append(post_input(self.inner, commit.run_id, EXTRA))
+            except ConfigError as err:
+                self.posts.append(err)
+        return int(self.inner.commit(commit))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "cross-process race: a post that lands between the engine's last inbox pull and its "
+    "final commit sees a running head, is accepted, and is never read. Needs the inbox "
+    "sealed (CAS) before the final commit and refused once sealed (unsealed on resume)"))
+async def test_a_supplement_racing_the_final_commit_is_delivered_or_refused() -> None:
+    inner, model = InMemoryCheckpointStore(), Reviewer()
+    model.posts.append(0)  # the model does not post; the other process does
+    store: Any = PostingStore(inner)
+    engine = create_engine(make_snapshot(), save=store, model_gateway=model,
+                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
+    run_id = await engine.start("what is the answer?")
+    await drive(engine)
+    [post] = store.posts
+    if isinstance(post, ConfigError):
+        return  # refused: the user knows to ask again
+    loaded = inner.load_head(run_id)
+    assert loaded is not None
+    assert engine.status != "completed" or loaded.body["inbox_seen"] >= post, \
+        "accepted, so it must be read before the run ends"
