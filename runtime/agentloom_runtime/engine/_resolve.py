@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloom_runtime._json import digest
 from agentloom_runtime.context import CompactionFailureMemory
 from agentloom_runtime.contracts import ToolOutcome, UnknownOperation, Verdict
 from agentloom_runtime.errors import ConfigError, ModelOutcomeUnknown
@@ -26,7 +25,7 @@ from agentloom_runtime.errors import ConfigError, ModelOutcomeUnknown
 from ._context import BlockRun, StepContext, now
 from ._frames import call_arguments, end_frame
 from ._hooks import HookRunner
-from ._state import ExecOptions, Frame, Head, ModelOp, Operation, RetryOp, tool_op
+from ._state import ExecOptions, Frame, Head, ModelOp, Operation, RetryOp
 from ._tools import pending_call, record_tool
 
 TOOL_VERDICTS = ("ran", "did_not_run", "run_again")
@@ -43,8 +42,6 @@ WAYS_OUT = {
 def new_execution(ctx: StepContext, *, retry_unknown_models: bool,
                   confirm_hooks: bool) -> None:
     head = ctx.head
-    if head["status"] == "running" and head["op"] is None:
-        _note_interrupted_call(ctx)  # the last execution died without a recorded stop
     head["execution"] += 1
     head["calls"] = 0
     head["exec_options"] = ExecOptions(retry_unknown_models=retry_unknown_models,
@@ -54,23 +51,6 @@ def new_execution(ctx: StepContext, *, retry_unknown_models: bool,
         frame = head["frames"][inst]
         frame["status"] = "running"
         frame["iterations_base"] = frame["iterations"]
-
-
-def _note_interrupted_call(ctx: StepContext) -> None:
-    """A ``resume_inflight`` tool saves no ``started`` operation, so when an execution
-    died the call it was about to run (the frame's first open call) may have been
-    running. Record it as that execution's tool operation: the step re-runs it as
-    ``uncertain`` (``_tools.resume_tool``), as the tool contract promises."""
-    frame = ctx.active()
-    call = next((c for c in frame["pending"] if c["state"] != "done"), None)
-    if call is None or call["state"] != "queued" or call["name"] not in ctx.tools.registry:
-        return
-    definition = ctx.tools.registry.resolve(call["name"])
-    if not definition.resume_inflight or definition.execution != "inline":
-        return
-    ctx.head["op"] = tool_op(call=call, execution=ctx.head["execution"],
-                             instance=frame["instance"], started_at=now(),
-                             arguments_digest=digest(call_arguments(ctx, frame, call)))
 
 
 def way_out(head: Head) -> str | None:
