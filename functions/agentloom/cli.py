@@ -9,6 +9,7 @@
                                                     a tool or command of unknown outcome
     agentloom resolve RUN_ID --send-again | --treat-as-failed
                                                     a model request of unknown outcome
+    agentloom cancel RUN_ID [--reason TEXT]         cancel a run, whoever drives it
     agentloom show RUN_ID                           a run's transcript and its way out
 
 State lives in ``$AGENTLOOM_HOME`` (default ``./.agentloom``): the SQLite checkpoint
@@ -186,6 +187,10 @@ def _parser() -> argparse.ArgumentParser:
                              "not replay-safe (check its effects first)")
     resume.add_argument("--pause", type=float, default=0.0)
     _resolve_parser(sub)
+    cancel = sub.add_parser("cancel", help="cancel a run, whoever drives it (its driver "
+                            "stops at its next step)")
+    cancel.add_argument("run_id")
+    cancel.add_argument("--reason", default="cancelled by the operator")
     show = sub.add_parser("show", help="print a run's transcript, status and way out")
     show.add_argument("run_id")
     return p
@@ -242,7 +247,9 @@ def _operator_name() -> str:
 # ------------------------------------------------------------------ commands
 
 
-def _exit(result: StepResult | None) -> int:
+def _exit(result: StepResult | None, say: Output) -> int:
+    if result is not None and result.status == "cancelled":  # by another process
+        say(f"■ cancelled (run {result.run_id} was cancelled while this process drove it)")
     return 0 if result is None or result.status == "completed" else 3
 
 
@@ -257,7 +264,7 @@ async def _run(app: CliApp, args: argparse.Namespace, say: Output) -> int:
     say(choice.banner)
     result = await app.run(choice.snapshot, choice.gateway, question,
                            session=args.session, pause=args.pause)
-    return _exit(result)
+    return _exit(result, say)
 
 
 async def _resume(app: CliApp, args: argparse.Namespace, say: Output) -> int:
@@ -266,7 +273,8 @@ async def _resume(app: CliApp, args: argparse.Namespace, say: Output) -> int:
     say(banner)
     return _exit(await app.resume(args.run_id, snapshot, gateway,
                                   retry_unknown_models=args.retry_unknown_models,
-                                  confirm_hooks=args.confirm_hooks, pause=args.pause))
+                                  confirm_hooks=args.confirm_hooks, pause=args.pause),
+                 say)
 
 
 async def _resolve(app: CliApp, args: argparse.Namespace, say: Output) -> int:
@@ -279,7 +287,17 @@ async def _resolve(app: CliApp, args: argparse.Namespace, say: Output) -> int:
     say(banner)
     return _exit(await app.resolve(args.run_id, snapshot, gateway, verdict, say=say,
                                    prefix=args.prefix, drive_on=not args.no_continue,
-                                   pause=args.pause))
+                                   pause=args.pause), say)
+
+
+async def _cancel(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+    _open_store(app, new=False)
+    snapshot, gateway, _ = operator.restored(app, args.run_id)
+    summary = await app.cancel(args.run_id, snapshot, gateway, reason=args.reason)
+    say(f"■ {summary.status}: {args.reason}")
+    for command in operator.next_commands(args.prefix, args.run_id, summary.way_out):
+        say(f"  next: {command}")
+    return 0
 
 
 async def _show(app: CliApp, args: argparse.Namespace, say: Output) -> int:
@@ -290,7 +308,7 @@ async def _show(app: CliApp, args: argparse.Namespace, say: Output) -> int:
 
 _COMMANDS: dict[str, Callable[[CliApp, argparse.Namespace, Output],
                               Coroutine[Any, Any, int]]] = {
-    "run": _run, "resume": _resume, "resolve": _resolve, "show": _show}
+    "run": _run, "resume": _resume, "resolve": _resolve, "cancel": _cancel, "show": _show}
 
 
 def _open_store(app: CliApp, *, new: bool) -> None:

@@ -75,3 +75,25 @@ def test_a_run_into_a_closed_pipe_goes_on_to_completion(tmp_path: Path) -> None:
         assert err == b""
         notes = home / "workspaces/spaces/local/agents/hello/sessions/cli/main/notes/release.md"
         assert notes.exists()
+
+
+def test_cancel_stops_a_driven_run_and_the_session_takes_a_new_question() -> None:
+    with state_dir() as home:
+        live = Live(home, "run", "--agent", AGENT, "--pause", "1", "Write release notes")
+        assert live.line("← update_plan"), live.lines
+        assert live.run_id
+        busy = cli(home, "run", "--agent", AGENT, "another question")
+        assert busy.returncode == 2
+        assert f"run {live.run_id} is being driven by process {live.proc.pid}" in busy.stderr
+        cancelled = cli(home, "cancel", live.run_id, "--reason", "wrong question")
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "■ cancelled: wrong question" in cancelled.stdout
+        assert 'next: agentloom --home' in cancelled.stdout and "a new question" in \
+            cancelled.stdout
+        rc, out, err = live.finish()
+        assert rc == 3, out + err
+        assert f"■ cancelled (run {live.run_id} was cancelled" in out
+        again = cli(home, "run", "--agent", AGENT, "the right question")
+        assert again.returncode == 0, again.stdout + again.stderr
+        refused = cli(home, "resume", live.run_id)
+        assert refused.returncode == 2 and "cancelled" in refused.stderr
