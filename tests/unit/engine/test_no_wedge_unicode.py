@@ -1,0 +1,184 @@
+"""Invalid Unicode never wedges a run (issue 9): a lone surrogate such as ``"\\ud800.txt"``
+from a gateway that does not sanitize (in content and tool-call arguments, raw or
+JSON-escaped) or from a tool's result is made storable at the boundary, or the call
+becomes a failure result the model sees. Event observers get storable text; no save
+fails, so a resume has no failing save to repeat. ``run_surrogates`` also runs on the
+real stores (tests/functional/test_no_wedge_stores)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from support.engine import Crash, CrashingStore, drive, make_snapshot
+
+from agentloom_runtime.checkpoint import BaseCheckpointStore, InMemoryCheckpointStore
+from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall, Verdict
+from agentloom_runtime.engine import create_engine
+from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
+
+LONE = "\ud800"
+
+
+def encodable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class RawGateway:
+    """Hands the engine what a misbehaving provider sent, unsanitized and unvalidated."""
+
+    module_id = "raw-unicode/v1"
+
+    def __init__(self, arguments: str) -> None:
+        self.arguments = arguments
+        self.requests: list[ModelRequest] = []
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {}
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if request.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        if not any(m.get("role") == "tool" for m in request.messages):
+            return ModelResponse(content=f"creating {LONE}",
+                                 reasoning_content=f"think {LONE}",
+                                 tool_calls=(ToolCall(f"c{LONE}", "touch", self.arguments),))
+        return ModelResponse(content=f"created {LONE}.txt")
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.bad: list[str] = []
+        self.topics: list[str] = []
+
+    def __call__(self, topic: str, data: Any) -> None:
+        self.topics.append(topic)
+        if not encodable(dict(data)):
+            self.bad.append(topic)
+
+
+class FailingSaves:
+    """Counts commits the store refused."""
+
+    def __init__(self, inner: BaseCheckpointStore) -> None:
+        self.inner = inner
+        self.failures: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def commit(self, commit: Any) -> int:
+        try:
+            return int(self.inner.commit(commit))
+        except Exception as err:
+            self.failures.append(type(err).__name__)
+            raise
+
+
+def touch_tool(created: list[str], echo: bool = True) -> ToolDefinition:
+    async def touch(context: ToolContext, arguments: dict[str, Any]) -> Any:
+        created.append(arguments["path"])
+        return {"created": arguments["path"]} if echo else {"created": True}
+
+    return ToolDefinition(name="touch", description="create a file",
+                          parameters={"type": "object",
+                                      "properties": {"path": {"type": "string"}},
+                                      "required": ["path"], "additionalProperties": False},
+                          handler=touch, implementation_id="touch/v1")
+
+
+ARGUMENTS = {
+    "raw": '{"path": "' + LONE + '.txt"}',  # a lone surrogate character in the text
+    "escaped": '{"path": "\\ud800.txt"}',  # valid ASCII JSON that decodes to one
+}
+
+
+async def run_surrogates(store: BaseCheckpointStore, form: str = "raw") -> list[str]:
+    """A run whose model sends lone surrogates everywhere; returns the created paths."""
+    created: list[str] = []
+    saves, observer = FailingSaves(store), Observer()
+    engine = create_engine(make_snapshot(), save=saves,  # type: ignore[arg-type]
+                           model_gateway=RawGateway(ARGUMENTS[form]),
+                           tools=[touch_tool(created)], compaction_policy=NoCompaction(),
+                           emit=observer)
+    run_id = await engine.start("create the file")
+    result = await drive(engine)
+    assert (result.status, result.error_code) == ("completed", None), engine.error
+    assert saves.failures == [], "no save failed"
+    assert observer.bad == [], "every event observer got storable text"
+    assert "tool.completed" in observer.topics
+    for stream in ("src:main", "view:main", "ops"):
+        assert all(encodable(e.body) for e in store.read(run_id, stream))
+    outcome = engine.outcome()
+    assert outcome is not None and outcome.answer == "created \ufffd.txt"
+    results = [e.body for e in store.read(run_id, "src:main") if e.body["kind"] == "tool_result"]
+    assert len(results) == 1
+    if created:  # the call ran with storable arguments
+        assert all(encodable(p) for p in created), created
+        assert results[0]["status"] == "ok"
+    else:  # or it became a failure result the model saw
+        assert results[0]["status"] == "error"
+    return created
+
+
+@pytest.mark.parametrize("form", list(ARGUMENTS))
+async def test_lone_surrogates_from_the_model_are_made_storable(form: str) -> None:
+    created = await run_surrogates(InMemoryCheckpointStore(), form)
+    assert created == ["\ufffd.txt"] or created == [], created
+
+
+async def test_a_lone_surrogate_in_a_tool_result_is_made_storable() -> None:
+    async def listing(context: ToolContext, arguments: dict[str, Any]) -> Any:
+        return {"files": [f"{LONE}.txt", "ok.txt"], "note": f"odd name {LONE}"}
+
+    tool = ToolDefinition(name="touch", description="list files",
+                          parameters={"type": "object"}, handler=listing,
+                          implementation_id="list/v1", read_only=True)
+    store, observer = FailingSaves(InMemoryCheckpointStore()), Observer()
+    engine = create_engine(make_snapshot(), save=store,  # type: ignore[arg-type]
+                           model_gateway=RawGateway("{}"), tools=[tool],
+                           compaction_policy=NoCompaction(), emit=observer)
+    run_id = await engine.start("list")
+    assert (await drive(engine)).status == "completed", engine.error
+    assert store.failures == [] and observer.bad == []
+    [record] = [e.body for e in store.read(run_id, "src:main") if e.body["kind"] == "tool_result"]
+    assert "\ufffd.txt" in record["message"]["content"]
+
+
+@pytest.mark.parametrize("crash_after", range(1, 8))
+async def test_a_resume_after_surrogates_never_meets_a_failing_save(crash_after: int) -> None:
+    inner, created = InMemoryCheckpointStore(), list[str]()
+
+    def build(store: Any, run_id: str | None = None) -> Any:
+        return create_engine(make_snapshot(), save=store,
+                             model_gateway=RawGateway(ARGUMENTS["raw"]),
+                             tools=[touch_tool(created, echo=True)],
+                             compaction_policy=NoCompaction(), checkpoint=run_id)
+
+    engine = build(CrashingStore(inner, crash_after))
+    try:
+        await engine.start("create the file", run_id="r")
+        await drive(engine)
+    except Crash:
+        pass
+    saves = FailingSaves(inner)
+    resumed = build(saves, "r")
+    if resumed.status != "completed":
+        await resumed.begin_execution(retry_unknown_models=True)
+        result = await drive(resumed)
+        if result.error_code == "tool_outcome_unknown":  # crashed inside the side effect
+            await resumed.resolve(Verdict("did_not_run", by="test"))
+            result = await drive(resumed)
+        assert result.status == "completed", resumed.error
+    assert saves.failures == [], "no failing save is repeated on resume"
