@@ -1,0 +1,15 @@
+"""The platform around the runtime: spaces, members and roles, agents with drafts and
+published versions, sessions and runs, identity, and the stores that keep them.
+
+- ``domain``: the records (pydantic, format-versioned) and id rules;
+- ``store``: the ``PlatformStore`` port (item primitives + typed operations) with the
+  in-memory reference and the SQLite adapter;
+- ``identity``: principals from JWT claims or bearer tokens (hashed at rest);
+- ``access``: who may do what (membership, roles, creator-only session content);
+- ``agents``: draft validation, default context policy, freezing and hashing versions;
+- ``admin``: ``AdminService`` (spaces, members, agents, drafts, publish, versions);
+- ``sessions``: ``SessionService`` (sessions, ask, resume, resolve, supplement,
+  cancel, run status, messages, events) over a ``RunLauncher`` (``launcher``);
+- ``local_launcher``: ``LocalRunLauncher``, the embedded worker driving runs;
+- ``embedded``: the wiring ``agentloom serve`` uses (one SQLite file, a local worker).
+"""

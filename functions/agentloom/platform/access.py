@@ -1,0 +1,49 @@
+"""Who may do what: the one place every service asks.
+
+Roles rank ``member`` < ``admin`` < ``owner``. A space and everything in it is visible
+to its members only: to anyone else it does not exist (404, the same answer as for an
+id that was never issued). A member whose role is too low gets 403. Session content
+(runs, messages, events, run detail) belongs to the session's creator alone, even when
+the agent is shared in the space: to other members a session is 404 too. Operators
+(admins and owners) see the space's run index (status, no content) and may cancel runs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agentloom.platform.domain import RANK, Member, Role, Session
+from agentloom.platform.errors import Forbidden, NotFound
+from agentloom.platform.identity import Principal
+from agentloom.platform.store import PlatformStore
+
+_ID = re.compile(r"[a-z]{3}_[0-9a-f]{20}")
+
+
+def check_id(value: str, prefix: str, what: str) -> str:
+    """An id this platform issued, or 404 (a malformed id names nothing)."""
+    if not (_ID.fullmatch(value) and value.startswith(prefix + "_")):
+        raise NotFound(f"{what} {value[:80]!r} not found", code=f"{what}_not_found")
+    return value
+
+
+def member_of(store: PlatformStore, who: Principal, space_id: str,
+              role: Role = "member") -> Member:
+    check_id(space_id, "spc", "space")
+    member = store.get_member(space_id, who.user_id)
+    if member is None:
+        raise NotFound(f"space {space_id} not found", code="space_not_found")
+    if RANK[member.role] < RANK[role]:
+        raise Forbidden(f"this needs the {role} role in space {space_id}; you are "
+                        f"{member.role}", code="role_required", details={"role": role})
+    return member
+
+
+def own_session(store: PlatformStore, who: Principal, session_id: str) -> Session:
+    """The caller's own session in a space they still belong to; 404 otherwise."""
+    check_id(session_id, "ses", "session")
+    found = store.get_session(session_id)
+    if found is None or found.value.user_id != who.user_id \
+            or store.get_member(found.value.space_id, who.user_id) is None:
+        raise NotFound(f"session {session_id} not found", code="session_not_found")
+    return found.value

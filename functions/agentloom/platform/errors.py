@@ -1,0 +1,95 @@
+"""The platform's errors: what a caller did wrong or may not do, each with a stable code
+and the HTTP status the API answers with. They sit under the runtime's single root::
+
+    AgentLoomError                      (agentloom_runtime.errors)
+    └── PlatformError                   status, code, message, details
+        ├── BadRequest         400      malformed input (JSON, encoding, header form)
+        ├── Unauthorized       401      no identity, or a token that is not valid
+        ├── Forbidden          403      a member whose role does not allow the action
+        ├── NotFound           404      absent, or not visible to the caller (never says which)
+        ├── Conflict           409      the state forbids it now (an active run, a stale
+        │                               revision, an ended run, the last owner)
+        ├── TooLarge           413      a request or a value over its limit
+        ├── Invalid            422      well-formed but invalid (names the field)
+        └── Unavailable        503      a capability this deployment does not have
+
+``details`` carries small, safe facts (the active run's id, the invalid fields); never a
+key, a message text or tool output.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from agentloom_runtime.errors import AgentLoomError
+
+
+class PlatformError(AgentLoomError):
+    status: ClassVar[int] = 500
+    code = "platform_error"
+
+    def __init__(self, message: str, *, code: str | None = None,
+                 details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, details=details)
+        if code is not None:
+            self.code = code
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
+
+
+class BadRequest(PlatformError):
+    status = 400
+    code = "bad_request"
+
+
+class Unauthorized(PlatformError):
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(PlatformError):
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(PlatformError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(PlatformError):
+    status = 409
+    code = "conflict"
+
+
+class TooLarge(PlatformError):
+    status = 413
+    code = "too_large"
+
+
+class Invalid(PlatformError):
+    status = 422
+    code = "invalid"
+
+
+class Unavailable(PlatformError):
+    status = 503
+    code = "unavailable"
+
+
+def field_errors(errors: list[dict[str, Any]], *, prefix: str = "") -> Invalid:
+    """A 422 naming each invalid field (``[{"field", "message"}]``), from pydantic's
+    ``errors()``; the message is the first problem, with its field."""
+    fields = []
+    for item in errors[:20]:
+        loc = ".".join(str(p) for p in (*([prefix] if prefix else []), *item["loc"]))
+        fields.append({"field": loc or "(body)",
+                       "message": str(item["msg"]).removeprefix("Value error, ")})
+    first = fields[0] if fields else {"field": "(body)", "message": "invalid"}
+    more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
+    return Invalid(f"{first['field']}: {first['message']}{more}", code="invalid_field",
+                   details={"fields": fields})

@@ -1,0 +1,104 @@
+"""Who calls: a ``Principal`` from API Gateway's JWT claims (AWS) or a bearer token
+(embedded mode, ``agentloom serve``).
+
+- **JWT** (``JwtClaims``): API Gateway's JWT authorizer has verified the token; the
+  Lambda reads ``requestContext.authorizer.jwt.claims.sub``. Trusted only behind that
+  authorizer — ``serve`` never reads claims from a request.
+- **Bearer tokens** (``BearerTokens``): ``agl_`` + 43 random URL-safe characters (256
+  bits), created by a service call (``issue``: the bootstrap and token commands). Only
+  the sha256 of the secret is stored; a lookup hashes the presented secret, so a
+  database copy grants nothing. Tokens may expire and be revoked.
+
+User ids are opaque strings of 1–128 printable characters without ``#``, ``/`` or
+whitespace (``#`` separates store keys).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from agentloom.platform.domain import Token, new_id, now
+from agentloom.platform.errors import Invalid, Unauthorized
+from agentloom.platform.store import PlatformStore, secret_hash
+
+USER_ID = re.compile(r"[!-~]{1,128}")  # printable ASCII, no space
+TOKEN_PREFIX = "agl_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    user_id: str
+    via: Literal["jwt", "token"]
+
+
+def check_user_id(user_id: str) -> str:
+    if not USER_ID.fullmatch(user_id) or "#" in user_id or "/" in user_id:
+        raise Invalid("a user id is 1-128 printable ASCII characters without '#', '/' "
+                      "or spaces", code="invalid_user_id")
+    return user_id
+
+
+class Authenticator(Protocol):
+    def authenticate(self, headers: Mapping[str, str],
+                     request_context: Mapping[str, Any]) -> Principal:
+        """The caller, or ``Unauthorized``. ``headers`` have lower-case names."""
+        ...
+
+
+class JwtClaims:
+    """The subject of a JWT that API Gateway's authorizer verified."""
+
+    def __init__(self, claim: str = "sub") -> None:
+        self.claim = claim
+
+    def authenticate(self, headers: Mapping[str, str],
+                     request_context: Mapping[str, Any]) -> Principal:
+        claims = ((request_context.get("authorizer") or {}).get("jwt") or {}).get("claims")
+        subject = claims.get(self.claim) if isinstance(claims, Mapping) else None
+        if not isinstance(subject, str) or not subject:
+            raise Unauthorized("no verified identity in the request", code="no_identity")
+        try:
+            return Principal(check_user_id(subject), "jwt")
+        except Invalid:
+            raise Unauthorized("the identity's subject is not usable",
+                               code="invalid_identity") from None
+
+
+class BearerTokens:
+    """Bearer tokens hashed at rest (embedded mode)."""
+
+    def __init__(self, store: PlatformStore) -> None:
+        self.store = store
+
+    def issue(self, user_id: str, *, label: str = "",
+              ttl_seconds: float | None = None) -> tuple[Token, str]:
+        """A new token for ``user_id``: the record and the secret (shown once)."""
+        check_user_id(user_id)
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        created = now()
+        token = Token(token_id=new_id("tok"), user_id=user_id, label=label[:200],
+                      secret_sha256=secret_hash(secret), created_at=created,
+                      expires_at=None if ttl_seconds is None else created + ttl_seconds)
+        self.store.put_token(token)
+        return token, secret
+
+    def authenticate(self, headers: Mapping[str, str],
+                     request_context: Mapping[str, Any]) -> Principal:
+        value = headers.get("authorization", "")
+        scheme, _, secret = value.partition(" ")
+        if not value:
+            raise Unauthorized("no bearer token: send 'Authorization: Bearer <token>'",
+                               code="no_token")
+        secret = secret.strip()
+        if scheme.lower() != "bearer" or not secret.startswith(TOKEN_PREFIX) \
+                or len(secret) > 200:
+            raise Unauthorized("the token is not valid", code="invalid_token")
+        token = self.store.token_by_secret(secret)
+        if token is None or token.revoked or (token.expires_at is not None
+                                              and token.expires_at <= now()):
+            raise Unauthorized("the token is not valid", code="invalid_token")
+        return Principal(token.user_id, "token")

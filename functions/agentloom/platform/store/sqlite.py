@@ -1,0 +1,177 @@
+"""The SQLite platform store: the embedded default.
+
+One table of items in a SQLite file in WAL mode; by default ``agentloom serve`` shares
+the file with the checkpoint store (``agentloom.sqlite3``: one file to back up, one
+write lock, readers never blocked). The checkpoint store keeps ``PRAGMA user_version``
+for its own schema; this adapter records its schema in ``platform_schema``::
+
+    platform_schema(name PK, version)                    name 'items', version 1
+    platform_items(pk, sk, version, body)  PK(pk, sk)    WITHOUT ROWID
+
+A transaction is one ``BEGIN IMMEDIATE``: it takes the write lock, checks every
+condition, applies every write, commits; a failed condition rolls it all back and raises
+``WriteConflict``. The rules hold across threads (a connection per thread) and processes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentloom_runtime.errors import ConfigError, PersistenceError
+
+from .base import ABSENT, ANY, PlatformStore, Stored, Write, WriteConflict
+
+SCHEMA_VERSION = 1
+_TOP = "\U0010ffff"
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS platform_schema (
+        name TEXT PRIMARY KEY, version INTEGER NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS platform_items (
+        pk TEXT NOT NULL, sk TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (pk, sk)) WITHOUT ROWID""",
+)
+
+
+class SqlitePlatformStore(PlatformStore):
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+        super().__init__()
+        text = os.fspath(path)
+        if not text or text == ":memory:" or text.startswith("file:"):
+            raise ConfigError("SqlitePlatformStore needs a file path; use "
+                              "InMemoryPlatformStore for a store in memory")
+        self.path = Path(text)
+        self._busy_ms = int(busy_timeout * 1000)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
+        self._closed = False
+        self._init_schema(self._conn())
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        with self._lock:
+            if self._closed:
+                raise ConfigError(f"platform store {self.path} is closed")
+            alive = []
+            for ref, old in self._conns:
+                thread = ref()
+                if thread is None or not thread.is_alive():
+                    old.close()
+                else:
+                    alive.append((ref, old))
+            conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA synchronous = FULL")
+            alive.append((weakref.ref(threading.current_thread()), conn))
+            self._conns = alive
+        self._local.conn = conn
+        return conn
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        deadline = time.monotonic() + self._busy_ms / 1000
+        while True:  # switching to WAL may race another opener of a fresh file
+            try:
+                mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+                break
+            except sqlite3.OperationalError as exc:
+                if time.monotonic() >= deadline:
+                    raise PersistenceError(f"{self.path}: cannot switch to WAL: {exc}") \
+                        from exc
+                time.sleep(0.01)
+        if mode.lower() != "wal":
+            raise ConfigError(f"{self.path}: cannot use WAL mode (journal_mode={mode})")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            row = conn.execute("SELECT version FROM platform_schema WHERE name = 'items'"
+                               ).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO platform_schema VALUES ('items', ?)",
+                             (SCHEMA_VERSION,))
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise ConfigError(f"{self.path}: platform schema version {row[0]}, this "
+                                  f"code reads version {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for _, conn in self._conns:
+                conn.close()
+            self._conns = []
+        self._local = threading.local()
+
+    # -- primitives ----------------------------------------------------------------------
+
+    def _get(self, pk: str, sk: str) -> tuple[int, str] | None:
+        row = self._conn().execute(
+            "SELECT version, body FROM platform_items WHERE pk = ? AND sk = ?",
+            (pk, sk)).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    def _query(self, pk: str, prefix: str, after: str | None, limit: int | None,
+               reverse: bool) -> list[Stored]:
+        sql = "SELECT sk, version, body FROM platform_items WHERE pk = ? AND sk >= ? AND sk < ?"
+        args: list[object] = [pk, prefix, prefix + _TOP]
+        if after is not None:
+            sql += " AND sk < ?" if reverse else " AND sk > ?"
+            args.append(after)
+        sql += " ORDER BY sk DESC" if reverse else " ORDER BY sk"
+        sql += " LIMIT ?"
+        args.append(-1 if limit is None else max(limit, 0))
+        rows = self._conn().execute(sql, args).fetchall()
+        return [Stored(str(sk), int(version), str(body)) for sk, version, body in rows]
+
+    def _transact(self, writes: Sequence[Write]) -> None:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise PersistenceError(f"cannot lock {self.path}: {exc}") from exc
+        try:
+            for index, w in enumerate(writes):
+                row = conn.execute("SELECT version FROM platform_items WHERE pk = ? AND sk = ?",
+                                   (w.pk, w.sk)).fetchone()
+                version = ABSENT if row is None else int(row[0])
+                if w.expect != ANY and w.expect != version:
+                    raise WriteConflict(f"{w.pk} {w.sk}: version {version}, expected "
+                                        f"{w.expect}", index=index, pk=w.pk, sk=w.sk)
+                if w.check:
+                    continue
+                if w.body is None:
+                    conn.execute("DELETE FROM platform_items WHERE pk = ? AND sk = ?",
+                                 (w.pk, w.sk))
+                else:
+                    conn.execute(
+                        "INSERT INTO platform_items (pk, sk, version, body) VALUES (?, ?, ?, ?)"
+                        " ON CONFLICT (pk, sk) DO UPDATE SET version = excluded.version, "
+                        "body = excluded.body", (w.pk, w.sk, version + 1, w.body))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise PersistenceError(f"platform store {self.path}: write failed: {exc}") from exc
+        except BaseException:
+            _rollback(conn)
+            raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")

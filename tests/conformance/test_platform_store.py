@@ -1,0 +1,329 @@
+"""The platform store port, one suite for every adapter (in-memory reference, SQLite).
+
+The primitives (conditional writes, all-or-nothing transactions, ordered prefix
+queries) and the operations built on them: membership changes serialized on the space
+item, one active run per session under 50 concurrent asks, idempotency keys, the session
+record stream, run events with unique seqs under concurrent writers, tokens by hash.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentloom.platform.domain import (
+    Agent,
+    AgentVersion,
+    Draft,
+    Idempotency,
+    Member,
+    Run,
+    Session,
+    SessionRecord,
+    Space,
+    StreamHead,
+    Token,
+    new_id,
+    now,
+)
+from agentloom.platform.errors import Invalid
+from agentloom.platform.store import (
+    ABSENT,
+    ANY,
+    InMemoryPlatformStore,
+    PlatformStore,
+    SqlitePlatformStore,
+    WriteConflict,
+    secret_hash,
+)
+from agentloom.platform.store.base import Write, put
+from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
+from agentloom_runtime.checkpoint.store import Commit
+
+ADAPTERS = ["memory", "sqlite"]
+
+
+@pytest.fixture(params=ADAPTERS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PlatformStore]:
+    backend: PlatformStore
+    if request.param == "memory":
+        backend = InMemoryPlatformStore()
+    else:
+        backend = SqlitePlatformStore(tmp_path / "agentloom.sqlite3")
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def _space(store: PlatformStore, owner: str = "alice") -> Space:
+    space = Space(space_id=new_id("spc"), name="Team", created_by=owner, created_at=now())
+    store.create_space(space, Member(space_id=space.space_id, user_id=owner, role="owner",
+                                     added_by=owner, added_at=now()))
+    return space
+
+
+def _session(store: PlatformStore, space: Space, user: str = "alice") -> Session:
+    session = Session(session_id=new_id("ses"), space_id=space.space_id, agent_id="agt_1",
+                      version=1, user_id=user, created_at=now())
+    store.create_session(session)
+    return session
+
+
+def _run(session: Session) -> Run:
+    return Run(run_id=new_id("run"), session_id=session.session_id,
+               space_id=session.space_id, agent_id=session.agent_id,
+               version=session.version, user_id=session.user_id, created_at=now(),
+               updated_at=now())
+
+
+# -- primitives ----------------------------------------------------------------------------
+
+
+def test_conditional_writes_and_versions(store: PlatformStore):
+    store.transact([Write("p", "a", '{"n":1}', ABSENT)])
+    assert store._get("p", "a") == (1, '{"n":1}')
+    with pytest.raises(WriteConflict):
+        store.transact([Write("p", "a", '{"n":2}', ABSENT)])
+    with pytest.raises(WriteConflict):
+        store.transact([Write("p", "a", '{"n":2}', 2)])
+    store.transact([Write("p", "a", '{"n":2}', 1)])
+    store.transact([Write("p", "a", '{"n":3}', ANY)])
+    assert store._get("p", "a") == (3, '{"n":3}')
+    store.transact([Write("p", "a", None, 3)])
+    assert store._get("p", "a") is None
+
+
+def test_a_failed_condition_writes_nothing(store: PlatformStore):
+    store.transact([Write("p", "a", '{"n":1}', ABSENT)])
+    with pytest.raises(WriteConflict) as caught:
+        store.transact([Write("p", "b", '{"n":1}', ABSENT), Write("p", "c", None, ANY),
+                        Write("p", "a", '{"n":9}', 7)])
+    assert caught.value.index == 2
+    assert store._get("p", "b") is None
+    assert store._get("p", "a") == (1, '{"n":1}')
+    with pytest.raises(WriteConflict):  # a check alone fails the transaction too
+        store.transact([Write("p", "d", '{}', ABSENT), Write("p", "a", None, 5, check=True)])
+    assert store._get("p", "d") is None
+
+
+def test_queries_are_ordered_by_prefix_after_and_limit(store: PlatformStore):
+    store.transact([Write("p", sk, "{}", ABSENT) for sk in
+                    ("x#3", "x#1", "y#1", "x#2", "w#9", "x#10")])
+    keys = [s.sk for s in store._query("p", "x#", None, None, False)]
+    assert keys == ["x#1", "x#10", "x#2", "x#3"]
+    assert [s.sk for s in store._query("p", "x#", "x#10", 2, False)] == ["x#2", "x#3"]
+    assert [s.sk for s in store._query("p", "x#", None, None, True)] == \
+        ["x#3", "x#2", "x#10", "x#1"]
+    assert [s.sk for s in store._query("p", "x#", "x#2", None, True)] == ["x#10", "x#1"]
+    assert store._query("other", "", None, None, False) == []
+
+
+def test_text_that_is_not_unicode_is_refused(store: PlatformStore):
+    with pytest.raises(Invalid):
+        store.transact([put("p", "a", {"text": "bad \ud800"})])
+
+
+def test_one_transaction_writes_each_item_once(store: PlatformStore):
+    with pytest.raises(ValueError):
+        store.transact([Write("p", "a", "{}"), Write("p", "a", "{}")])
+
+
+# -- spaces, members, agents ------------------------------------------------------------
+
+
+def test_spaces_members_and_a_users_spaces(store: PlatformStore):
+    space = _space(store)
+    assert store.user_spaces("alice") == [(space.space_id, "owner")]
+    current = store.get_space(space.space_id)
+    assert current is not None
+    bob = Member(space_id=space.space_id, user_id="bob", role="member", added_by="alice",
+                 added_at=now())
+    store.write_member(current, "bob", bob)
+    assert {m.user_id: m.role for m in store.members(space.space_id)} == \
+        {"alice": "owner", "bob": "member"}
+    with pytest.raises(WriteConflict):  # the space moved on: membership changes serialize
+        store.write_member(current, "carol", bob.model_copy(update={"user_id": "carol"}))
+    fresh = store.get_space(space.space_id)
+    assert fresh is not None and fresh.version == current.version + 1
+    store.write_member(fresh, "bob", None)
+    assert store.get_member(space.space_id, "bob") is None
+    assert store.user_spaces("bob") == []
+
+
+def test_drafts_and_immutable_versions(store: PlatformStore):
+    space = _space(store)
+    agent = Agent(space_id=space.space_id, agent_id=new_id("agt"), name="Helper",
+                  created_by="alice", created_at=now())
+    draft = Draft(space_id=space.space_id, agent_id=agent.agent_id, revision=1,
+                  config={"model": {"model": "m"}}, updated_by="alice", updated_at=now())
+    store.create_agent(agent, draft)
+    saved = store.get_draft(agent.agent_id)
+    assert saved is not None and saved.value.config == draft.config
+    store.save_draft(draft.model_copy(update={"revision": 2}), saved.version)
+    with pytest.raises(WriteConflict):
+        store.save_draft(draft.model_copy(update={"revision": 3}), saved.version)
+    current = store.get_agent(space.space_id, agent.agent_id)
+    assert current is not None
+    version = AgentVersion(space_id=space.space_id, agent_id=agent.agent_id, version=1,
+                           content_hash="sha256:x", snapshot={"agent_id": "a"},
+                           published_by="alice", published_at=now())
+    store.publish(current, version)
+    after = store.get_agent(space.space_id, agent.agent_id)
+    assert after is not None and after.value.latest_version == 1
+    with pytest.raises(WriteConflict):  # a version is written once
+        store.publish(after, version)
+    assert [v.version for v in store.versions(agent.agent_id)] == [1]
+    assert store.get_version(agent.agent_id, 1) == version
+    assert [a.agent_id for a in store.agents(space.space_id)] == [agent.agent_id]
+
+
+# -- sessions and runs --------------------------------------------------------------------
+
+
+def test_start_run_takes_the_lease_and_registers_everything(store: PlatformStore):
+    space = _space(store)
+    session = _session(store, space)
+    current = store.get_session(session.session_id)
+    assert current is not None
+    run = _run(session)
+    key = Idempotency(session_id=session.session_id, key_sha256="k", run_id=run.run_id,
+                      request_hash="h", user_id="alice", created_at=now(),
+                      expires_at=now() + 60)
+    store.start_run(current, run, key)
+    after = store.get_session(session.session_id)
+    assert after is not None and after.value.active_run == run.run_id
+    assert after.value.runs == 1
+    found = store.find_run(run.run_id)
+    assert found is not None and found.value == run
+    assert [r.run_id for r in store.runs_by_status(space.space_id, "queued")] == [run.run_id]
+    stored_key = store.get_idempotency(session.session_id, "k")
+    assert stored_key is not None and stored_key.value.run_id == run.run_id
+    stream = store.get_stream(session.session_id)
+    assert stream is not None and run.run_id in stream.value.open
+    assert store.user_sessions("alice", space.space_id)[0].session_id == session.session_id
+
+
+def test_exactly_one_of_50_concurrent_asks_wins(store: PlatformStore):
+    space = _space(store)
+    session = _session(store, space)
+    barrier = threading.Barrier(50)
+    won: list[str] = []
+    lost: list[str] = []
+
+    def ask() -> None:
+        current = store.get_session(session.session_id)
+        assert current is not None
+        run = _run(session)
+        barrier.wait()
+        try:
+            store.start_run(current, run)
+            won.append(run.run_id)
+        except WriteConflict:
+            lost.append(run.run_id)
+
+    threads = [threading.Thread(target=ask) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and len(lost) == 49
+    assert [r.run_id for r in store.session_runs(session.session_id)] == won
+    after = store.get_session(session.session_id)
+    assert after is not None and after.value.active_run == won[0]
+
+
+def test_update_run_moves_its_index_and_gives_the_lease_back(store: PlatformStore):
+    space = _space(store)
+    session = _session(store, space)
+    current = store.get_session(session.session_id)
+    assert current is not None
+    run = _run(session)
+    store.start_run(current, run)
+    stored = store.get_run(session.session_id, run.run_id)
+    held = store.get_session(session.session_id)
+    assert stored is not None and held is not None
+    done = stored.value.model_copy(update={"status": "completed", "updated_at": now()})
+    store.update_run(stored, done, session=held,
+                     session_update=held.value.model_copy(update={"active_run": None}))
+    assert store.runs_by_status(space.space_id, "queued") == []
+    assert [r.status for r in store.runs_by_status(space.space_id)] == ["completed"]
+    released = store.get_session(session.session_id)
+    assert released is not None and released.value.active_run is None
+    with pytest.raises(WriteConflict):  # a stale run version changes nothing
+        store.update_run(stored, done)
+
+
+# -- the record stream, events, tokens ----------------------------------------------------
+
+
+def test_records_are_appended_once_and_listed_by_instance(store: PlatformStore):
+    space = _space(store)
+    session = _session(store, space)
+    head = store.get_stream(session.session_id)
+    assert head is not None
+
+    def record(seq: int, instance: str) -> SessionRecord:
+        return SessionRecord(seq=seq, run_id="r", instance=instance, kind="user",
+                             entry_key=f"src:{seq}", src=seq, at=now())
+
+    records = [record(1, "main"), record(2, "sub-1"), record(3, "main")]
+    store.append_records(head, StreamHead(session_id=session.session_id, seq=3), records)
+    with pytest.raises(WriteConflict):  # the same head again: nothing is appended twice
+        store.append_records(head, StreamHead(session_id=session.session_id, seq=3), records)
+    assert [r.seq for r in store.records(session.session_id)] == [1, 2, 3]
+    assert [r.seq for r in store.records(session.session_id, instance="main")] == [1, 3]
+    assert [r.seq for r in store.records(session.session_id, after=1, limit=1)] == [2]
+    assert store.records(session.session_id, instance="sub-2") == []
+
+
+def test_events_get_unique_contiguous_seqs_under_concurrent_writers(store: PlatformStore):
+    def write(n: int) -> None:
+        for i in range(10):
+            store.append_events("run-x", [("tool.started", {"writer": n, "i": i})])
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = store.events("run-x", limit=1000)
+    assert [e.seq for e in events] == list(range(1, 81))
+    assert [e.seq for e in store.events("run-x", after=78)] == [79, 80]
+
+
+def test_tokens_are_found_by_the_hash_of_their_secret(store: PlatformStore):
+    token = Token(token_id="tok_1", user_id="alice", secret_sha256=secret_hash("s3cret"),
+                  created_at=now())
+    store.put_token(token)
+    assert store.token_by_secret("s3cret") == token
+    assert store.token_by_secret("other") is None
+    assert store.tokens("alice") == [token]
+    assert store.revoke_token("alice", "tok_1")
+    found = store.token_by_secret("s3cret")
+    assert found is not None and found.revoked
+
+
+# -- SQLite specifics ---------------------------------------------------------------------
+
+
+def test_sqlite_shares_the_checkpoint_file_and_survives_a_reopen(tmp_path: Path):
+    path = tmp_path / "agentloom.sqlite3"
+    checkpoints = SqliteCheckpointStore(path)
+    platform = SqlitePlatformStore(path)
+    checkpoints.commit(Commit("run-1", 0, {"status": "running"}))
+    space = _space(platform)
+    platform.close()
+    checkpoints.close()
+    again = SqlitePlatformStore(path)
+    try:
+        assert again.get_space(space.space_id) is not None
+        reopened = SqliteCheckpointStore(path)
+        loaded = reopened.load_head("run-1")
+        assert loaded is not None and loaded.body == {"status": "running"}
+        reopened.close()
+    finally:
+        again.close()
