@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloom_runtime.errors import ConfigError, ToolOutcomeUnknown
+from agentloom_runtime.errors import CheckpointConflict, ConfigError, ToolOutcomeUnknown
 from agentloom_runtime.tools import PreparedCall, RawResult
 
 from ._context import BlockRun, StepContext, now
@@ -46,7 +46,13 @@ def unknown_command(ctx: StepContext, op: CommandOp) -> ToolOutcomeUnknown:
 def find_command_result(ctx: StepContext, op: CommandOp,
                    given: dict[str, Any] | None) -> dict[str, Any] | None:
     """The result to record: given by the host, or found by request id in the marker
-    store. None: never started (the host may run it). Blocks when the fate is unknown."""
+    store. None: never started (the host may run it). Blocks when the fate is unknown.
+    A result for another request (a stale or duplicate step) changes nothing."""
+    if given is not None and given.get("request_id") not in (None, op["request_id"]):
+        raise CheckpointConflict(
+            f"the command result is for request {given.get('request_id')}, but "
+            f"{op['request_id']} is waiting; a stale or duplicate step changes nothing",
+            details={"run_id": ctx.run_id, "request_id": op["request_id"]})
     if given is not None or ctx.host.commands is None:
         return given
     state, found = ctx.host.commands.lookup(op["request_id"])

@@ -15,7 +15,7 @@ from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import LookupState, ModelRequest, Verdict
 from agentloom_runtime.engine import create_engine
-from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.errors import CheckpointConflict, ConfigError
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
@@ -217,3 +217,37 @@ async def test_run_again_is_refused_while_the_sandbox_is_alive() -> None:
         await engine.resolve(Verdict("run_again", by="ops"))
     assert err.value.details["code"] == "sandbox_alive"
     assert events == [] and inner.read(RUN, "verdicts") == []
+
+
+def two_commands(request: ModelRequest) -> Any:
+    if request.purpose == "verification":
+        return ScriptedModel.verdict("complete")
+    done = [m for m in request.messages if m.get("role") == "tool"]
+    if len(done) < 2:
+        return ScriptedModel.call("run_command", {"command": f"step {len(done) + 1}"},
+                                  id=f"k{len(done) + 1}")
+    return ScriptedModel.answer("both steps ran")
+
+
+async def test_a_stale_command_result_is_never_recorded_for_another_command() -> None:
+    """A duplicate step invocation (a retried host task) hands in the result of the first
+    command while the second is waiting: it must change nothing."""
+    events: list[tuple[str, Any]] = []
+    markers, store = FakeMarkers(events), InMemoryCheckpointStore()
+    engine = build(store, markers, FunctionModel(two_commands))
+    await engine.start("run two steps")
+    await engine.step()  # action: step 1
+    first = await engine.step()
+    assert first.next == "command"
+    first_result = {"request_id": first.request_id, "exit_code": 0, "stdout_head": "one\n"}
+    await engine.step(command_result=first_result)  # recorded
+    await engine.step()  # action: step 2
+    second = await engine.step()
+    assert second.next == "command" and second.request_id != first.request_id
+    version = engine.version
+    with pytest.raises(CheckpointConflict, match="waiting"):
+        await engine.step(command_result=first_result)  # the stale duplicate
+    assert engine.version == version and engine.command_spec()["command"] == "step 2"
+    ran: list[str] = []
+    assert (await drive(engine, markers, ran)).status == "completed"
+    assert ran == ["step 2"]
