@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentloom_runtime._json import storable, storable_text
 from agentloom_runtime.errors import RunError
+from agentloom_runtime.hooks.results import Reject
 
 from ._context import BlockRun, StepContext, in_flight
 from ._state import HookCursor
@@ -77,7 +79,7 @@ class HookRunner:
             head["hook"] = HookCursor(
                 key=key, point=point, cursor=cursor, execution=head["execution"],
                 running=cursor if running else None,
-                fields={k: current[k] for k in writable if k in current})
+                fields={k: storable(current[k]) for k in writable if k in current})
 
         async def before(binding: Any, current: dict[str, Any]) -> None:
             if hooks.replay_required(binding):
@@ -94,7 +96,14 @@ class HookRunner:
         for diagnostic in outcome.diagnostics:
             ctx.emit("hook.diagnostic", diagnostic.to_dict())
         head.pop("hook", None)  # committed with the operation that consumes the payload
-        return outcome.payload, outcome.rejected
+        # Text from a hook is made storable here, at the boundary (lone surrogates): only
+        # the writable fields can have changed.
+        payload = {**outcome.payload, **{k: storable(outcome.payload[k])
+                                         for k in writable if k in outcome.payload}}
+        rejected = outcome.rejected
+        if rejected is not None:
+            rejected = Reject(storable_text(rejected.reason), rejected.hook_id)
+        return payload, rejected
 
     async def observe(self, point: str, payload: dict[str, Any], *, instance: str,
                       **fields: Any) -> None:

@@ -1,9 +1,9 @@
-"""Invalid Unicode never wedges a run (issue 9): a lone surrogate such as ``"\\ud800.txt"``
-from a gateway that does not sanitize (in content and tool-call arguments, raw or
-JSON-escaped) or from a tool's result is made storable at the boundary, or the call
-becomes a failure result the model sees. Event observers get storable text; no save
-fails, so a resume has no failing save to repeat. ``run_surrogates`` also runs on the
-real stores (tests/functional/test_no_wedge_stores)."""
+"""Invalid Unicode never wedges a run (issue 9): a lone surrogate such as
+``"\\ud800.txt"`` from a gateway that does not sanitize (in content and tool-call
+arguments, raw or JSON-escaped), from a tool's result or from a hook is made storable at
+the boundary, or the call becomes a failure result the model sees. Event observers get
+storable text; no save fails, so a resume has no failing save to repeat.
+``run_surrogates`` also runs on the real stores (tests/functional/test_no_wedge_stores)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ from agentloom_runtime.checkpoint import BaseCheckpointStore, InMemoryCheckpoint
 from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall, Verdict
 from agentloom_runtime.engine import create_engine
+from agentloom_runtime.hooks import (
+    HookBinding,
+    HookDefinition,
+    HookManager,
+    HookRegistry,
+    PatchOutput,
+    Reject,
+)
 from agentloom_runtime.testing import ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
@@ -182,3 +190,33 @@ async def test_a_resume_after_surrogates_never_meets_a_failing_save(crash_after:
             result = await drive(resumed)
         assert result.status == "completed", resumed.error
     assert saves.failures == [], "no failing save is repeated on resume"
+
+
+HOOKED = [("tool.after", PatchOutput({"value": f"odd {LONE}"})),
+          ("model.chat.after", PatchOutput({"content": f"odd {LONE}"})),
+          ("tool.before", Reject(f"refused {LONE}"))]
+
+
+@pytest.mark.parametrize(("point", "result"), HOOKED, ids=[p for p, _ in HOOKED])
+async def test_lone_surrogates_from_a_hook_are_made_storable(point: str, result: Any) -> None:
+    """Hook text crosses the same boundary: before, the save failed and every resume
+    failed the same way (persistence_error forever)."""
+    async def hook(ctx: Any, payload: dict[str, Any]) -> Any:
+        return result
+
+    registry = HookRegistry([HookDefinition("odd", "1", hook, replay_safe=True)])
+    match = {"purposes": ["action"]} if point.startswith("model.") else {}
+    hooks = HookManager(registry, [HookBinding("odd", "1", point, order=0, match=match)])
+    created: list[str] = []
+    store = FailingSaves(InMemoryCheckpointStore())
+    engine = create_engine(make_snapshot(), save=store,  # type: ignore[arg-type]
+                           model_gateway=RawGateway('{"path": "a.txt"}'),
+                           tools=[touch_tool(created)], compaction_policy=NoCompaction(),
+                           hooks=hooks)
+    run_id = await engine.start("create the file")
+    result_ = await drive(engine)
+    assert (result_.status, result_.error_code) == ("completed", None), engine.error
+    assert store.failures == []
+    assert all(encodable(e.body) for e in store.read(run_id, "src:main"))
+    assert all(encodable(e.body) for e in store.read(run_id, "view:main"))
+    assert created == ([] if point == "tool.before" else ["a.txt"])
