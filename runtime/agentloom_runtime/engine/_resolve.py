@@ -16,8 +16,10 @@ A command's marker is released only after that commit (``release_marker``), neve
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from agentloom_runtime._json import storable_text
 from agentloom_runtime.context import CompactionFailureMemory
 from agentloom_runtime.contracts import ToolOutcome, UnknownOperation, Verdict
 from agentloom_runtime.errors import ConfigError, ModelOutcomeUnknown
@@ -103,6 +105,9 @@ def apply(ctx: StepContext, hooks: HookRunner, verdict: Verdict,
                           details={"code": "verdict_not_applicable"})
     if not verdict.by.strip():
         raise ConfigError("a verdict needs the operator's name (by)")
+    verdict = dataclasses.replace(  # operator text is made storable (non-UTF-8 argv)
+        verdict, by=storable_text(verdict.by), note=storable_text(verdict.note),
+        output=None if verdict.output is None else storable_text(verdict.output))
     head = ctx.head
     op = head["op"]
     assert op is not None

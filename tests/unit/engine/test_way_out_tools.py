@@ -202,3 +202,17 @@ async def test_a_resolved_run_cannot_be_resolved_twice() -> None:
     with pytest.raises(ConfigError, match="nothing to resolve"):
         await engine.resolve(Verdict("ran", by="gina"))
     assert len(store.read(RUN, "verdicts")) == 1
+
+
+async def test_operator_text_that_is_not_valid_unicode_is_recorded() -> None:
+    """A verdict typed in a non-UTF-8 terminal reaches Python with lone surrogates
+    (surrogateescape argv); it is recorded with U+FFFD instead of failing the save."""
+    store, effects = InMemoryCheckpointStore(), SideEffects()
+    await blocked_on_mail(store, effects)
+    engine = build(store, effects, run_id=RUN)
+    await engine.resolve(Verdict("ran", by="j\udcf6rg", note="sent \udcff",
+                                 output="id \udce9"))
+    [verdict] = [e.body for e in store.read(RUN, "verdicts")]
+    assert (verdict["by"], verdict["note"], verdict["output"]) == (
+        "j\ufffdrg", "sent \ufffd", "id \ufffd")
+    assert (await drive(engine)).status == "completed"
