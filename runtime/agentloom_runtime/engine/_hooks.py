@@ -72,7 +72,7 @@ class HookRunner:
                     raise BlockRun(HookReplayRequired(
                         f"hook {binding.hook_id} ({point}) may have run partly before the "
                         "interruption and is not replay_safe; check its effects, then "
-                        "resume with --confirm-hooks (SDK: confirm_hooks=True)",
+                        "resume with `agentloom resume --confirm-hooks`",
                         details={"hook_id": binding.hook_id}))
 
         def save(cursor: int, current: dict[str, Any], running: bool) -> None:
