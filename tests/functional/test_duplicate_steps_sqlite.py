@@ -9,7 +9,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from support.engine import SideEffects, make_snapshot
+from support.engine import SideEffects, make_snapshot, saved_head
 
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.context import NoCompaction
@@ -80,7 +80,7 @@ def test_four_workers_drive_one_run(tmp_path: Path) -> None:
         t.start()
     for t in threads:
         t.join(timeout=120)
-    head = store.load_head(run_id).body
+    head = saved_head(store, run_id)
     store.close()
     assert head["status"] == "completed", head.get("error")
     assert sorted(effects.calls) == sorted(MAILS), "every mail exactly once"

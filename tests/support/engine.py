@@ -1,12 +1,25 @@
+"""The engine tests' shared builders (convention 14): one snapshot factory, one engine
+builder, one driver, the side-effect counter, the crash store and the representative
+script. Model doubles are the shipped ones (``agentloom_runtime.testing``)."""
+
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol, cast
 
+from agentloom_runtime.checkpoint import BaseCheckpointStore, InMemoryCheckpointStore
+from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.contracts import CompactionPolicy, ModelGateway, StepResult
+from agentloom_runtime.engine import Engine, create_engine
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
+from agentloom_runtime.testing import ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
+from agentloom_runtime.workspace import CommandResult, MarkerStore, WorkspaceProvider
 
 COUNT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}},
                 "required": ["text"], "additionalProperties": False}
+NO_COMPACTION = NoCompaction()  # stateless: one instance serves every test
 
 
 def make_snapshot(**overrides: Any) -> AgentSnapshot:
@@ -14,6 +27,101 @@ def make_snapshot(**overrides: Any) -> AgentSnapshot:
                             "model": {"model": "scripted"}}
     data.update(overrides)
     return parse_snapshot(data)
+
+
+def build_engine(*, store: BaseCheckpointStore | CrashingStore | None = None,
+                 model: ModelGateway | None = None, script: Sequence[Any] | None = None,
+                 tools: Sequence[ToolDefinition] | None = None,
+                 snapshot: AgentSnapshot | Mapping[str, Any] | None = None,
+                 run_id: str | None = None,
+                 compaction: CompactionPolicy | Literal["default"] = NO_COMPACTION,
+                 **kw: Any) -> Engine:
+    """``create_engine`` with test defaults, through the production factory.
+
+    ``store``: a fresh in-memory store when omitted. ``model`` or ``script`` (a
+    ``ScriptedModel`` of those steps; neither: a ``ScriptedModel`` that fails on any
+    call). Crash tests pass ``model=KeyedScriptModel(...)``: its answers depend on the
+    request only, so a resumed run is answered alike. ``tools``: trusted definitions
+    (none when omitted). ``snapshot``: ``make_snapshot()`` when omitted. ``run_id``:
+    attach to that run (``checkpoint=``). ``compaction``: none unless asked for
+    (``"default"`` = the snapshot's policy). Other keywords go to ``create_engine``."""
+    if model is not None and script is not None:
+        raise TypeError("pass model or script, not both")
+    return create_engine(
+        make_snapshot() if snapshot is None else snapshot,
+        save=InMemoryCheckpointStore() if store is None else cast(BaseCheckpointStore, store),
+        model_gateway=model if model is not None else ScriptedModel(script or ()),
+        tools=list(tools or ()), compaction_policy=compaction, checkpoint=run_id, **kw)
+
+
+class CommandRunner(Protocol):
+    async def run(self, spec: dict[str, Any], instance: str) -> dict[str, Any]: ...
+
+
+async def drive(engine: Engine, limit: int = 500, *,
+                runner: CommandRunner | None = None) -> StepResult:
+    """Step until the run is done; fail if it does not end within ``limit`` steps. A step
+    that asks for a command has ``runner`` run ``command_spec()`` and passes the result
+    to the next step (without a runner, that is a test failure)."""
+    command_result: dict[str, Any] | None = None
+    for _ in range(limit):
+        result = await engine.step(command_result=command_result)
+        command_result = None
+        if result.next == "done":
+            return result
+        if result.next == "command":
+            if runner is None:
+                raise AssertionError("the run asks for a command and no runner was given")
+            command_result = await runner.run(engine.command_spec(), result.instance)
+    raise AssertionError(f"the run did not end within {limit} steps")
+
+
+class FakeRunner:
+    """A command runner that follows the runner contract (marker, result, marker
+    removed) without a sandbox; every command exits 0 printing ``ok``."""
+
+    def __init__(self, lock_dir: Path) -> None:
+        self.markers = MarkerStore(lock_dir)
+        self.ran: list[str] = []
+
+    def ensure_available(self) -> None:
+        return None
+
+    async def run(self, spec: dict[str, Any], instance: str) -> dict[str, Any]:
+        self.markers.claim(spec["request_id"], {"state": "started"})
+        self.ran.append(spec["command"])
+        result = CommandResult(request_id=spec["request_id"], exit_code=0,
+                               stdout_head="ok\n", duration_s=0.01)
+        self.markers.write_result(result)
+        self.markers.remove(spec["request_id"])
+        return result.to_dict()
+
+
+def command_host(root: Path, run: str = "r") -> tuple[FakeRunner, dict[str, Any]]:
+    """What a host lends the engine for ``workspace_command`` (a local workspace under
+    ``root``, its command markers and a ``FakeRunner``): the runner, and the keywords
+    for ``build_engine``."""
+    provider = WorkspaceProvider(root)
+    lock_dir = provider.lock_dir("local", "tester", "s")
+    runner = FakeRunner(lock_dir)
+    return runner, {
+        "commands": MarkerStore(lock_dir), "services": {"command_runner": runner},
+        "workspace": lambda inst: provider.for_instance("local", "tester", "s", run,
+                                                        inst).store()}
+
+
+def saved_head(store: BaseCheckpointStore, run_id: str) -> dict[str, Any]:
+    """The stored head of ``run_id`` (internals: prefer the read API where it answers)."""
+    loaded = store.load_head(run_id)
+    assert loaded is not None, f"run {run_id} does not exist"
+    return dict(loaded.body)
+
+
+def records(store: BaseCheckpointStore, run_id: str, kind: str | None = None,
+            instance: str = "main") -> list[dict[str, Any]]:
+    """The bodies of an instance's source records, optionally of one ``kind``."""
+    bodies = [dict(e.body) for e in store.read(run_id, f"src:{instance}")]
+    return bodies if kind is None else [b for b in bodies if b["kind"] == kind]
 
 
 class SideEffects:
@@ -73,8 +181,6 @@ PLAN_DONE = {"steps": [{"id": "1", "title": "count words", "status": "completed"
 
 
 def representative_script() -> list[Any]:
-    from agentloom_runtime.testing import ScriptedModel
-
     return [
         ScriptedModel.call("update_plan", PLAN_OPEN, id="c1"),
         ScriptedModel.call("count_words", {"text": "one two three"}, id="c2"),
@@ -82,12 +188,3 @@ def representative_script() -> list[Any]:
         ScriptedModel.call("update_plan", PLAN_DONE, id="c4"),
         ScriptedModel.answer("Counted 3 words and mailed ops."),
     ]
-
-
-async def drive(engine: Any, limit: int = 500) -> Any:
-    """Step until the run is done; fail if it does not end within ``limit`` steps."""
-    for _ in range(limit):
-        result = await engine.step()
-        if result.next == "done":
-            return result
-    raise AssertionError(f"the run did not end within {limit} steps")

@@ -269,7 +269,7 @@ async def test_tool_call_arguments_that_are_not_json_are_kept(
         make: Any, arguments: Any, kept: str) -> None:
     """Only the tool runtime judges arguments (it answers bad ones with a failure result
     the model can correct); the gateway keeps them, made storable."""
-    call = {"id": "c1", "type": "function", "function": {"name": "read"}}
+    call: dict[str, Any] = {"id": "c1", "type": "function", "function": {"name": "read"}}
     if arguments is not None:
         call["function"]["arguments"] = arguments
     rec = Recorder(lambda r: ok({"content": None, "tool_calls": [call]}))
@@ -471,13 +471,3 @@ async def test_redirects_are_not_followed(make: Any) -> None:
         await make(rec).invoke(REQUEST)
     assert len(rec.requests) == 1
     assert info.value.status == 307 and "redirects are not followed" in str(info.value)
-
-
-async def test_client_ignores_proxy_environment(make: Any,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
-    rec = Recorder(lambda r: ok({"content": "x"}))
-    gw = make(rec)
-    await gw.invoke(REQUEST)
-    assert gw._client is not None and gw._client.trust_env is False
-    await gw.aclose()

@@ -90,7 +90,8 @@ def test_a_new_agent_without_context_policy_gets_the_default_budget_policy() -> 
     assert snap.context_policy.model_dump() == {
         "context_ratio": 0.8, "target_ratio": 0.6, "user_turns": None, "model_steps": None,
         "max_compaction_calls": 4}
-    assert AgentSnapshot(agent_id="a", model={"model": "m"}).context_policy == ContextPolicy()
+    assert AgentSnapshot.model_validate({"agent_id": "a", "model": {"model": "m"}}) \
+        .context_policy == ContextPolicy()
 
 
 def test_only_a_legacy_snapshot_keeps_the_character_policy() -> None:

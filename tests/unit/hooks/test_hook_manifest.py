@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -16,6 +17,7 @@ from agentloom_runtime.hooks import (
     HookManager,
     HookPointRegistry,
     HookRegistry,
+    code_fingerprint,
 )
 
 
@@ -54,11 +56,12 @@ def test_the_manifest_records_what_decides_behaviour() -> None:
     assert config["point_contract_version"] == 2 and config["stage_timeout"] == 10.0
     assert set(config["points"]) == {"tool.before", "tool.after"}
     first = config["bindings"][1]
+    mask = hashlib.sha256(b'{"mask":"***"}').hexdigest()
     assert first == {
         "point": "tool.before", "hook_id": "redact", "version": "1",
-        "code_hash": first["code_hash"], "replay_safe": False, "observation": False,
+        "code_hash": code_fingerprint(redact), "replay_safe": False, "observation": False,
         "priority": 10, "order": 0, "match": {"tools": ["workspace_*"]}, "timeout": 0.5,
-        "config_hash": first["config_hash"]}
+        "config_hash": f"sha256:{mask}"}
     assert first["code_hash"].startswith("source-sha256:")
     assert "***" not in json.dumps(config)  # config values are hashed, not copied
     assert config["bindings"][0]["observation"] is True

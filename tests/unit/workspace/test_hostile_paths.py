@@ -105,7 +105,7 @@ DIR_TOOLS = {"workspace_list", "workspace_mkdir", "workspace_command"}
 
 
 def _args(tool: str, path: str) -> dict[str, Any]:
-    return {
+    arguments: dict[str, dict[str, Any]] = {
         "workspace_list": {"path": path, "recursive": True},
         "workspace_stat": {"path": path},
         "workspace_glob": {"pattern": path},
@@ -116,7 +116,8 @@ def _args(tool: str, path: str) -> dict[str, Any]:
         "workspace_mkdir": {"path": path},
         "workspace_delete": {"path": path},
         "workspace_command": {"command": "cat secret.txt", "cwd": path},
-    }[tool]
+    }
+    return arguments[tool]
 
 
 TOOLS = {t.name: t for t in file_tools()}
