@@ -1,6 +1,10 @@
 """No size wedges a run: heads, entries and blobs of any size round-trip exactly on every
 adapter (see conftest). Bodies above the inline limits are spilled to blobs by
-``BaseCheckpointStore``; these tests hold the rules that make that safe."""
+``BaseCheckpointStore``; these tests hold the rules that make that safe.
+
+On an encrypted store the rows hold envelopes: the helpers below open them through the
+store's own codec path (``_open_row``), and the limits bound the row as stored
+(``_inline_bytes``)."""
 
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from agentloom_runtime.checkpoint.store import (
     ENTRY_INLINE_BYTES,
     HEAD_INLINE_BYTES,
     SPILL_KEY,
+    ItemId,
+    _seal_row,
     blob_key,
     dumps,
 )
@@ -49,14 +55,25 @@ def snapshot(store: BaseCheckpointStore) -> tuple[Head | None, dict[str, Any]]:
 
 
 def stored_rows(store: BaseCheckpointStore, stream: str) -> dict[int, Any]:
-    """The rows as the backend holds them (references, not bodies)."""
-    return {seq: json.loads(text) for seq, text in store._query(RUN, stream, 0, None)}
+    """The rows as the backend holds them (references, not bodies), opened if sealed."""
+    return {seq: json.loads(store._open_row(ItemId.log(RUN, stream, seq), text))
+            for seq, text in store._query(RUN, stream, 0, None)}
 
 
 def stored_head(store: BaseCheckpointStore) -> Any:
     raw = store._get_head(RUN)
     assert raw is not None
-    return json.loads(raw[1])
+    return json.loads(store._open_row(ItemId.head(RUN, raw[0]), raw[1]))
+
+
+def raw_write(store: BaseCheckpointStore, version: int, head: Any,
+              rows: list[tuple[str, int, Any]]) -> None:
+    """Write rows past the base's spilling, sealed as the store would seal them."""
+    sealer = store._sealer(RUN)
+    store._write(RUN, version - 1, version, _seal_row(sealer, ItemId.head(RUN, version),
+                                                      dumps(head)),
+                 [(s, n, _seal_row(sealer, ItemId.log(RUN, s, n), dumps(b)))
+                  for s, n, b in rows])
 
 
 def reference(body: Any) -> dict[str, Any]:
@@ -128,18 +145,23 @@ def test_identical_large_bodies_share_one_blob(store: BaseCheckpointStore) -> No
 
 def test_inline_limits_are_exact_in_utf8_bytes(store: BaseCheckpointStore) -> None:
     frame = len('{"pad":""}')
-    head_at = {"pad": "h" * (HEAD_INLINE_BYTES - frame)}
-    at = {"pad": "e" * (ENTRY_INLINE_BYTES - frame)}
-    over = {"pad": "e" * (ENTRY_INLINE_BYTES - frame + 1)}
-    over_in_bytes = {"pad": "é" * ((ENTRY_INLINE_BYTES - frame) // 2 + 1)}  # fewer chars
-    assert len(dumps(at).encode()) == ENTRY_INLINE_BYTES
+    head_limit = store._inline_bytes(HEAD_INLINE_BYTES)  # the limits themselves if plain
+    entry_limit = store._inline_bytes(ENTRY_INLINE_BYTES)
+    head_at = {"pad": "h" * (head_limit - frame)}
+    at = {"pad": "e" * (entry_limit - frame)}
+    over = {"pad": "e" * (entry_limit - frame + 1)}
+    over_in_bytes = {"pad": "é" * ((entry_limit - frame) // 2 + 1)}  # fewer chars
+    assert len(dumps(at).encode()) == entry_limit
     store.commit(Commit(RUN, 0, head_at, [LogEntry("s", 1, at), LogEntry("s", 2, over),
                                           LogEntry("s", 3, over_in_bytes)]))
     assert stored_head(store) == head_at
     assert stored_rows(store, "s") == {1: at, 2: reference(over), 3: reference(over_in_bytes)}
-    assert reference(over)["bytes"] == ENTRY_INLINE_BYTES + 1
+    assert reference(over)["bytes"] == entry_limit + 1
     assert [e.body for e in store.read(RUN, "s")] == [at, over, over_in_bytes]
-    head_over = {"pad": "h" * (HEAD_INLINE_BYTES - frame + 1)}
+    # the largest inline row, as stored, is exactly at the limit (encrypted or not)
+    assert max(len(text.encode()) for _, text in store._query(RUN, "s", 0, None)) \
+        == ENTRY_INLINE_BYTES
+    head_over = {"pad": "h" * (head_limit - frame + 1)}
     store.commit(Commit(RUN, 1, head_over))
     assert stored_head(store) == reference(head_over)
     assert store.load_head(RUN) == Head(2, head_over)
@@ -163,7 +185,7 @@ def test_a_body_that_looks_like_a_reference_round_trips(
 def test_a_dangling_reference_is_a_persistence_error(store: BaseCheckpointStore) -> None:
     """Cannot happen through ``commit`` (blobs first); a damaged store says so."""
     missing = {SPILL_KEY: blob_key(b"gone"), "bytes": 4}
-    store._write(RUN, 0, 1, dumps(missing), [("s", 1, dumps(missing))])
+    raw_write(store, 1, missing, [("s", 1, missing)])
     with pytest.raises(PersistenceError, match="missing"):
         store.load_head(RUN)
     with pytest.raises(PersistenceError, match="missing"):
@@ -201,18 +223,21 @@ def test_spilled_commit_with_a_row_clash_changes_nothing_visible(
 
 
 def test_spilled_values_are_stored_before_the_conditional_write(
-        store: BaseCheckpointStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
+        backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, calls = backend.store, list[str]()
     put_blob, write = store._put_blob, store._write
+    head, body = payload(100_000, "head"), payload(100_000, "entry")
+    contents = {blob_key(dumps(head).encode()), blob_key(dumps(body).encode())}
 
     def recording_put(run_id: str, key: str, data: bytes) -> None:
-        calls.append("blob")
+        calls.append("blob" if key in contents else "key record")
         put_blob(run_id, key, data)
 
     def checking_write(run_id: str, expected: int, new: int, head: str,
                        rows: list[tuple[str, int, str]]) -> None:
-        for text in [head, *(body for _, _, body in rows)]:
-            ref = json.loads(text)
+        for item, text in [(ItemId.head(run_id, new), head),
+                           *((ItemId.log(run_id, s, n), t) for s, n, t in rows)]:
+            ref = json.loads(store._open_row(item, text))
             if SPILL_KEY in ref:  # every reference resolves before the head moves
                 assert len(store.get_blob(run_id, ref[SPILL_KEY])) == ref["bytes"]
         calls.append("write")
@@ -220,10 +245,10 @@ def test_spilled_values_are_stored_before_the_conditional_write(
 
     monkeypatch.setattr(store, "_put_blob", recording_put)
     monkeypatch.setattr(store, "_write", checking_write)
-    head, body = payload(100_000, "head"), payload(100_000, "entry")
     store.commit(Commit(RUN, 0, head, [LogEntry("s", 1, body), entry("s", 2),
                                        LogEntry("s", 3, body)]))
-    assert calls == ["blob", "blob", "write"]  # the two identical bodies share one blob
+    # the two identical bodies share one blob; an encrypted run's key record goes first
+    assert calls == ["key record"] * backend.encrypted + ["blob", "blob", "write"]
     assert snapshot(store) == (Head(1, head), {
         "s": [LogEntry("s", 1, body), entry("s", 2), LogEntry("s", 3, body)], "t": []})
 

@@ -7,6 +7,9 @@ Checkpoints (port: ``agentloom_runtime.checkpoint.BaseCheckpointStore``):
   from its module: it needs boto3 (``pip install 'agentloom[aws]'``), and importing this
   package must not.
 
+Every adapter takes ``codec=`` (``agentloom.crypto.EnvelopeCodec``) to encrypt what it
+stores; the encryption lives in the base class, not here (docs/encryption.md).
+
 Importing this package imports no adapter: ``SqliteCheckpointStore`` is loaded on first
 use, so that importing ``agentloom.stores.dynamodb_checkpoints`` (in a Lambda function)
 does not load the SQLite adapter, nor ``sqlite3``.

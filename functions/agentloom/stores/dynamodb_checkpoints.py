@@ -28,6 +28,12 @@ the ``BLOB#{key}`` item holding part 0 and the count last, so a blob is visible 
 complete. Every key derives from the content hash, so a retry rewrites identical items;
 the base class checks the hash on every read.
 
+Encrypted (``codec=``, e.g. ``agentloom.crypto.EnvelopeCodec`` with a ``KmsKeyring``):
+``body`` holds a base64 envelope and ``data`` raw envelope bytes (a blob's envelope is
+chunked like any blob); key records (wrapped data keys) are blobs of the run. ``pk``,
+``sk``, ``stream``, ``seq``, ``version`` stay plaintext. The base class does all of it,
+and keeps a sealed row within the same 32 KiB, so the sizes above hold.
+
 Counters, for benchmarks (writes DynamoDB accepted; a cancelled transaction or a failed
 call adds nothing; reads are not counted):
 
@@ -51,7 +57,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from agentloom_runtime.checkpoint.store import BaseCheckpointStore
+from agentloom_runtime.checkpoint.store import BaseCheckpointStore, RecordCodec
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 
 try:
@@ -77,9 +83,12 @@ Item = dict[str, Any]
 
 
 class DynamoDbCheckpointStore(BaseCheckpointStore):
-    """Checkpoints in one DynamoDB table (``pk``/``sk`` strings), client injected."""
+    """Checkpoints in one DynamoDB table (``pk``/``sk`` strings), client injected.
+    ``codec``: encrypt what is stored with it (``None``: plaintext)."""
 
-    def __init__(self, table_name: str, *, client: DynamoDbClient) -> None:
+    def __init__(self, table_name: str, *, client: DynamoDbClient,
+                 codec: RecordCodec | None = None) -> None:
+        super().__init__(codec=codec)
         if not table_name:
             raise ConfigError("table_name is required")
         self.table_name = table_name

@@ -19,6 +19,11 @@ Bodies above the inline limits reach this adapter already spilled (see
 SQLite's 1 GB default ``SQLITE_MAX_LENGTH``). A spilled value's blob is inserted, in its
 own transaction, before the commit's transaction.
 
+Encrypted (``codec=``, e.g. ``agentloom.crypto.EnvelopeCodec`` with a ``LocalKeyring``):
+``heads.body`` and ``log.body`` hold base64 envelopes, ``blobs.data`` raw ones, and
+``blobs`` also holds the runs' key records (wrapped data keys); ``run_id``, ``stream``,
+``seq``, ``version`` and blob keys stay plaintext. The base class does all of it.
+
 Counters, for benchmarks (UTF-8 bytes, counted once the transaction has committed; a
 conflict or a rollback adds nothing): ``bytes_written`` — the head and row texts of each
 commit; ``blob_bytes_written`` — blobs newly inserted (an existing key adds nothing).
@@ -36,7 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
-from agentloom_runtime.checkpoint.store import BaseCheckpointStore
+from agentloom_runtime.checkpoint.store import BaseCheckpointStore, RecordCodec
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 
 SCHEMA_VERSION = 1
@@ -68,11 +73,13 @@ class SqliteCheckpointStore(BaseCheckpointStore):
     ``busy_timeout`` (seconds) bounds the wait for the write lock; past it a commit
     raises ``PersistenceError``. ``synchronous="FULL"`` (default) fsyncs every commit;
     ``"NORMAL"`` is faster but may lose the last commits on power loss (never on a
-    process crash) — never a torn one.
+    process crash) — never a torn one. ``codec``: encrypt what is stored with it
+    (``None``: plaintext).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0,
-                 synchronous: Synchronous = "FULL") -> None:
+                 synchronous: Synchronous = "FULL", codec: RecordCodec | None = None) -> None:
+        super().__init__(codec=codec)
         text = os.fspath(path)
         if not text or text == ":memory:" or text.startswith("file:"):
             raise ConfigError("SqliteCheckpointStore needs a file path; use "

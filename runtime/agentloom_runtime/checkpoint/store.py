@@ -28,16 +28,33 @@ up to 100 items stay below DynamoDB's 4 MB transaction limit whatever the bodies
 
 Text that is not valid Unicode (a lone surrogate) in a body, a run id or a stream name
 is refused with ``ConfigError`` before anything is written.
+
+**Encryption is one codec under every adapter.** A store given a ``codec``
+(``RecordCodec``; the implementation is ``agentloom.crypto.EnvelopeCodec``) seals every
+value it persists — head texts, entry bodies, spill references, blobs and spilled
+bodies — after serializing and spilling, and opens it after reading, before parsing:
+backends see only envelopes. Rows hold the envelope in standard base64 (they are text);
+blobs hold it raw. Each envelope is bound to its item's identity (``ItemId``: the head
+of a run at a version, a run's stream and seq, a run's blob key), so a ciphertext moved
+to another item fails to open (``PersistenceError``). What stays plaintext is the index:
+run ids, stream names, seqs, head versions, blob keys (the SHA-256 of the plaintext).
+With a codec the inline limits bound the row *as stored*, so the largest inline body
+is ``_inline_bytes(limit)``: about 3/4 of the limit, less the envelope's overhead.
+The codec keeps its key records (wrapped data keys, never plaintext ones) in the run's
+blob space through ``KeySlots``, under names no content hash takes; the store writes
+them, like spilled values, before the conditional write that refers to them.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
@@ -67,6 +84,72 @@ class Head:
     body: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ItemId:
+    """What a stored value is: the identity a codec binds its ciphertext to (AAD).
+
+    ``kind`` "head": ``number`` is the head's version; "log": ``name`` is the stream and
+    ``number`` the seq; "blob": ``name`` is the blob key."""
+
+    kind: Literal["head", "log", "blob"]
+    run_id: str
+    name: str = ""
+    number: int = 0
+
+    @classmethod
+    def head(cls, run_id: str, version: int) -> ItemId:
+        return cls("head", run_id, "", version)
+
+    @classmethod
+    def log(cls, run_id: str, stream: str, seq: int) -> ItemId:
+        return cls("log", run_id, stream, seq)
+
+    @classmethod
+    def blob(cls, run_id: str, key: str) -> ItemId:
+        return cls("blob", run_id, key, 0)
+
+    def describe(self) -> str:
+        if self.kind == "head":
+            return f"the head (version {self.number})"
+        if self.kind == "log":
+            return f"entry {self.name}#{self.number}"
+        return f"blob {self.name}"
+
+
+class KeySlots(Protocol):
+    """Where a codec keeps its key records: a run's blob space, through the backend's
+    blob primitives. ``name`` has the shape of a blob key (``sha256:<64 hex>``) but is no
+    content hash; ``put`` is a no-op when the name is present."""
+
+    def get(self, run_id: str, name: str) -> bytes | None: ...
+
+    def put(self, run_id: str, name: str, data: bytes) -> None: ...
+
+
+class Sealer(Protocol):
+    """Seals the values of one write (a commit or a blob) under one data key."""
+
+    def seal(self, item: ItemId, plaintext: bytes) -> bytes: ...
+
+
+class RecordCodec(Protocol):
+    """The encryption hook of ``BaseCheckpointStore`` (see the module docstring)."""
+
+    @property
+    def overhead(self) -> int:
+        """Bytes an envelope adds to its plaintext (it must not depend on the item)."""
+        ...
+
+    def sealer(self, run_id: str, slots: KeySlots) -> Sealer:
+        """A sealer for ``run_id``; it may store the run's key record in ``slots`` first."""
+        ...
+
+    def open(self, item: ItemId, envelope: bytes, slots: KeySlots) -> bytes:
+        """The plaintext; ``PersistenceError`` if the envelope fails authentication (moved,
+        altered), ``ConfigError`` if this codec's keyring cannot open its data key."""
+        ...
+
+
 def dumps(value: Any) -> str:
     """The stored JSON text of ``value``; ``ConfigError`` on a lone surrogate."""
     return _serialize(value)[0]
@@ -77,7 +160,20 @@ def blob_key(data: bytes) -> str:
 
 
 class BaseCheckpointStore(ABC):
-    """Validation, serialization, spilling and CAS rules; backends persist strings."""
+    """Validation, serialization, spilling, encryption and CAS rules; backends persist
+    strings and bytes.
+
+    ``codec``: encrypt everything persisted with it (``RecordCodec``); without one
+    (``None``) values are stored as plaintext JSON."""
+
+    _codec: RecordCodec | None = None  # for adapters whose constructor predates the hook
+
+    def __init__(self, *, codec: RecordCodec | None = None) -> None:
+        self._codec = codec
+
+    @property
+    def encrypted(self) -> bool:
+        return self._codec is not None
 
     def load_head(self, run_id: str) -> Head | None:
         _check_name(run_id, "run_id")
@@ -85,16 +181,18 @@ class BaseCheckpointStore(ABC):
         if raw is None:
             return None
         version, text = raw
-        return Head(version, self._load_body(run_id, text))
+        return Head(version, self._load_body(run_id, self._open_row(
+            ItemId.head(run_id, version), text)))
 
     def commit(self, commit: Commit) -> int:
         """Write head + entries atomically iff the stored version equals
         ``commit.expected_version``. Returns the new version."""
         if commit.expected_version < 0:
             raise ConfigError("expected_version must be >= 0")
-        _check_name(commit.run_id, "run_id")
+        run_id = commit.run_id
+        _check_name(run_id, "run_id")
         spilled: dict[str, bytes] = {}  # blob key -> text, written before the commit
-        head_text = _inline_or_spill(commit.head, HEAD_INLINE_BYTES, spilled)
+        head_text = self._inline_or_spill(commit.head, HEAD_INLINE_BYTES, spilled)
         seen: set[tuple[str, int]] = set()
         rows: list[tuple[str, int, str]] = []
         for entry in commit.entries:
@@ -104,11 +202,16 @@ class BaseCheckpointStore(ABC):
             _check_name(entry.stream, "stream")
             seen.add(key)
             rows.append((entry.stream, entry.seq,
-                         _inline_or_spill(entry.body, ENTRY_INLINE_BYTES, spilled)))
-        for blob, data in spilled.items():
-            self._put_blob(commit.run_id, blob, data)
+                         self._inline_or_spill(entry.body, ENTRY_INLINE_BYTES, spilled)))
+        # Everything is validated: from here on the backend may be written to.
         new_version = commit.expected_version + 1
-        self._write(commit.run_id, commit.expected_version, new_version, head_text, rows)
+        sealer = self._sealer(run_id)  # may store the run's key record first
+        head_row = _seal_row(sealer, ItemId.head(run_id, new_version), head_text)
+        sealed = [(stream, seq, _seal_row(sealer, ItemId.log(run_id, stream, seq), text))
+                  for stream, seq, text in rows]
+        for blob, data in spilled.items():
+            self._put_blob(run_id, blob, _seal_blob(sealer, ItemId.blob(run_id, blob), data))
+        self._write(run_id, commit.expected_version, new_version, head_row, sealed)
         return new_version
 
     def read(self, run_id: str, stream: str, after: int = 0,
@@ -119,25 +222,70 @@ class BaseCheckpointStore(ABC):
         _check_name(stream, "stream")
         if limit == 0:
             return []
-        return [LogEntry(stream, seq, self._load_body(run_id, text))
+        return [LogEntry(stream, seq, self._load_body(run_id, self._open_row(
+                    ItemId.log(run_id, stream, seq), text)))
                 for seq, text in self._query(run_id, stream, after, limit)]
 
     def put_blob(self, run_id: str, data: bytes) -> str:
         _check_name(run_id, "run_id")
         key = blob_key(data)
-        self._put_blob(run_id, key, data)
+        self._put_blob(run_id, key,
+                       _seal_blob(self._sealer(run_id), ItemId.blob(run_id, key), data))
         return key
 
     def get_blob(self, run_id: str, key: str) -> bytes:
         _check_name(run_id, "run_id")
         data = self._get_blob(run_id, key)
+        if data is not None and self._codec is not None:
+            data = self._codec.open(ItemId.blob(run_id, key), data, _KeySlots(self))
         if data is None or blob_key(data) != key:
             raise KeyError(key)
         return data
 
+    # -- the codec hook ----------------------------------------------------------------
+
+    def _inline_bytes(self, limit: int) -> int:
+        """The largest serialized body (UTF-8 bytes) kept in its row, for a row limit of
+        ``limit``: the limit itself, or what fits once sealed and base64-encoded."""
+        if self._codec is None:
+            return limit
+        return 3 * (limit // 4) - self._codec.overhead
+
+    def _sealer(self, run_id: str) -> Sealer | None:
+        return None if self._codec is None else self._codec.sealer(run_id, _KeySlots(self))
+
+    def _open_row(self, item: ItemId, text: str) -> str:
+        """The JSON text of a stored row (``text`` itself without a codec)."""
+        if self._codec is None:
+            return text
+        try:
+            envelope = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise PersistenceError(
+                f"run {item.run_id}: {item.describe()} is not encrypted, in an encrypted "
+                "store (plaintext written by a store without its codec?)",
+                details={"run_id": item.run_id}) from None
+        return self._codec.open(item, envelope, _KeySlots(self)).decode()
+
+    def _inline_or_spill(self, body: Any, limit: int, spilled: dict[str, bytes]) -> str:
+        """The row text for ``body``: itself, or a reference to a blob holding it (added
+        to ``spilled``)."""
+        text, data = _serialize(body)
+        if len(data) <= self._inline_bytes(limit) and not (
+                isinstance(body, dict) and SPILL_KEY in body):
+            return text
+        key = blob_key(data)
+        spilled[key] = data
+        return _serialize({SPILL_KEY: key, "bytes": len(data)})[0]
+
     def _load_body(self, run_id: str, text: str) -> Any:
         """A stored row's body: the row itself, or the text its reference names."""
-        body = json.loads(text)
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError:
+            raise PersistenceError(
+                f"run {run_id}: a stored value is not JSON (an encrypted store opened "
+                "without its codec?)", details={"run_id": run_id}) from None
         if not (isinstance(body, dict) and SPILL_KEY in body):
             return body
         key, size = body[SPILL_KEY], body.get("bytes")
@@ -188,15 +336,27 @@ def _serialize(value: Any) -> tuple[str, bytes]:
                           "(a lone surrogate)") from None
 
 
-def _inline_or_spill(body: Any, limit: int, spilled: dict[str, bytes]) -> str:
-    """The row text for ``body``: itself, or a reference to a blob holding it (added to
-    ``spilled``)."""
-    text, data = _serialize(body)
-    if len(data) <= limit and not (isinstance(body, dict) and SPILL_KEY in body):
+class _KeySlots:
+    """``KeySlots`` over a store's blob primitives."""
+
+    def __init__(self, store: BaseCheckpointStore) -> None:
+        self._store = store
+
+    def get(self, run_id: str, name: str) -> bytes | None:
+        return self._store._get_blob(run_id, name)
+
+    def put(self, run_id: str, name: str, data: bytes) -> None:
+        self._store._put_blob(run_id, name, data)
+
+
+def _seal_row(sealer: Sealer | None, item: ItemId, text: str) -> str:
+    if sealer is None:
         return text
-    key = blob_key(data)
-    spilled[key] = data
-    return _serialize({SPILL_KEY: key, "bytes": len(data)})[0]
+    return base64.b64encode(sealer.seal(item, text.encode())).decode("ascii")
+
+
+def _seal_blob(sealer: Sealer | None, item: ItemId, data: bytes) -> bytes:
+    return data if sealer is None else sealer.seal(item, data)
 
 
 def _check_name(value: str, what: str) -> None:
