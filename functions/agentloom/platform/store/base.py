@@ -29,6 +29,9 @@ Item layout (``{x}`` = an id; seqs are zero-padded to 12 digits so they sort)::
     session#{session}         rec#{seq}                       SessionRecord
     session#{session}#i#{instance}  rec#{seq}                 SessionRecord (by instance)
     run#{run}                 run                             {"session_id"} (run by id)
+    active                    run#{run}                       {"session_id"} (runs that hold
+                                                              a session: queued, running,
+                                                              interrupted; for recovery)
     run#{run}                 events                          {"seq"} (the event counter)
     run#{run}                 ev#{seq}                        Event
     token#{sha256}            token                           Token (looked up by hash)
@@ -53,6 +56,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from agentloom.platform.domain import (
+    ACTIVE_STATES,
     Agent,
     AgentVersion,
     Draft,
@@ -320,6 +324,7 @@ class PlatformStore(ABC):
                   put(f"session#{sid}", f"run#{run.run_id}", run, ABSENT),
                   put(f"space#{run.space_id}", _index_sk(run), run_index(run), ABSENT),
                   put(f"run#{run.run_id}", "run", {"session_id": sid}, ABSENT),
+                  put("active", f"run#{run.run_id}", {"session_id": sid}),
                   put(f"session#{sid}", "stream", opened, stream.version)]
         if idempotency is not None:
             writes.append(put(f"session#{sid}", f"idem#{idempotency.key_sha256}",
@@ -353,10 +358,19 @@ class PlatformStore(ABC):
         if run.value.status != new.status:
             writes.append(delete(f"space#{new.space_id}", _index_sk(run.value)))
         writes.append(put(f"space#{new.space_id}", _index_sk(new), run_index(new)))
+        was, now_active = run.value.status in ACTIVE_STATES, new.status in ACTIVE_STATES
+        if was != now_active:
+            writes.append(put("active", f"run#{new.run_id}", {"session_id": new.session_id})
+                          if now_active else delete("active", f"run#{new.run_id}"))
         if session is not None and session_update is not None:
             writes.append(put(f"session#{new.session_id}", "session", session_update,
                               session.version))
         self.transact(writes)
+
+    def active_runs(self) -> list[tuple[str, str]]:
+        """(run_id, session_id) of every run that holds its session."""
+        return [(s.sk.removeprefix("run#"), json.loads(s.text)["session_id"])
+                for s in self._query("active", "run#", None, None, False)]
 
     def get_idempotency(self, session_id: str, key_sha256: str
                         ) -> Versioned[Idempotency] | None:

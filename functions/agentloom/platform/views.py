@@ -1,0 +1,74 @@
+"""What the session service answers with (and the API returns as is): a run's status
+with its detail, a page of session messages, a page of run events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentloom.platform.domain import RunState, Usage
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RunView(_View):
+    """A run as its creator sees it. ``status`` is the platform's (``queued``,
+    ``interrupted`` besides the engine's); ``way_out`` what moves a stopped run on:
+    ``resume``, ``resolve`` (see ``unknown``), ``confirm_hooks``, ``new_question``; null
+    while it runs. ``unknown`` is the operation of unknown outcome that blocks it, with
+    the verdicts that apply. ``usage`` sums provider usage over every model call."""
+
+    run_id: str
+    session_id: str
+    space_id: str
+    agent_id: str
+    version: int
+    user_id: str
+    status: RunState
+    engine_status: str | None = None
+    driven: bool = False
+    execution: int | None = None
+    instances: list[str] = Field(default_factory=list)
+    created_at: float
+    updated_at: float
+    error: dict[str, str] | None = None
+    way_out: str | None = None
+    answer: str | None = None
+    reason: str = ""
+    unknown: dict[str, Any] | None = None
+    pending: list[dict[str, Any]] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    note: str | None = None
+
+
+class MessageItem(_View):
+    seq: int
+    run_id: str
+    instance: str
+    kind: str
+    message: dict[str, Any]
+    visible: dict[str, Any] | None = None  # what the model was shown, when it differs
+    truncated: bool = False  # the content was cut at ``MAX_MESSAGE_CHARS``
+    at: float
+
+
+class MessagePage(_View):
+    items: list[MessageItem]
+    next_after: int
+
+
+class EventItem(_View):
+    seq: int
+    type: str
+    at: float
+    data: dict[str, Any]
+
+
+class EventPage(_View):
+    items: list[EventItem]
+    next_after: int
+    status: RunState
+    done: bool  # the run stopped and every event so far is in this page or before

@@ -1,0 +1,129 @@
+"""Builders of the platform tests: an embedded platform in a temporary home whose model
+is a ``FunctionModel`` (no network), a published agent with a session, and waits.
+
+The model answers the run's question (the last user message starting with ``Q ``) with
+``Answer to: <question>`` and a usage; reviews say complete. A question starting with
+``Q slow`` waits for ``Model.gate`` first (so a run stays active), one starting with
+``Q hang`` never answers until the gate opens (to interrupt a run mid-call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.platform.identity import Principal
+from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
+
+USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+ALICE = Principal("alice", "token")
+AGENT_CONFIG: dict[str, Any] = {"prompt": "You answer questions.",
+                                "model": {"model": "test-model"}}
+
+
+def question_of(request: ModelRequest) -> str:
+    for message in reversed(list(request.messages)):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str) \
+                and content.startswith("Q "):
+            return content
+    return ""
+
+
+@dataclass
+class Model:
+    """The test model: its requests (every instance the factory built) and its gate."""
+
+    opened: bool = False
+    requests: list[ModelRequest] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)
+
+    async def reply(self, request: ModelRequest) -> ModelResponse | str:
+        self.requests.append(request)
+        if request.purpose == "verification":
+            return dataclasses.replace(ScriptedModel.verdict("complete"), usage=USAGE)
+        if request.purpose == "compaction":
+            return ModelResponse(content="Summary.", usage=USAGE)
+        question = question_of(request)
+        self.started.append(question)
+        if question.startswith(("Q slow", "Q hang")):
+            while not self.opened:  # noqa: ASYNC110 (set from another thread)
+                await asyncio.sleep(0.01)
+        return ModelResponse(content=f"Answer to: {question}", usage=USAGE)
+
+    def factory(self, snapshot: AgentSnapshot) -> FunctionModel:
+        return FunctionModel(self.reply)
+
+    def open(self) -> None:
+        self.opened = True
+
+
+@pytest.fixture
+def model() -> Iterator[Model]:
+    m = Model()
+    yield m
+    m.open()
+
+
+@pytest.fixture
+def open_platform(tmp_path: Path, model: Model) -> Iterator[Callable[[], EmbeddedPlatform]]:
+    """Opens the embedded platform on one home (call again after ``close()`` to
+    simulate a restart); every platform opened is closed at the end."""
+    opened: list[EmbeddedPlatform] = []
+
+    def open_() -> EmbeddedPlatform:
+        platform = EmbeddedPlatform.open(tmp_path / "home", model_factory=model.factory)
+        opened.append(platform)
+        return platform
+
+    yield open_
+    model.open()
+    for platform in opened:
+        platform.close()
+
+
+@pytest.fixture
+def platform(open_platform: Callable[[], EmbeddedPlatform]) -> EmbeddedPlatform:
+    return open_platform()
+
+
+@dataclass(frozen=True)
+class Setup:
+    space_id: str
+    agent_id: str
+    session_id: str
+
+
+@pytest.fixture
+def setup(platform: EmbeddedPlatform) -> Setup:
+    """Alice's space with a published agent and her session with it."""
+    space = platform.admin.create_space(ALICE, "Team")
+    agent, _ = platform.admin.create_agent(ALICE, space.space_id, "Helper", AGENT_CONFIG)
+    platform.admin.publish(ALICE, space.space_id, agent.agent_id)
+    session = platform.sessions.create_session(ALICE, space.space_id, agent.agent_id)
+    return Setup(space.space_id, agent.agent_id, session.session_id)
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 20.0, what: str = "it") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def wait() -> Callable[..., Any]:
+    return wait_for
