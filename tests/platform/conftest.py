@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from agentloom.api.app import build_app
+from agentloom.api.client import Client
+from agentloom.api.server import ApiServer
 from agentloom.platform.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
@@ -127,3 +130,44 @@ def wait_for(check: Callable[[], Any], timeout: float = 20.0, what: str = "it") 
 @pytest.fixture
 def wait() -> Callable[..., Any]:
     return wait_for
+
+
+# -- a real server on 127.0.0.1 -------------------------------------------------------
+
+
+@dataclass
+class Api:
+    """A running ``ApiServer`` over the embedded platform, with users and their tokens:
+    alice (owner of the space), bob (member), carol (admin), eve (no member)."""
+
+    platform: EmbeddedPlatform
+    url: str
+    tokens: dict[str, str]
+    space_id: str
+    agent_id: str
+    clients: list[Client] = field(default_factory=list)
+
+    def client(self, user: str | None) -> Client:
+        """A client as ``user`` (None: no token); closed at the end of the test."""
+        made = Client(self.url, self.tokens[user] if user else None)
+        self.clients.append(made)
+        return made
+
+
+@pytest.fixture
+def api(platform: EmbeddedPlatform) -> Iterator[Api]:
+    app = build_app(platform.admin, platform.sessions, platform.tokens)
+    server = ApiServer(app, platform.sessions).start()
+    tokens = {user: platform.tokens.issue(user)[1] for user in ("alice", "bob", "carol", "eve")}
+    space = platform.admin.create_space(ALICE, "Team")
+    platform.admin.set_member(ALICE, space.space_id, "bob", "member")
+    platform.admin.set_member(ALICE, space.space_id, "carol", "admin")
+    agent, _ = platform.admin.create_agent(ALICE, space.space_id, "Helper", AGENT_CONFIG)
+    platform.admin.publish(ALICE, space.space_id, agent.agent_id)
+    made = Api(platform, server.url, tokens, space.space_id, agent.agent_id)
+    try:
+        yield made
+    finally:
+        for client in made.clients:
+            client.close()
+        server.close()

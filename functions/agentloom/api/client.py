@@ -1,0 +1,217 @@
+"""A small typed client of the HTTP API (over httpx), for scripts, tests and the CLI.
+
+    client = Client("http://127.0.0.1:8765", token)
+    space = client.create_space("Team")
+    agent = client.create_agent(space.space_id, "Helper", {"model": {"model": "gpt-4o-mini"}})
+    client.publish(space.space_id, agent.agent_id)
+    session = client.create_session(space.space_id, agent.agent_id)
+    run = client.ask(session.session_id, "What changed?", idempotency_key="q-1")
+    for event in client.follow(session.session_id, run.run_id):   # long-polls
+        print(event.type, event.data)
+    print(client.run(session.session_id, run.run_id).answer)
+
+Every error response raises ``ApiError`` with the status, the stable ``code`` and the
+message. The client sends no cookies, follows no redirects and ignores proxy settings
+from the environment (``trust_env=False``); pass ``transport`` to test it with
+``httpx.MockTransport``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from agentloom.api.models import AgentOut, AskOut, InputOut, PublishOut, SpaceOut
+from agentloom.platform.domain import (
+    AgentVersion,
+    Draft,
+    Member,
+    Role,
+    Run,
+    RunIndex,
+    Session,
+    Space,
+)
+from agentloom.platform.views import EventItem, EventPage, MessagePage, RunView
+
+M = TypeVar("M", bound=BaseModel)
+PREFIX = "/api/v1"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str,
+                 details: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+        self.details = details or {}
+
+
+class Client:
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=base_url.rstrip("/") + PREFIX, headers=headers,
+                                  timeout=timeout, follow_redirects=False, trust_env=False,
+                                  transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+                timeout: float | None = None) -> httpx.Response:
+        response = self._http.request(method, path, json=json, params=params, headers=headers,
+                                      timeout=timeout if timeout is not None
+                                      else httpx.USE_CLIENT_DEFAULT)
+        if response.status_code >= 400:
+            try:
+                error = response.json()["error"]
+                raise ApiError(response.status_code, str(error["code"]),
+                               str(error["message"]), error.get("details"))
+            except (ValueError, KeyError, TypeError):
+                raise ApiError(response.status_code, "http_error",
+                               response.text[:200]) from None
+        return response
+
+    def _get(self, model: type[M], path: str, **params: Any) -> M:
+        clean = {k: v for k, v in params.items() if v is not None}
+        return model.model_validate(self.request("GET", path, params=clean or None).json())
+
+    def _send(self, model: type[M], method: str, path: str, body: Any = None, *,
+              headers: dict[str, str] | None = None) -> M:
+        response = self.request(method, path, json=body if body is not None else {},
+                                headers=headers)
+        return model.model_validate(response.json())
+
+    def _items(self, model: type[M], path: str, **params: Any) -> list[M]:
+        clean = {k: v for k, v in params.items() if v is not None}
+        data = self.request("GET", path, params=clean or None).json()
+        return [model.model_validate(item) for item in data["items"]]
+
+    # -- spaces and members --------------------------------------------------------------
+
+    def create_space(self, name: str) -> Space:
+        return self._send(SpaceOut, "POST", "/spaces", {"name": name}).space
+
+    def spaces(self) -> list[SpaceOut]:
+        return self._items(SpaceOut, "/spaces")
+
+    def space(self, space_id: str) -> SpaceOut:
+        return self._get(SpaceOut, f"/spaces/{space_id}")
+
+    def members(self, space_id: str) -> list[Member]:
+        return self._items(Member, f"/spaces/{space_id}/members")
+
+    def set_member(self, space_id: str, user_id: str, role: Role) -> Member:
+        return self._send(Member, "PUT", f"/spaces/{space_id}/members/{user_id}",
+                          {"role": role})
+
+    def remove_member(self, space_id: str, user_id: str) -> None:
+        self.request("DELETE", f"/spaces/{space_id}/members/{user_id}")
+
+    # -- agents --------------------------------------------------------------------------
+
+    def create_agent(self, space_id: str, name: str, config: dict[str, Any]) -> AgentOut:
+        return self._send(AgentOut, "POST", f"/spaces/{space_id}/agents",
+                          {"name": name, "config": config})
+
+    def draft(self, space_id: str, agent_id: str) -> Draft:
+        return self._get(Draft, f"/spaces/{space_id}/agents/{agent_id}/draft")
+
+    def save_draft(self, space_id: str, agent_id: str, config: dict[str, Any],
+                   revision: int | None = None) -> Draft:
+        return self._send(Draft, "PUT", f"/spaces/{space_id}/agents/{agent_id}/draft",
+                          {"config": config, "revision": revision})
+
+    def publish(self, space_id: str, agent_id: str,
+                revision: int | None = None) -> PublishOut:
+        return self._send(PublishOut, "POST", f"/spaces/{space_id}/agents/{agent_id}/publish",
+                          {"revision": revision})
+
+    def versions(self, space_id: str, agent_id: str) -> list[AgentVersion]:
+        return self._items(AgentVersion, f"/spaces/{space_id}/agents/{agent_id}/versions")
+
+    # -- sessions and runs ---------------------------------------------------------------
+
+    def create_session(self, space_id: str, agent_id: str, version: int | None = None,
+                       title: str = "") -> Session:
+        return self._send(Session, "POST", f"/spaces/{space_id}/sessions",
+                          {"agent_id": agent_id, "version": version, "title": title})
+
+    def ask(self, session_id: str, question: str, *,
+            idempotency_key: str | None = None) -> Run:
+        return self.ask_full(session_id, question, idempotency_key=idempotency_key).run
+
+    def ask_full(self, session_id: str, question: str, *,
+                 idempotency_key: str | None = None) -> AskOut:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._send(AskOut, "POST", f"/sessions/{session_id}/runs",
+                          {"question": question}, headers=headers)
+
+    def runs(self, session_id: str) -> list[Run]:
+        return self._items(Run, f"/sessions/{session_id}/runs")
+
+    def run(self, session_id: str, run_id: str) -> RunView:
+        return self._get(RunView, f"/sessions/{session_id}/runs/{run_id}")
+
+    def resume(self, session_id: str, run_id: str, *, retry_unknown_models: bool = False,
+               confirm_hooks: bool = False) -> RunView:
+        return self._send(RunView, "POST", f"/sessions/{session_id}/runs/{run_id}/resume",
+                          {"retry_unknown_models": retry_unknown_models,
+                           "confirm_hooks": confirm_hooks})
+
+    def resolve(self, session_id: str, run_id: str, verdict: str, *, note: str = "",
+                output: str | None = None, exit_code: int | None = None,
+                drive_on: bool = True) -> RunView:
+        return self._send(RunView, "POST", f"/sessions/{session_id}/runs/{run_id}/resolve",
+                          {"verdict": verdict, "note": note, "output": output,
+                           "exit_code": exit_code, "drive_on": drive_on})
+
+    def supplement(self, session_id: str, run_id: str, text: str) -> int:
+        return self._send(InputOut, "POST", f"/sessions/{session_id}/runs/{run_id}/inputs",
+                          {"text": text}).queued
+
+    def cancel(self, session_id: str, run_id: str, reason: str = "") -> RunView:
+        return self._send(RunView, "POST", f"/sessions/{session_id}/runs/{run_id}/cancel",
+                          {"reason": reason})
+
+    def messages(self, session_id: str, *, after: int = 0, limit: int = 100,
+                 instance: str | None = None) -> MessagePage:
+        return self._get(MessagePage, f"/sessions/{session_id}/messages", after=after,
+                         limit=limit, instance=instance)
+
+    def events(self, session_id: str, run_id: str, *, after: int = 0,
+               wait: float = 0) -> EventPage:
+        response = self.request("GET", f"/sessions/{session_id}/runs/{run_id}/events",
+                                params={"after": after, "wait": wait}, timeout=wait + 30)
+        return EventPage.model_validate(response.json())
+
+    def follow(self, session_id: str, run_id: str, *, after: int = 0,
+               wait: float = 20) -> Iterator[EventItem]:
+        """Every event of the run from ``after`` on, long-polling until it stopped."""
+        while True:
+            page = self.events(session_id, run_id, after=after, wait=wait)
+            yield from page.items
+            after = page.next_after
+            if page.done:
+                return
+
+    # -- operators -----------------------------------------------------------------------
+
+    def space_runs(self, space_id: str, status: str | None = None) -> list[RunIndex]:
+        return self._items(RunIndex, f"/spaces/{space_id}/runs", status=status)
+
+    def operator_cancel(self, space_id: str, run_id: str, reason: str = "") -> RunView:
+        return self._send(RunView, "POST", f"/spaces/{space_id}/runs/{run_id}/cancel",
+                          {"reason": reason})

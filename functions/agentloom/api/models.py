@@ -1,0 +1,160 @@
+"""Request and response bodies of the HTTP API (pydantic; the OpenAPI document is
+generated from them). Records the platform stores are returned as they are
+(``agentloom.platform.domain``, ``agentloom.platform.views``); these are the inputs and
+the envelopes around them.
+
+Inputs refuse unknown fields and coerce nothing: booleans are JSON booleans, counts are
+JSON integers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from agentloom.platform.domain import (
+    Agent,
+    AgentVersion,
+    Draft,
+    Member,
+    Role,
+    Run,
+    RunIndex,
+    Session,
+    Space,
+)
+from agentloom_runtime.contracts import VerdictKind
+
+T = TypeVar("T")
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class ErrorOut(BaseModel):
+    """Every error: a stable ``code`` and a message for a person."""
+
+    error: ErrorDetail
+
+
+class Items(BaseModel, Generic[T]):
+    items: list[T]
+
+
+class Health(BaseModel):
+    status: str = "ok"
+
+
+class Me(BaseModel):
+    user_id: str
+    spaces: list[SpaceOut]
+
+
+class SpaceIn(_In):
+    name: StrictStr = Field(min_length=1, max_length=200)
+
+
+class SpaceOut(BaseModel):
+    space: Space
+    role: Role
+
+
+class MemberIn(_In):
+    role: Role
+
+
+class AgentIn(_In):
+    name: StrictStr = Field(min_length=1, max_length=200)
+    config: dict[str, Any] = Field(description="The agent's configuration: the fields of "
+                                   "an agent snapshot (prompt, model, tools, subagents, "
+                                   "hooks, context_policy, limits, ...) without format, "
+                                   "space_id, agent_id, version and legacy.")
+
+
+class AgentOut(BaseModel):
+    agent: Agent
+    draft: Draft | None = None
+
+
+class DraftIn(_In):
+    config: dict[str, Any]
+    revision: StrictInt | None = Field(default=None, ge=1, description="The revision this "
+                                       "edit is based on: 409 draft_changed if the draft "
+                                       "moved on meanwhile.")
+
+
+class PublishIn(_In):
+    revision: StrictInt | None = Field(default=None, ge=1, description="Publish exactly "
+                                       "this draft revision (409 draft_changed otherwise).")
+
+
+class PublishOut(BaseModel):
+    version: AgentVersion
+    created: bool = Field(description="False when the draft was unchanged since the latest "
+                          "version, which is returned.")
+
+
+class SessionIn(_In):
+    agent_id: StrictStr = Field(min_length=1, max_length=40)
+    version: StrictInt | None = Field(default=None, ge=1, description="A published "
+                                      "version; the latest when omitted.")
+    title: StrictStr = Field(default="", max_length=200)
+
+
+class AskIn(_In):
+    question: StrictStr = Field(min_length=1, description="At most 100,000 characters "
+                                "(413 input_too_large).")
+
+
+class AskOut(BaseModel):
+    run: Run
+    created: bool = Field(description="False when an earlier ask with the same "
+                          "Idempotency-Key made this run.")
+
+
+class ResumeIn(_In):
+    retry_unknown_models: StrictBool = Field(default=False, description="Send a model "
+                                             "request of unknown outcome again.")
+    confirm_hooks: StrictBool = Field(default=False, description="Run an interrupted hook "
+                                      "again.")
+
+
+class ResolveIn(_In):
+    verdict: VerdictKind = Field(description="ran / did_not_run / run_again for a tool or "
+                                 "command; send_again / treat_as_failed for a model call.")
+    note: StrictStr = Field(default="", max_length=2_000)
+    output: StrictStr | None = Field(default=None, max_length=1_000_000, description="With "
+                                     "ran: what the call produced, as you saw it.")
+    exit_code: StrictInt | None = Field(default=None, ge=-255, le=255)
+    drive_on: StrictBool = Field(default=True, description="Drive the run on after the "
+                                 "verdict (false: record it only; resume later).")
+
+
+class InputIn(_In):
+    text: StrictStr = Field(min_length=1)
+
+
+class InputOut(BaseModel):
+    queued: int = Field(description="The supplement's position in the run's input queue.")
+
+
+class CancelIn(_In):
+    reason: StrictStr = Field(default="", max_length=500)
+
+
+RunsOut = Items[Run]
+RunIndexOut = Items[RunIndex]
+SessionsOut = Items[Session]
+MembersOut = Items[Member]
+AgentsOut = Items[Agent]
+VersionsOut = Items[AgentVersion]
+SpacesOut = Items[SpaceOut]
+Me.model_rebuild()

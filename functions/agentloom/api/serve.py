@@ -1,0 +1,160 @@
+"""``agentloom serve``: the HTTP API on 127.0.0.1 with the embedded stores and a local
+worker that drives runs. Also ``python -m agentloom.api.serve``.
+
+    serve [--home DIR] [--host 127.0.0.1] [--port 8765] [--hook-root DIR]...
+          [--key-env NAME]... [--model-factory MODULE:FUNCTION]
+    serve bootstrap --user NAME [--space NAME] [--home DIR]   a space, its owner, a token
+    serve token --user NAME [--label TEXT] [--ttl-days N] [--home DIR]   another token
+    serve openapi                                             print the OpenAPI document
+
+State lives in ``--home`` (default ``$AGENTLOOM_HOME`` or ``./.agentloom``), the same
+directory the CLI uses. Tokens are printed once and stored as their sha256 only.
+Model keys come from the server's environment: an agent's ``model.api_key_ref`` may name
+only the variables ``--key-env`` allows (default ``OPENAI_API_KEY``, ``DEEPSEEK_API_KEY``).
+``--model-factory`` names trusted Python that builds each run's model gateway from its
+snapshot (a scripted model for demos and tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentloom.api.app import build_app
+from agentloom.api.server import ApiServer, check_loopback
+from agentloom.platform.agents import DEFAULT_KEY_REFS, DraftRules
+from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.platform.errors import PlatformError
+from agentloom.platform.identity import Principal
+from agentloom.platform.launcher import ModelFactory
+from agentloom_runtime.errors import AgentLoomError, ConfigError
+
+DEFAULT_HOME = ".agentloom"
+DEFAULT_PORT = 8765
+
+
+def _home(value: str | None) -> Path:
+    return Path(value or os.environ.get("AGENTLOOM_HOME") or DEFAULT_HOME)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agentloom serve", description="The AgentLoom HTTP API "
+                                "on this machine (embedded stores, a local run worker).")
+    p.add_argument("--home", help="state directory (default: $AGENTLOOM_HOME or ./.agentloom)")
+    p.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="default 8765; 0 = any")
+    p.add_argument("--hook-root", action="append", default=[], metavar="DIR",
+                   help="a folder whose hook packages agents may bind (repeatable)")
+    p.add_argument("--key-env", action="append", default=None, metavar="NAME",
+                   help="an environment variable agents may name as their model key "
+                        "(repeatable; default OPENAI_API_KEY, DEEPSEEK_API_KEY)")
+    p.add_argument("--model-factory", metavar="MODULE:FUNCTION",
+                   help="trusted Python building each run's model gateway from its snapshot")
+    sub = p.add_subparsers(dest="command")
+    boot = sub.add_parser("bootstrap", help="create a space, its owner and a token")
+    boot.add_argument("--user", required=True)
+    boot.add_argument("--space", default="My space")
+    boot.add_argument("--home", dest="sub_home")
+    token = sub.add_parser("token", help="create a bearer token for a user")
+    token.add_argument("--user", required=True)
+    token.add_argument("--label", default="")
+    token.add_argument("--ttl-days", type=float, default=None)
+    token.add_argument("--home", dest="sub_home")
+    sub.add_parser("openapi", help="print the OpenAPI document")
+    run = sub.add_parser("run", help="serve (the default)")
+    run.add_argument("--home", dest="sub_home")
+    return p
+
+
+def load_factory(spec: str) -> ModelFactory:
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ConfigError(f"--model-factory: expected MODULE:FUNCTION, not {spec!r}")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"--model-factory {spec}: {err}") from None
+    if not callable(factory):
+        raise ConfigError(f"--model-factory {spec} is not callable")
+    return factory  # type: ignore[no-any-return]
+
+
+def open_platform(args: argparse.Namespace) -> EmbeddedPlatform:
+    rules = DraftRules(
+        key_refs=frozenset(args.key_env) if args.key_env is not None else DEFAULT_KEY_REFS,
+        hook_roots=tuple(Path(d).resolve() for d in args.hook_root))
+    factory = load_factory(args.model_factory) if args.model_factory else None
+    return EmbeddedPlatform.open(_home(getattr(args, "sub_home", None) or args.home),
+                                 model_factory=factory, rules=rules)
+
+
+def bootstrap(platform: EmbeddedPlatform, user: str, space_name: str) -> dict[str, Any]:
+    who = Principal(user, "token")
+    space = platform.admin.create_space(who, space_name)
+    _, secret = platform.tokens.issue(user, label="bootstrap")
+    return {"user": user, "space_id": space.space_id, "token": secret}
+
+
+def serve(args: argparse.Namespace, *, ready: threading.Event | None = None) -> int:
+    check_loopback(args.host)
+    platform = open_platform(args)
+    try:
+        recovered = platform.sessions.recover()
+        app = build_app(platform.admin, platform.sessions, platform.tokens)
+        server = ApiServer(app, platform.sessions, host=args.host, port=args.port)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(sig, lambda *_: stop.set())
+        server.start()
+        print(f"agentloom serve: {server.url}/api/v1 (state in {platform.home}; "
+              f"{recovered} interrupted run(s) found)", flush=True)
+        if ready is not None:
+            ready.set()
+        stop.wait()
+        server.close()
+        return 0
+    finally:
+        platform.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(list(argv) if argv is not None else None)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "openapi":
+            from agentloom.api.openapi import render
+
+            sys.stdout.write(render())
+            return 0
+        if args.command in ("bootstrap", "token"):
+            platform = open_platform(args)
+            try:
+                if args.command == "bootstrap":
+                    out = bootstrap(platform, args.user, args.space)
+                else:
+                    ttl = args.ttl_days * 86400 if args.ttl_days else None
+                    token, secret = platform.tokens.issue(args.user, label=args.label,
+                                                          ttl_seconds=ttl)
+                    out = {"user": args.user, "token_id": token.token_id, "token": secret}
+            finally:
+                platform.close()
+            print(json.dumps(out, indent=2))
+            return 0
+        return serve(args)
+    except (AgentLoomError, PlatformError) as err:
+        print(f"agentloom serve: {err.message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""Lambda "api": API Gateway HTTP API (payload 2.0, JWT authorizer) → the resolver.
+
+Identity is the authorizer's verified ``sub`` claim (``JwtClaims``). The platform is
+wired once per container from the environment: ``AGENTLOOM_HOME`` (a state directory,
+e.g. on EFS) until the DynamoDB platform store lands, and no run launcher until the
+Step Functions launcher does (asks then answer 503 ``launcher_unavailable``; reading,
+admin routes, resolve, cancel and supplement work). ``configure`` replaces the wiring
+(tests, other deployments).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from agentloom.api._resolver import ApiResolver
+from agentloom.api.app import build_app
+from agentloom.platform.errors import Unavailable
+from agentloom.platform.launcher import RunJob
+
+_app: ApiResolver | None = None
+
+
+class NoLauncher:
+    """Runs cannot start from this function yet (the Step Functions launcher comes with
+    the orchestration issue)."""
+
+    def launch(self, job: RunJob) -> None:
+        raise Unavailable("this deployment cannot start runs yet (no run launcher)",
+                          code="launcher_unavailable")
+
+    def stop(self, run_id: str, *, timeout: float = 30.0) -> bool:
+        return False
+
+    def driving(self, run_id: str) -> bool:
+        return False
+
+    def close(self) -> None:
+        return None
+
+
+def _wire() -> ApiResolver:
+    from agentloom.platform.embedded import EmbeddedPlatform
+    from agentloom.platform.identity import JwtClaims
+    from agentloom.platform.sessions import SessionService
+
+    platform = EmbeddedPlatform.open(Path(os.environ.get("AGENTLOOM_HOME", "/tmp/agentloom")))
+    platform.launcher.close()
+    sessions = SessionService(platform.store, platform.tracker, NoLauncher(),
+                              platform.sessions.engines)
+    return build_app(platform.admin, sessions, JwtClaims())
+
+
+def configure(app: ApiResolver | None) -> None:
+    global _app
+    _app = app
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    global _app
+    if _app is None:
+        _app = _wire()
+    return _app.resolve(event, context)
