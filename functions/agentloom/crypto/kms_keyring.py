@@ -55,7 +55,9 @@ class KmsKeyring:
             response = self._client.generate_data_key(
                 KeyId=self.key_id, KeySpec="AES_256", EncryptionContext=scope)
         except (ClientError, BotoCoreError) as exc:
-            raise _translate(exc, f"KMS GenerateDataKey with {self.key_id}") from exc
+            raise _translate(exc, f"KMS GenerateDataKey with {self.key_id}",
+                             "the key is missing, disabled, or not allowed to this role") \
+                from exc
         return bytes(response["Plaintext"]), bytes(response["CiphertextBlob"])
 
     def unwrap(self, wrapped: bytes, context: KeyScope) -> bytes:
@@ -64,19 +66,19 @@ class KmsKeyring:
             response = self._client.decrypt(CiphertextBlob=wrapped, EncryptionContext=scope,
                                             KeyId=self.key_id)
         except (ClientError, BotoCoreError) as exc:
-            raise _translate(exc, f"KMS Decrypt with {self.key_id}") from exc
+            raise _translate(exc, f"KMS Decrypt with {self.key_id}",
+                             "another KMS key wrapped it, or the key is missing, disabled, "
+                             "or not allowed to this role") from exc
         return bytes(response["Plaintext"])
 
 
-def _translate(exc: Exception, what: str) -> Exception:
+def _translate(exc: Exception, what: str, refused: str) -> Exception:
     if not isinstance(exc, ClientError):
         return PersistenceError(f"{what} failed: {type(exc).__name__}",
                                 details={"retryable": True})
     code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
     if code in _CONFIG_ERRORS:
-        return ConfigError(f"{what} refused ({code}): another KMS key wrapped it, or the "
-                           "key is missing, disabled, or not allowed to this role",
-                           details={"code": code})
+        return ConfigError(f"{what} refused ({code}): {refused}", details={"code": code})
     if code == "InvalidCiphertextException":
         return PersistenceError(f"{what} refused the wrapped key ({code}): it or its "
                                 "encryption context was altered", details={"code": code})
