@@ -1,0 +1,180 @@
+"""The authorization matrix, through a real server on 127.0.0.1: every route × (no
+token, a user of another space, another member for session content, a role too low) →
+the right status, and no data in the answer.
+
+The space belongs to alice (owner), with bob (member) and carol (admin); eve belongs to
+another space. alice has a session with a completed run whose question, answer and
+agent prompt are the secrets that must never appear in an answer to anyone else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import ALICE, Api
+
+Wait = Callable[..., Any]
+SECRET_QUESTION = "Q the secret plan for 2027"
+SECRET_PROMPT = "You answer questions."
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # {S} space, {A} agent, {E} session, {R} run
+    need: str  # any | member | admin | creator
+    body: dict[str, Any] | None = None
+
+
+ROUTES = [
+    Route("GET", "/me", "any"),
+    Route("POST", "/spaces", "any", {"name": "Mine"}),
+    Route("GET", "/spaces", "any"),
+    Route("GET", "/spaces/{S}", "member"),
+    Route("GET", "/spaces/{S}/members", "member"),
+    Route("PUT", "/spaces/{S}/members/dave", "admin", {"role": "member"}),
+    Route("DELETE", "/spaces/{S}/members/bob", "admin"),
+    Route("POST", "/spaces/{S}/agents", "admin",
+          {"name": "X", "config": {"model": {"model": "m"}}}),
+    Route("GET", "/spaces/{S}/agents", "member"),
+    Route("GET", "/spaces/{S}/agents/{A}", "member"),
+    Route("GET", "/spaces/{S}/agents/{A}/draft", "admin"),
+    Route("PUT", "/spaces/{S}/agents/{A}/draft", "admin",
+          {"config": {"model": {"model": "m"}}}),
+    Route("POST", "/spaces/{S}/agents/{A}/publish", "admin", {}),
+    Route("GET", "/spaces/{S}/agents/{A}/versions", "member"),
+    Route("GET", "/spaces/{S}/agents/{A}/versions/1", "member"),
+    Route("POST", "/spaces/{S}/sessions", "member", {"agent_id": "{A}"}),
+    Route("GET", "/spaces/{S}/sessions", "member"),
+    Route("GET", "/spaces/{S}/runs", "admin"),
+    Route("POST", "/spaces/{S}/runs/{R}/cancel", "admin", {}),
+    Route("GET", "/sessions/{E}", "creator"),
+    Route("GET", "/sessions/{E}/messages", "creator"),
+    Route("POST", "/sessions/{E}/runs", "creator", {"question": "Q intruder"}),
+    Route("GET", "/sessions/{E}/runs", "creator"),
+    Route("GET", "/sessions/{E}/runs/{R}", "creator"),
+    Route("POST", "/sessions/{E}/runs/{R}/resume", "creator", {}),
+    Route("POST", "/sessions/{E}/runs/{R}/resolve", "creator", {"verdict": "send_again"}),
+    Route("POST", "/sessions/{E}/runs/{R}/inputs", "creator", {"text": "more"}),
+    Route("POST", "/sessions/{E}/runs/{R}/cancel", "creator", {}),
+    Route("GET", "/sessions/{E}/runs/{R}/events", "creator"),
+]
+
+
+@dataclass(frozen=True)
+class World:
+    ids: dict[str, str]
+    secrets: tuple[str, ...]
+
+
+@pytest.fixture
+def world(api: Api, wait: Wait) -> World:
+    alice = api.client("alice")
+    session = alice.create_session(api.space_id, api.agent_id)
+    run = alice.ask(session.session_id, SECRET_QUESTION)
+    done = wait(lambda: (v := alice.run(session.session_id, run.run_id)).status ==
+                "completed" and v, what="the run")
+    api.platform.admin.create_space(ALICE.__class__("eve", "token"), "Eve's own")
+    return World(ids={"S": api.space_id, "A": api.agent_id, "E": session.session_id,
+                      "R": run.run_id},
+                 secrets=(SECRET_QUESTION, str(done.answer), SECRET_PROMPT))
+
+
+def _fill(text: str, ids: dict[str, str]) -> str:
+    for key, value in ids.items():
+        text = text.replace("{" + key + "}", value)
+    return text
+
+
+def _call(api: Api, world: World, route: Route, user: str | None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {api.tokens[user]}"} if user else {}
+    body = None if route.body is None else json.loads(_fill(json.dumps(route.body),
+                                                            world.ids))
+    return httpx.request(route.method, f"{api.url}/api/v1{_fill(route.path, world.ids)}",
+                         json=body, headers=headers, timeout=30)
+
+
+def _denied(response: httpx.Response, status: int, world: World) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert list(body) == ["error"] and {"code", "message"} <= set(body["error"])
+    for secret in world.secrets:
+        assert secret not in response.text
+
+
+def _cases() -> list[tuple[Route, str | None, int]]:
+    """(route, caller, expected status) for every denial the matrix covers."""
+    cases: list[tuple[Route, str | None, int]] = []
+    for route in ROUTES:
+        cases.append((route, None, 401))
+        if route.need != "any":
+            cases.append((route, "eve", 404))  # another space: it does not exist
+        if route.need == "admin":
+            cases.append((route, "bob", 403))  # a member: the role is too low
+        if route.need == "creator":
+            cases.append((route, "bob", 404))  # another member: not their session
+            cases.append((route, "carol", 404))  # an admin reads no one's content
+    return cases
+
+
+@pytest.mark.parametrize(("route", "user", "status"), _cases(),
+                         ids=lambda v: v if isinstance(v, str | int) else
+                         f"{v.method} {v.path}" if isinstance(v, Route) else "none")
+def test_authorization_matrix(api: Api, world: World, route: Route, user: str | None,
+                              status: int) -> None:
+    _denied(_call(api, world, route, user), status, world)
+
+
+def test_the_matrix_covers_every_route_of_the_api(api: Api) -> None:
+    from agentloom.api.openapi import openapi_document
+
+    declared = {(method.upper(), path.removeprefix("/api/v1"))
+                for path, methods in openapi_document()["paths"].items()
+                for method in methods if not path.endswith("/health")}
+    covered = {(r.method, r.path.replace("{S}", "{space_id}").replace("{A}", "{agent_id}")
+                .replace("{E}", "{session_id}").replace("{R}", "{run_id}")
+                .replace("/dave", "/{user_id}").replace("/bob", "/{user_id}")
+                .replace("/versions/1", "/versions/{version}")) for r in ROUTES}
+    assert declared == covered
+
+
+def test_the_owner_and_the_creator_are_allowed(api: Api, world: World) -> None:
+    """The matrix is not vacuous: the same routes answer their rightful callers."""
+    for route in ROUTES:
+        if route.method != "GET":
+            continue
+        user = "alice" if route.need in ("creator", "admin") else "bob"
+        response = _call(api, world, route, user)
+        assert response.status_code == 200, (route, response.text)
+    operator = _call(api, world, Route("GET", "/spaces/{S}/runs", "admin"), "carol")
+    assert operator.status_code == 200 and world.ids["R"] in operator.text
+    for secret in world.secrets[:2]:  # the operator listing holds no content
+        assert secret not in operator.text
+
+
+def test_a_404_looks_the_same_for_a_real_and_an_unknown_space(api: Api,
+                                                              world: World) -> None:
+    headers = {"Authorization": f"Bearer {api.tokens['eve']}"}
+    real = httpx.get(f"{api.url}/api/v1/spaces/{world.ids['S']}", headers=headers)
+    fake = httpx.get(f"{api.url}/api/v1/spaces/spc_0123456789abcdef0123", headers=headers)
+    assert real.status_code == fake.status_code == 404
+    assert real.json()["error"]["code"] == fake.json()["error"]["code"]
+    assert real.json()["error"]["message"].replace(world.ids["S"], "X") == \
+        fake.json()["error"]["message"].replace("spc_0123456789abcdef0123", "X")
+
+
+def test_tokens_that_are_not_valid(api: Api, world: World) -> None:
+    for header in ("Bearer agl_not-a-token", "Basic YWxpY2U6eA==", "Bearer",
+                   f"Bearer {api.tokens['alice']}x"):
+        response = httpx.get(f"{api.url}/api/v1/me", headers={"Authorization": header})
+        assert response.status_code == 401
+    api.platform.store.revoke_token("alice", api.platform.store.tokens("alice")[0].token_id)
+    response = httpx.get(f"{api.url}/api/v1/me",
+                         headers={"Authorization": f"Bearer {api.tokens['alice']}"})
+    assert response.status_code == 401
