@@ -16,7 +16,7 @@ import pytest
 from conformance.conftest import Backend, session_scope
 
 from agentloom.crypto import EnvelopeCodec, Keyring, KeyScope
-from agentloom.crypto.codec import HEADER_BYTES, MAGIC, envelope_key_id, record_name
+from agentloom.crypto.codec import HEADER_BYTES, KEY_ID_BYTES, MAGIC, record_name
 from agentloom.stores.dynamodb_checkpoints import MAX_ENTRIES_PER_COMMIT, item_size
 from agentloom_runtime.checkpoint import BaseCheckpointStore, Commit, Head, LogEntry
 from agentloom_runtime.checkpoint.store import (
@@ -35,6 +35,11 @@ BIG_SECRET = "spilled tool output: " + "secret line\n" * 5_000  # ~60 KB: spille
 BLOB_SECRET = b"raw blob bytes: the vault code is 7319"
 NEEDLES = ["vault code", "7319", "spilled tool output", "secret line", "ne le dis"]
 
+
+def envelope_key_id(envelope: bytes) -> bytes:
+    """The key id an envelope names (after "ALE" and the version byte)."""
+    assert envelope[:len(MAGIC)] == MAGIC
+    return envelope[len(MAGIC) + 1:len(MAGIC) + 1 + KEY_ID_BYTES]
 
 class CountingKeyring:
     """Wraps a keyring; counts its calls."""
@@ -99,7 +104,7 @@ def test_nothing_the_backend_holds_is_plaintext(encrypted_backend: Backend) -> N
     envelopes += [store._get_blob(RUN, key) or b"" for key in (blob, spilled)]
     assert len(envelopes) == 6 and all(e[:4] == MAGIC + b"\x01" for e in envelopes)
     assert len({envelope_key_id(e) for e in envelopes}) == 1  # one data key for the run
-    record = store._get_blob(RUN, record_name(envelopes[0][4:20]))
+    record = store._get_blob(RUN, record_name(envelope_key_id(envelopes[0])))
     assert record is not None and b'"wrapped"' in record  # the wrapped key, stored once
     for data in [*envelopes, record]:
         for needle in NEEDLES:
@@ -300,9 +305,10 @@ def test_key_records_hold_the_scope_and_no_secret(encrypted_backend: Backend) ->
     assert codec is not None
     write_run(store)
     envelope = base64.b64decode(raw_rows(store)[0][1])
-    record = json.loads(store._get_blob(RUN, record_name(envelope[4:20])) or b"{}")
+    record = json.loads(store._get_blob(RUN, record_name(envelope_key_id(envelope))) or b"{}")
     assert sorted(record) == ["context", "format", "key_id", "keyring", "wrapped"]
-    assert record["format"] == 1 and record["key_id"] == envelope_key_id(envelope)
+    key_id = base64.urlsafe_b64encode(envelope_key_id(envelope)).decode().rstrip("=")
+    assert record["format"] == 1 and record["key_id"] == key_id
     assert record["keyring"] == codec.keyring.keyring_id
     assert record["context"] in ({"space": "conformance", "session": "local"},
                                  session_scope(RUN))

@@ -12,11 +12,16 @@ from pathlib import Path
 import pytest
 
 from agentloom.crypto import CacheLimits, EnvelopeCodec, Keyring, KeyScope, LocalKeyring
-from agentloom.crypto.codec import envelope_key_id, record_name
+from agentloom.crypto.codec import KEY_ID_BYTES, MAGIC, record_name
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint import Commit, Head, LogEntry
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
+
+def envelope_key_id(envelope: bytes) -> bytes:
+    """The key id an envelope names (after "ALE" and the version byte)."""
+    assert envelope[:len(MAGIC)] == MAGIC
+    return envelope[len(MAGIC) + 1:len(MAGIC) + 1 + KEY_ID_BYTES]
 
 class CountingKeyring:
     def __init__(self, inner: Keyring) -> None:
@@ -61,7 +66,7 @@ def open_store(tmp_path: Path, codec: EnvelopeCodec) -> SqliteCheckpointStore:
     return SqliteCheckpointStore(tmp_path / "c.db", codec=codec)
 
 
-def head_key(store: SqliteCheckpointStore, run_id: str) -> str | None:
+def head_key(store: SqliteCheckpointStore, run_id: str) -> bytes:
     raw = store._get_head(run_id)
     assert raw is not None
     return envelope_key_id(base64.b64decode(raw[1]))
@@ -111,7 +116,7 @@ def test_the_cache_holds_at_most_max_keys(tmp_path: Path, keyring: CountingKeyri
     for n in range(5):
         store.commit(Commit(f"run-{n}", 0, {"n": n}))
     assert keyring.calls == {"generate": 5}
-    assert codec._cache.stats()["keys"] == 2
+    assert len(codec._cache._keys.items) == 2
     assert store.load_head("run-0") == Head(1, {"n": 0})  # evicted: unwrapped again
     assert store.load_head("run-4") == Head(1, {"n": 4})  # held
     assert keyring.calls == {"generate": 5, "unwrap": 1}
@@ -181,7 +186,7 @@ def test_an_envelope_of_another_version_or_a_damaged_key_record_is_refused(
     with pytest.raises(PersistenceError, match="envelope version 2; this code reads "
                                                "version 1"):
         store.read("run", "s", after=1)
-    name = record_name(bytes(raw[4:20]))
+    name = record_name(envelope_key_id(bytes(raw)))
     with store._conn() as conn:
         conn.execute("UPDATE blobs SET data = ? WHERE key = ?", (b'{"format": 9}', name))
     cold = SqliteCheckpointStore(tmp_path / "c.db", codec=EnvelopeCodec(keyring,

@@ -5,9 +5,9 @@
     from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
     from agentloom.stores import SqliteCheckpointStore
 
-    codec = EnvelopeCodec(LocalKeyring("~/.agentloom/agentloom.key"),
+    codec = EnvelopeCodec(LocalKeyring(home / "agentloom.key"),
                           scope=fixed_scope(space="local"))
-    store = SqliteCheckpointStore("agentloom.db", codec=codec)
+    store = SqliteCheckpointStore(home / "agentloom.db", codec=codec)
 
     # AWS (KmsKeyring needs boto3: import it from its module)
     from agentloom.crypto.kms_keyring import KmsKeyring

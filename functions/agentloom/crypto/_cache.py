@@ -153,8 +153,3 @@ class DataKeyCache:
     def is_used_up(self, key_id: bytes) -> bool:
         with self._lock:
             return self._used_up(key_id)
-
-    def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {"keys": len(self._keys.items), "scopes": len(self._scopes.items),
-                    "documents": len(self._documents.items)}

@@ -219,13 +219,6 @@ def record_name(key_id: bytes) -> str:
     return "sha256:" + hashlib.sha256(_RECORD_DOMAIN + key_id).hexdigest()
 
 
-def envelope_key_id(envelope: bytes) -> str | None:
-    """The key id (base64url) an envelope names, or None if it is not one (for tools)."""
-    if len(envelope) < HEADER_BYTES + TAG_BYTES or envelope[:len(MAGIC)] != MAGIC:
-        return None
-    return _kid(envelope[len(MAGIC) + 1:len(MAGIC) + 1 + KEY_ID_BYTES])
-
-
 def _aad(header: bytes, item: ItemId) -> bytes:
     identity = json.dumps([item.kind, item.run_id, item.name, item.number],
                           ensure_ascii=False, separators=(",", ":"))

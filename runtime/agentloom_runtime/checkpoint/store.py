@@ -171,10 +171,6 @@ class BaseCheckpointStore(ABC):
     def __init__(self, *, codec: RecordCodec | None = None) -> None:
         self._codec = codec
 
-    @property
-    def encrypted(self) -> bool:
-        return self._codec is not None
-
     def load_head(self, run_id: str) -> Head | None:
         _check_name(run_id, "run_id")
         raw = self._get_head(run_id)
