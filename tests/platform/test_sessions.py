@@ -51,6 +51,10 @@ def test_a_question_runs_to_its_answer(platform: EmbeddedPlatform, setup: Setup,
     assert "run.started" in types and "model.usage" in types and "run.status" in types
     assert events.status == "completed"
     assert types[-1] == "run.status"
+    stored = [e.model_dump_json() for e in events.items]  # no content in events
+    assert not [e for e in stored if "2+2" in e]
+    started = next(e for e in events.items if e.type == "run.started")
+    assert started.data["task_chars"] == len("Q what is 2+2?")
 
 
 def test_the_next_question_inherits_the_history(platform: EmbeddedPlatform, setup: Setup,

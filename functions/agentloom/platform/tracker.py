@@ -24,8 +24,12 @@ entry) and give the session's lease back once the run no longer holds it: a run 
 stopped (blocked, completed, failed, cancelled) releases it; one the engine still calls
 running while nothing drives it is ``interrupted`` and keeps it (resume or cancel it).
 
-**Events.** ``event`` appends an engine observation to the run's event stream, with
-known credentials redacted and long texts capped.
+**Events.** ``event`` appends an engine observation to the run's event stream: ids,
+kinds, statuses, names, codes and counts — never content. Message texts, questions,
+answers, tool arguments and results (``CONTENT_KEYS``) are replaced by their length
+(``<key>_chars``): the content is read from the session's messages, where it is stored
+once (and encrypted with the run's logs); events stay index-like. Other texts (error
+messages) are capped and known credentials redacted.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ log = logging.getLogger(__name__)
 NOTED_AT_ONCE = ("failed", "cancelled")
 CLOSED = ("completed", "failed", "cancelled")
 EVENT_TEXT_CHARS = 2_000
+CONTENT_KEYS = frozenset({"task", "content", "arguments", "result", "answer", "output",
+                          "reasoning_content", "text", "reason", "next_action"})
 
 
 @dataclass
@@ -227,7 +233,8 @@ class RunTracker:
 
     def event(self, run_id: str, topic: str, data: Mapping[str, Any]) -> None:
         try:
-            self.store.append_events(run_id, [(topic, _capped(self.redactor.scrub(dict(data))))])
+            clean = _capped(self.redactor.scrub(_without_content(data)))
+            self.store.append_events(run_id, [(topic, clean)])
         except Exception:  # an observer never breaks a step
             log.exception("run %s: event %s was not recorded", run_id, topic)
         with self._appended:
@@ -238,6 +245,18 @@ class RunTracker:
         (events written elsewhere are seen by polling after the timeout)."""
         with self._appended:
             self._appended.wait(timeout)
+
+
+def _without_content(data: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in CONTENT_KEYS and value is not None:
+            out[f"{key}_chars"] = len(value) if isinstance(value, str) else len(str(value))
+        elif isinstance(value, Mapping):
+            out[key] = _without_content(value)
+        else:
+            out[key] = value
+    return out
 
 
 def _capped(value: Any) -> Any:
