@@ -3,8 +3,9 @@
     agentloom run --agent AGENT.yaml "question"     run an agent, show the transcript
         (--question-file PATH, - for stdin; at most 100,000 characters)
     agentloom resume RUN_ID                         continue a stopped or killed run
-        [--retry-unknown-models] [--confirm-hooks]
+        [--retry-unknown-models] [--confirm-hooks]  (an ended run: its outcome)
     agentloom resolve RUN_ID                        what is unknown, and the verdicts
+                                                    (a killed run: no resume first)
     agentloom resolve RUN_ID --ran | --did-not-run | --run-again
                                                     a tool or command of unknown outcome
     agentloom resolve RUN_ID --send-again | --treat-as-failed
@@ -17,33 +18,37 @@ store and the workspaces. A real model is used when ``OPENAI_API_KEY`` (with opt
 ``OPENAI_BASE_URL``) or ``DEEPSEEK_API_KEY`` is set, or with ``--provider``; otherwise the
 example's scripted demo model, clearly labelled. Hooks bound in the agent file run code
 from the hook packages it lists (``hook_packages:``). Exit status: 0 completed, 3 stopped
-(the transcript prints the next command), 2 an error, 130 / 143 interrupted (SIGINT /
-SIGTERM: the run can be resumed). docs/operations.md tells what each stopped state means.
+(the transcript prints the next command; failed and cancelled are final), 2 an error,
+130 / 143 interrupted (SIGINT / SIGTERM: the run can be resumed). docs/operations.md
+tells what each stopped state means.
 """
 
 from __future__ import annotations
 
+# Only what parsing and the transcript need is imported here (``agentloom --help`` and
+# ``import agentloom.cli`` stay fast); the app, the engine, the models and the hook
+# machinery are imported by the command functions that use them.
 import argparse
-import asyncio
 import contextlib
-import getpass
 import json
 import os
 import shlex
-import signal
-import sqlite3
 import sys
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentloom_runtime.contracts import StepResult, Verdict, VerdictKind
 from agentloom_runtime.errors import AgentLoomError, ConfigError
-from agentloom_runtime.snapshot import load_agent_file
+from agentloom_runtime.events import Topic
 
 from .local import inputs, operator
-from .local.models import choose_model
-from .local.operator import CliApp
+
+if TYPE_CHECKING:
+    from agentloom_runtime.contracts import StepResult, Verdict, VerdictKind
+    from agentloom_runtime.engine import RunSummary
+    from agentloom_runtime.snapshot import AgentSnapshot
+
+    from .local.app import LocalApp
 
 _TEXT_LIMIT = 400
 DEFAULT_HOME = ".agentloom"
@@ -84,19 +89,25 @@ class Transcript:
     """Prints engine events as a readable transcript; remembers the current run id (the
     resume command printed on SIGINT / SIGTERM names it)."""
 
-    def __init__(self, out: Any = None, *, prefix: str = "agentloom") -> None:
+    def __init__(self, out: Any = None, *, prefix: str = "agentloom",
+                 resolving: bool = False) -> None:
         self.say = Output(out)
         self.prefix = prefix
         self.run_id: str | None = None
+        # ``resolve`` itself: a stop on the unknown outcome it is about to settle (or to
+        # describe) names no resolve commands, until a verdict is recorded
+        self.resolving = resolving
 
-    def __call__(self, topic: str, data: Mapping[str, Any]) -> None:
+    def __call__(self, topic: Topic, data: Mapping[str, Any]) -> None:
         if topic in ("run.started", "run.resumed") and data.get("run_id"):
             self.run_id = str(data["run_id"])
+        if topic == "run.resolved":
+            self.resolving = False
         line = self._line(topic, data)
         if line:
             self.say(line)
 
-    def _line(self, topic: str, d: Mapping[str, Any]) -> str | None:
+    def _line(self, topic: Topic, d: Mapping[str, Any]) -> str | None:
         if topic == "model.completed" and d.get("purpose") != "action":
             return None  # reviews and summaries show through their own events
         if topic == "run.stopped":
@@ -109,6 +120,8 @@ class Transcript:
 
     def _stopped(self, d: Mapping[str, Any]) -> str:
         line = f"■ {d['status']} ({d['code']}): {d['message']}"
+        if self.resolving and d.get("way_out") == "resolve":
+            return line
         for command in operator.next_commands(self.prefix, str(d["run_id"]),
                                               d.get("way_out"), code=d.get("code")):
             line += f"\n  next: {command}"
@@ -137,7 +150,7 @@ def _model_line(d: Mapping[str, Any]) -> str:
     return f"model → {', '.join(calls)}" if calls else f"model: {_short(d.get('content'))}"
 
 
-_LINES: dict[str, Callable[[Mapping[str, Any]], str]] = {
+_LINES: dict[Topic, Callable[[Mapping[str, Any]], str]] = {
     "run.started": lambda d: f"▶ run {d['run_id']}\n  task: {_short(d['task'])}",
     "run.resumed": lambda d: f"▶ resuming run {d['run_id']} (execution {d['execution']})",
     "run.resolved": lambda d: "✓ verdict "
@@ -219,6 +232,8 @@ def _resolve_parser(sub: Any) -> None:
 
 
 def _verdict(args: argparse.Namespace) -> Verdict | None:
+    from agentloom_runtime.contracts import Verdict
+
     kind: VerdictKind | None = args.verdict
     gives_output = args.output is not None or args.output_file is not None \
         or args.exit_code is not None
@@ -238,6 +253,8 @@ def _verdict(args: argparse.Namespace) -> Verdict | None:
 
 
 def _operator_name() -> str:
+    import getpass
+
     try:
         return os.environ.get("USER") or getpass.getuser()
     except (OSError, KeyError):
@@ -253,10 +270,14 @@ def _exit(result: StepResult | None, say: Output) -> int:
     return 0 if result is None or result.status == "completed" else 3
 
 
-async def _run(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+async def _run(app: LocalApp, args: argparse.Namespace, say: Output) -> int:
+    from agentloom_runtime.snapshot import load_agent_file
+
+    from .local.models import choose_model
+
     question = inputs.question(args.question, args.question_file)  # before anything else
     snapshot = load_agent_file(args.agent)
-    operator.hook_registry(snapshot)  # the hook packages load, before a run exists
+    app.hooks(snapshot)  # the hook packages load, before a run exists
     choice = choose_model(snapshot, provider=args.provider, model=args.model,
                           base_url=args.base_url, demo_script=args.demo_script,
                           agent_path=Path(args.agent))
@@ -267,9 +288,12 @@ async def _run(app: CliApp, args: argparse.Namespace, say: Output) -> int:
     return _exit(result, say)
 
 
-async def _resume(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+async def _resume(app: LocalApp, args: argparse.Namespace, say: Output) -> int:
     _open_store(app, new=False)
+    summary = app.summary(args.run_id)
     snapshot, gateway, banner = operator.restored(app, args.run_id)
+    if summary.way_out == "new_question":  # it ended: say how, resume nothing
+        return await _ended(app, summary, snapshot, gateway, args, say)
     say(banner)
     return _exit(await app.resume(args.run_id, snapshot, gateway,
                                   retry_unknown_models=args.retry_unknown_models,
@@ -277,7 +301,22 @@ async def _resume(app: CliApp, args: argparse.Namespace, say: Output) -> int:
                  say)
 
 
-async def _resolve(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+async def _ended(app: LocalApp, summary: RunSummary, snapshot: AgentSnapshot, gateway: Any,
+                 args: argparse.Namespace, say: Output) -> int:
+    """A completed run prints its answer (exit 0); a failed or cancelled one says so and
+    names the way out, a new question (exit 3)."""
+    outcome, note = None, None
+    try:
+        outcome = await app.outcome(args.run_id, snapshot, gateway)
+    except AgentLoomError as err:  # e.g. its hook package changed since
+        note = f"its answer cannot be read here ({err.message}); `{args.prefix} show " \
+               f"{args.run_id}` prints its records"
+    for line in operator.ended_lines(summary, outcome, prefix=args.prefix, note=note):
+        say(line)
+    return 0 if summary.status == "completed" else 3
+
+
+async def _resolve(app: LocalApp, args: argparse.Namespace, say: Output) -> int:
     verdict = _verdict(args)
     _open_store(app, new=False)
     if verdict is None:
@@ -285,12 +324,23 @@ async def _resolve(app: CliApp, args: argparse.Namespace, say: Output) -> int:
         return 0
     snapshot, gateway, banner = operator.restored(app, args.run_id)
     say(banner)
-    return _exit(await app.resolve(args.run_id, snapshot, gateway, verdict, say=say,
-                                   prefix=args.prefix, drive_on=not args.no_continue,
-                                   pause=args.pause), say)
+    try:
+        done = await app.resolve(args.run_id, snapshot, gateway, verdict,
+                                 drive_on=not args.no_continue, pause=args.pause)
+    except ConfigError as err:
+        raise operator.reworded(err, prefix=args.prefix, run_id=args.run_id) from None
+    if done.ended is not None:  # the verdict ended it (--treat-as-failed)
+        say(f"■ {done.status}" + (f": {done.ended.reason}" if done.ended.reason else ""))
+        for command in operator.next_commands(args.prefix, args.run_id, done.way_out):
+            say(f"  next: {command}")
+        return 0 if done.status == "completed" else 3
+    if done.result is None:
+        say(f"not continued; continue with `{args.prefix} resume {args.run_id}`")
+        return 0
+    return _exit(done.result, say)
 
 
-async def _cancel(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+async def _cancel(app: LocalApp, args: argparse.Namespace, say: Output) -> int:
     _open_store(app, new=False)
     snapshot, gateway, _ = operator.restored(app, args.run_id)
     summary = await app.cancel(args.run_id, snapshot, gateway, reason=args.reason)
@@ -300,19 +350,21 @@ async def _cancel(app: CliApp, args: argparse.Namespace, say: Output) -> int:
     return 0
 
 
-async def _show(app: CliApp, args: argparse.Namespace, say: Output) -> int:
+async def _show(app: LocalApp, args: argparse.Namespace, say: Output) -> int:
     _open_store(app, new=False)
     await operator.show(app, args.run_id, say, prefix=args.prefix)
     return 0
 
 
-_COMMANDS: dict[str, Callable[[CliApp, argparse.Namespace, Output],
+_COMMANDS: dict[str, Callable[[LocalApp, argparse.Namespace, Output],
                               Coroutine[Any, Any, int]]] = {
     "run": _run, "resume": _resume, "resolve": _resolve, "cancel": _cancel, "show": _show}
 
 
-def _open_store(app: CliApp, *, new: bool) -> None:
+def _open_store(app: LocalApp, *, new: bool) -> None:
     """The state directory is checked (and, for ``run``, created) before any use."""
+    import sqlite3
+
     (inputs.check_new_home if new else inputs.check_existing_home)(app.home)
     try:
         app.store  # noqa: B018 - opens (and for a new home creates) the database
@@ -329,6 +381,9 @@ class _Interrupts:
         self.signal: str | None = None
 
     async def guard(self, work: Coroutine[Any, Any, int]) -> int:
+        import asyncio
+        import signal
+
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
@@ -370,12 +425,16 @@ def _error(err: AgentLoomError) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    import asyncio
+
+    from .local.app import LocalApp
+
     home, args.prefix = _home(args)
-    transcript = Transcript(prefix=args.prefix)
+    transcript = Transcript(prefix=args.prefix, resolving=args.command == "resolve")
     if args.command in ("resume", "resolve"):
         transcript.run_id = args.run_id
     interrupts = _Interrupts(transcript)
-    app = CliApp(home, emit=transcript)
+    app = LocalApp(home, emit=transcript)
     try:
         return asyncio.run(interrupts.guard(_COMMANDS[args.command](app, args,
                                                                     transcript.say)))

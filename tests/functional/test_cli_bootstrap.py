@@ -80,3 +80,26 @@ def test_bin_agentloom_as_a_normal_user_says_how_to_get_bubblewrap(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     assert "note: bubblewrap is not installed (apt-get install bubblewrap)" in proc.stderr
     assert not (tmp_path / "apt.log").exists()
+
+
+def test_bin_test_installs_bubblewrap_through_the_same_bootstrap(tmp_path: Path) -> None:
+    """bin/test calls ``ensure_bubblewrap`` (one install, tried once), then its checks
+    (stand-ins here, so the real suite does not run inside itself)."""
+    _, env = _machine(tmp_path, uid=0, apt="exit 100")
+    for check in ("ruff", "mypy", "lint-imports", "pytest"):
+        stub = tmp_path / "venv" / "bin" / check
+        stub.write_text(f"#!{shutil.which('bash')}\necho {check} ran\n")
+        stub.chmod(0o755)
+
+    def bin_test() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([shutil.which("bash") or "bash", str(ROOT / "bin" / "test")],
+                              capture_output=True, text=True, env=env, timeout=60)
+
+    first = bin_test()
+    assert first.returncode == 0, first.stderr
+    assert "installing bubblewrap (command sandbox)" in first.stderr
+    assert "note: the sandbox tests will be skipped" in first.stderr
+    assert first.stdout.splitlines()[-1] == "pytest ran"
+    second = bin_test()
+    assert second.returncode == 0 and "installing bubblewrap" not in second.stderr
+    assert len((tmp_path / "apt.log").read_text().splitlines()) == 1  # tried once

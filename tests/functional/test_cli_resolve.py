@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from e2e.cli_harness import (
+    HELLO,
     Live,
     cli,
     conversation,
@@ -36,16 +37,28 @@ REPLIES: list[dict[str, Any]] = [
     {"answer": "done"}]
 
 
-def _blocked_on_a_command(home: Path, folder: Path) -> str:
-    """Run until the command hangs in the sandbox, SIGKILL, resume: blocked."""
+def _logged(log: Path) -> bool:
+    return log.exists() and log.read_text().endswith("\n")
+
+
+def _killed_in_a_command(home: Path, folder: Path) -> str:
+    """Run until the command hangs in the sandbox, SIGKILL: the run is still stored as
+    running, its driver gone."""
     agent = write_agent(folder, agent_id="ops", demo_replies=REPLIES)
     live = Live(home, "run", "--agent", str(agent), "go")
     log = workspace(home, "ops") / "log.txt"
-    assert wait_until(lambda: log.exists() and bool(markers(home)), 30), live.lines
+    # the line is written (not only the file created) before the kill
+    assert wait_until(lambda: _logged(log) and bool(markers(home)), 30), live.lines
     live.kill()
     live.finish()
     run_id = live.run_id
     assert run_id
+    return run_id
+
+
+def _blocked_on_a_command(home: Path, folder: Path) -> str:
+    """Run until the command hangs in the sandbox, SIGKILL, resume: blocked."""
+    run_id = _killed_in_a_command(home, folder)
     resumed = cli(home, "resume", run_id)
     assert resumed.returncode == 3, resumed.stdout + resumed.stderr
     assert "■ blocked (tool_outcome_unknown)" in resumed.stdout
@@ -136,6 +149,66 @@ def test_a_verdict_that_does_not_apply_is_refused(tmp_path: Path) -> None:
         assert verdicts(home, run_id) == []
 
 
+@needs_sandbox
+def test_resolve_on_a_killed_run_records_the_verdict_in_one_step(tmp_path: Path) -> None:
+    """No resume first: the new execution blocks on the command at once, the verdict is
+    recorded, the run goes on."""
+    with state_dir() as home:
+        run_id = _killed_in_a_command(home, tmp_path)
+        assert "interrupted: no process drives it" in cli(home, "show", run_id).stdout
+        done = cli(home, "resolve", run_id, "--ran", "--output", "ran", "--by", "ada")
+        assert done.returncode == 0, done.stdout + done.stderr
+        text = done.stdout
+        assert f"▶ resuming run {run_id} (execution 2)" in text
+        assert "■ blocked (tool_outcome_unknown): command" in text
+        assert "next:" not in text.split("✓ verdict")[0]  # it is being resolved
+        assert "✓ verdict --ran recorded (by ada)" in text and "■ completed" in text
+        assert (workspace(home, "ops") / "log.txt").read_text() == "ran\n"  # not re-run
+        [record] = verdicts(home, run_id)
+        assert (record["verdict"], record["by"], record["output"]) == ("ran", "ada", "ran")
+        assert markers(home) == []
+
+
+@needs_sandbox
+def test_resolve_without_a_verdict_on_a_killed_run_shows_what_is_unknown(
+        tmp_path: Path) -> None:
+    with state_dir() as home:
+        run_id = _killed_in_a_command(home, tmp_path)
+        shown = cli(home, "resolve", run_id)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        text = shown.stdout
+        assert f"unknown outcome: command workspace_command ({run_id}.main." in text
+        assert "execution marker: present" in text and "owner process alive: no" in text
+        assert f"agentloom --home {home} resolve {run_id} --run-again" in text
+        assert "next:" not in text  # the verdicts are the next commands
+        assert verdicts(home, run_id) == []
+        again = cli(home, "resolve", run_id, "--run-again")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "■ completed" in again.stdout
+        assert (workspace(home, "ops") / "log.txt").read_text() == "ran\nagain\n"
+
+
+def test_resolve_on_a_run_killed_between_steps_says_to_resume_it() -> None:
+    """Nothing was in flight: nothing is unknown, and nothing is taken (no new
+    execution) — the way out is resume."""
+    with state_dir() as home:
+        live = Live(home, "run", "--agent", str(HELLO / "agent.yaml"), "--pause", "5",
+                    "Write release notes")
+        assert live.line("← update_plan"), live.lines
+        live.kill()
+        live.finish()
+        run_id = live.run_id
+        assert run_id
+        for verdict in ([], ["--ran"]):
+            refused = cli(home, "resolve", run_id, *verdict)
+            assert refused.returncode == 2, refused.stdout + refused.stderr
+            assert refused.stderr.startswith("error (nothing_to_resolve)"), refused.stderr
+            assert f"Next: `agentloom --home {home} resume {run_id}`" in refused.stderr
+            assert "resuming" not in refused.stdout
+        done = cli(home, "resume", run_id)
+        assert done.returncode == 0 and "(execution 2)" in done.stdout, done.stdout
+
+
 def _hanging_model_request(home: Path, folder: Path) -> tuple[str, OpenAICompatibleServer]:
     respond = conversation([("workspace_list", {"path": "."})], "all listed")
     server = OpenAICompatibleServer([Raw(delay=60, body={}), *[respond] * 10],
@@ -187,8 +260,32 @@ def test_resolve_treat_as_failed_ends_the_run(tmp_path: Path) -> None:
             again = cli(home, "resolve", run_id, env=provider_env())
             assert again.returncode == 2
             assert again.stderr.startswith("error (nothing_to_resolve)")
+            ended = cli(home, "resume", run_id, env=provider_env())  # failed is final
+            assert ended.returncode == 3, ended.stdout + ended.stderr
+            assert ended.stdout.startswith("■ failed: the operator treated model call")
+            assert f"(run {run_id} ended; it cannot be resumed)" in ended.stdout
+            assert f'next: agentloom --home {home} run --agent AGENT.yaml "a new ' \
+                'question"' in ended.stdout
             [record] = verdicts(home, run_id)
             assert (record["verdict"], record["note"]) == ("treat_as_failed", "provider down")
+        finally:
+            server.stop()
+
+
+def test_send_again_on_a_killed_run_takes_one_step(tmp_path: Path) -> None:
+    with state_dir() as home:
+        run_id, server = _hanging_model_request(home, tmp_path)
+        try:
+            shown = cli(home, "resolve", run_id, env=provider_env())
+            assert shown.returncode == 0, shown.stdout + shown.stderr
+            assert "unknown outcome: model request" in shown.stdout
+            assert len(server.received) == 1  # describing sends nothing
+            done = cli(home, "resolve", run_id, "--send-again", env=provider_env())
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "✓ verdict --send-again recorded" in done.stdout
+            assert "■ completed" in done.stdout and "all listed" in done.stdout
+            assert len(server.received) == 4  # the request again, the answer, the review
+            assert request_problems(server.bodies) == []
         finally:
             server.stop()
 

@@ -95,5 +95,8 @@ def test_cancel_stops_a_driven_run_and_the_session_takes_a_new_question() -> Non
         assert f"■ cancelled (run {live.run_id} was cancelled" in out
         again = cli(home, "run", "--agent", AGENT, "the right question")
         assert again.returncode == 0, again.stdout + again.stderr
-        refused = cli(home, "resume", live.run_id)
-        assert refused.returncode == 2 and "cancelled" in refused.stderr
+        ended = cli(home, "resume", live.run_id)  # cancelled is final: ask a new question
+        assert ended.returncode == 3, ended.stdout + ended.stderr
+        assert f"■ cancelled: wrong question (run {live.run_id} ended; it cannot be " \
+               "resumed)" in ended.stdout
+        assert 'run --agent AGENT.yaml "a new question"' in ended.stdout

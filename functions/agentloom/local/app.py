@@ -1,12 +1,22 @@
 """The embedded application: SQLite checkpoints, a local workspace root, the local
-sandbox, and the local driver — one machine, no cloud.
+sandbox, the agent's trusted hooks and the local driver — one machine, no cloud.
 
 A question (``run``) takes the session's lease (refused while another run of the session
 is active, or when the session belongs to another agent), syncs the session's record
 stream, builds the new run's history from it, then starts and drives the run, syncing
 after every step; the lease is given back when the driver stops (see ``sessions``).
-``resume`` takes the lease for the run it continues. Known provider keys are redacted
+``resume`` and ``resolve`` take the lease for the run they continue; a run that already
+ended is not resumed (its result is returned as it is). Known provider keys are redacted
 from projected history and from every event before the host's ``emit`` sees it.
+
+Every engine gets the hook registry for its agent (``hooks``: by default the trusted
+handlers of the hook packages the agent file lists, ``operator.hook_registry``).
+
+``resolve`` records an operator's verdict on the operation of unknown outcome that blocks
+a run. A run that was killed is still stored as ``running``; once the session lease
+proves its driver gone, ``resolve`` (and ``examine``) start the new execution a resume
+would and take its first step, which re-examines the operation that was in flight and
+blocks on it at once when its outcome is unknown — so a verdict needs one command.
 """
 
 from __future__ import annotations
@@ -16,24 +26,34 @@ import contextlib
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
-from agentloom_runtime.contracts import StepResult, UnknownOperation
+from agentloom_runtime.contracts import (
+    RunOutcome,
+    RunStatus,
+    StepResult,
+    UnknownOperation,
+    Verdict,
+)
 from agentloom_runtime.engine import Engine, RunSummary, create_engine, read_run
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
+from agentloom_runtime.events import Emit, Topic
+from agentloom_runtime.hooks import HookRegistry
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 
 from .driver import drive
+from .operator import hook_registry
 from .redaction import Redactor
 from .sessions import Driver, Liveness, LocalSessions, agent_binding
 from .workspaces import LocalWorkspaces
 
-Emit = Callable[[str, Mapping[str, Any]], None]
+HookLoader = Callable[[AgentSnapshot], HookRegistry | None]
 CANCEL_ATTEMPTS = 5
+ENDED = ("completed", "failed", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -50,10 +70,89 @@ class RunReport:
     lines: list[str] = field(default_factory=list)  # the transcript
 
 
+@dataclass(frozen=True)
+class Resolution:
+    """What ``resolve`` did: the operation the verdict settled, the run's status after
+    it (and after driving on), how the verdict ended the run if it did
+    (``treat_as_failed``), and the last step when the run was driven on."""
+
+    unknown: UnknownOperation
+    status: RunStatus
+    ended: RunOutcome | None  # the verdict itself ended the run
+    way_out: str | None
+    result: StepResult | None  # None: not driven on (``drive_on=False``) or ended
+
+
+def _nothing_to_resolve(run_id: str, status: RunStatus, way_out: str | None,
+                        why: str) -> ConfigError:
+    return ConfigError(f"run {run_id} {why}; there is nothing to resolve",
+                       details={"code": "nothing_to_resolve", "run_id": run_id,
+                                "status": status, "way_out": way_out})
+
+
+def _why_nothing(before: RunSummary, engine: Engine) -> str:
+    """Why a run has no unknown outcome to resolve (``before``: as it was stored)."""
+    error = engine.error
+    if engine.status == "running" and before.in_flight:
+        return ("was interrupted, and the outcome of what it was doing is known (the new "
+                "execution settled it)")
+    if engine.status == "running":
+        return "was interrupted between steps (nothing was in flight)"
+    code = f" ({error['code']})" if error else ""
+    return f"is {engine.status}{code}, not blocked on an unknown outcome"
+
+
+@dataclass
+class _Driving:
+    """An engine on a run whose session lease this process holds; its steps sync the
+    session's record stream."""
+
+    engine: Engine
+    workspaces: LocalWorkspaces
+    sessions: LocalSessions
+    session: str
+
+    def _synced(self, _: StepResult) -> None:
+        with contextlib.suppress(PersistenceError):  # the next sync catches up
+            self.sessions.sync(self.session, runs=[self.engine.run_id])
+
+    async def step(self) -> StepResult:
+        """One step (a command it asks for is left for the next drive to run)."""
+        result = await self.engine.step()
+        self._synced(result)
+        return result
+
+    async def drive(self, pause: float) -> StepResult:
+        run_id = self.engine.run_id
+        try:
+            return await drive(self.engine, runner=self.workspaces.runner(), pause=pause,
+                               on_step=self._synced)
+        except CheckpointConflict:
+            summary = read_run(self.sessions.store, run_id)
+            if summary is None or summary.status == "running":
+                raise
+            # stopped by someone else (a cancel): this driver's step lost, nothing more
+            return _done(summary)
+
+
+def _done(summary: RunSummary) -> StepResult:
+    """A stopped run as the driver's last step reports it."""
+    return StepResult(run_id=summary.run_id, next="done", status=summary.status,
+                      instance="main", kind="none", version=summary.version,
+                      error_code=summary.error["code"] if summary.error else None)
+
+
 class LocalApp:
-    def __init__(self, home: Path, *, emit: Emit | None = None) -> None:
+    """``home`` holds the database and the workspaces; ``emit`` sees every engine event
+    (redacted); ``hooks`` gives the trusted handlers for an agent's hook bindings (by
+    default loaded from the hook packages its agent file lists; ``lambda _: registry``
+    for a fixed registry)."""
+
+    def __init__(self, home: Path, *, emit: Emit | None = None,
+                 hooks: HookLoader = hook_registry) -> None:
         self.home = home
         self.emit = emit
+        self.hooks = hooks
         self.redactor = Redactor.from_environment()
         self._store: SqliteCheckpointStore | None = None
 
@@ -82,29 +181,32 @@ class LocalApp:
             raise ConfigError(f"run {run_id} does not exist in {self.home}")
         return entries[0].body
 
-    def _summary(self, run_id: str) -> RunSummary:
+    def summary(self, run_id: str) -> RunSummary:
         summary = read_run(self.store, run_id)
         if summary is None:
             raise ConfigError(f"run {run_id} does not exist in {self.home}")
         return summary
 
-    def _emit(self, topic: str, data: Mapping[str, Any]) -> None:
+    def _emit(self, topic: Topic, data: Mapping[str, Any]) -> None:
         if self.emit is not None:
             self.emit(topic, self.redactor.scrub(data))
 
     def engine(self, snapshot: AgentSnapshot, gateway: Any, *, session: str,
                run_id: str | None = None) -> tuple[Engine, LocalWorkspaces]:
+        """An engine for ``snapshot`` with its hooks (attached to ``run_id`` if given)."""
+        registry = self.hooks(snapshot)
         self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
         workspaces = LocalWorkspaces(self.home / "workspaces", snapshot, session)
         engine = create_engine(snapshot, workspace=workspaces.for_instance, emit=self._emit,
                                save=self.store, checkpoint=run_id, model_gateway=gateway,
                                tools=workspaces.tools(),
                                workspace_provider=workspaces.provider,
-                               commands=workspaces.commands, services=workspaces.services())
+                               commands=workspaces.commands, services=workspaces.services(),
+                               hook_registry=registry)
         workspaces.bind(engine)
         return engine, workspaces
 
-    # -- questions, resumes, cancellations -------------------------------------------------
+    # -- questions, resumes, verdicts, cancellations ---------------------------------------
 
     async def run(self, snapshot: AgentSnapshot, gateway: Any, question: str, *,
                   session: str = "cli", pause: float = 0.0) -> StepResult:
@@ -120,7 +222,7 @@ class LocalApp:
                 await engine.start(question, run_id=run_id, labels={"session": session},
                                    history=history.messages, counters=history.counters,
                                    history_watermark=history.history_watermark)
-                result = await self._drive(engine, workspaces, sessions, session, pause)
+                result = await _Driving(engine, workspaces, sessions, session).drive(pause)
                 view = engine.main_view()
                 if engine.status == "completed" and view.compacted:
                     # a compacted main view becomes reusable by the next questions
@@ -130,33 +232,94 @@ class LocalApp:
             finally:
                 await engine.close()
         finally:
-            self._finish(sessions, session, run_id, lease)
+            _finish(sessions, session, run_id, lease)
 
     async def resume(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
                      retry_unknown_models: bool = False, confirm_hooks: bool = False,
                      pause: float = 0.0) -> StepResult:
-        session = self._summary(run_id).labels.get("session", "cli")
-        sessions = self.sessions()
-        engine, workspaces = self.engine(snapshot, gateway, run_id=run_id, session=session)
-        try:
-            if engine.way_out() == "new_question":
-                raise ConfigError(f"run {run_id} is {engine.status}; it cannot be resumed "
-                                  "— ask a new question")
-            lease = sessions.acquire(session, run_id, new=False)
-            try:
-                await engine.begin_execution(retry_unknown_models=retry_unknown_models,
+        """A new execution of a stopped or interrupted run, driven until it stops. A run
+        that already ended (completed, failed, cancelled) is returned as it is."""
+        summary = self.summary(run_id)
+        if summary.status in ENDED:
+            return _done(summary)
+        async with self._driving(run_id, snapshot, gateway) as run:
+            await run.engine.begin_execution(retry_unknown_models=retry_unknown_models,
                                              confirm_hooks=confirm_hooks)
-                return await self._drive(engine, workspaces, sessions, session, pause)
-            finally:
-                self._finish(sessions, session, run_id, lease)
+            return await run.drive(pause)
+
+    async def resolve(self, run_id: str, snapshot: AgentSnapshot, gateway: Any,
+                      verdict: Verdict, *, drive_on: bool = True,
+                      pause: float = 0.0) -> Resolution:
+        """Record ``verdict`` on the unknown outcome that blocks the run (one durable
+        record: who, when, what), then drive the run on unless ``drive_on`` is False. A
+        killed run is first brought to where it blocks (see the module docstring).
+        ``ConfigError`` (details ``code``): ``nothing_to_resolve`` (with ``status`` and
+        ``way_out``), ``verdict_not_applicable`` (with ``verdicts``)."""
+        summary = self.summary(run_id)
+        if summary.status in ENDED:
+            raise _nothing_to_resolve(run_id, summary.status, "new_question",
+                                      f"is {summary.status}")
+        async with self._driving(run_id, snapshot, gateway) as run:
+            engine = run.engine
+            if engine.status == "running":  # killed: this process took the lease over
+                await self._reach_block(run, summary)
+            unknown = engine.unknown()
+            if unknown is None:
+                raise _nothing_to_resolve(run_id, engine.status,
+                                          engine.way_out() or "resume",
+                                          _why_nothing(summary, engine))
+            if verdict.kind not in unknown.verdicts:
+                raise ConfigError(
+                    f"verdict {verdict.kind!r} does not apply to a {unknown.kind} of "
+                    f"unknown outcome; one of {', '.join(unknown.verdicts)} does",
+                    details={"code": "verdict_not_applicable", "verdict": verdict.kind,
+                             "kind": unknown.kind, "verdicts": list(unknown.verdicts)})
+            await engine.resolve(verdict)  # the host sees it (run.resolved)
+            if engine.status != "running":  # the verdict ended it (treat_as_failed)
+                return Resolution(unknown, engine.status, engine.outcome(),
+                                  engine.way_out(), None)
+            result = await run.drive(pause) if drive_on else None
+            return Resolution(unknown, engine.status, None, engine.way_out(), result)
+
+    async def examine(self, run_id: str, snapshot: AgentSnapshot,
+                      gateway: Any) -> RunReport:
+        """``inspect``, after bringing a killed run whose operation was in flight to where
+        it blocks (a new execution and its first step, as ``resolve`` does): what is
+        unknown about it can then be read."""
+        report = await self.inspect(run_id, gateway=gateway)
+        if report.driver == "gone" and report.run.in_flight:
+            with contextlib.suppress(CheckpointConflict):  # someone else moved it on
+                async with self._driving(run_id, snapshot, gateway) as run:
+                    if run.engine.status == "running":
+                        await self._reach_block(run, report.run)
+            report = await self.inspect(run_id, gateway=gateway)
+        return report
+
+    async def outcome(self, run_id: str, snapshot: AgentSnapshot,
+                      gateway: Any) -> RunOutcome | None:
+        """How the run ended (its answer, its reason); None while it has not."""
+        session = self.summary(run_id).labels.get("session", "cli")
+        engine, _ = self.engine(snapshot, gateway, run_id=run_id, session=session)
+        try:
+            return engine.outcome()
         finally:
             await engine.close()
+
+    @staticmethod
+    async def _reach_block(run: _Driving, summary: RunSummary) -> None:
+        """A killed run with an operation in flight: a new execution, and the step that
+        re-examines that operation (it blocks at once when its outcome is unknown). With
+        nothing in flight nothing is taken: there is nothing unknown to reach."""
+        if summary.in_flight is None:
+            return
+        await run.engine.begin_execution()
+        await run.step()
 
     async def cancel(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
                      reason: str = "cancelled by the user") -> RunSummary:
         """Cancel a run, whoever drives it (its driver stops at its next step); the
         session's next question sees a status record of it."""
-        session = self._summary(run_id).labels.get("session", "cli")
+        session = self.summary(run_id).labels.get("session", "cli")
         for attempt in range(CANCEL_ATTEMPTS):
             engine, _ = self.engine(snapshot, gateway, run_id=run_id, session=session)
             try:
@@ -170,37 +333,25 @@ class LocalApp:
             finally:
                 await engine.close()
         self.sessions().sync(session, runs=[run_id])
-        return self._summary(run_id)
+        return self.summary(run_id)
 
-    async def _drive(self, engine: Engine, workspaces: LocalWorkspaces,
-                     sessions: LocalSessions, session: str, pause: float) -> StepResult:
-        run_id = engine.run_id
-
-        def on_step(_: StepResult) -> None:
-            with contextlib.suppress(PersistenceError):  # the next sync catches up
-                sessions.sync(session, runs=[run_id])
-
+    @contextlib.asynccontextmanager
+    async def _driving(self, run_id: str, snapshot: AgentSnapshot,
+                       gateway: Any) -> AsyncIterator[_Driving]:
+        """The session's lease for the run (refused while a live driver holds it; taken
+        over when its driver is provably gone), then an engine attached to it."""
+        session = self.summary(run_id).labels.get("session", "cli")
+        sessions = self.sessions()
+        lease = sessions.acquire(session, run_id, new=False)
         try:
-            return await drive(engine, runner=workspaces.runner(), pause=pause,
-                               on_step=on_step)
-        except CheckpointConflict:
-            summary = read_run(self.store, run_id)
-            if summary is None or summary.status == "running":
-                raise
-            # stopped by someone else (a cancel): this driver's step lost, nothing more
-            return StepResult(run_id=run_id, next="done", status=summary.status,
-                              instance="main", kind="none", version=summary.version,
-                              error_code=summary.error["code"] if summary.error else None)
-
-    @staticmethod
-    def _finish(sessions: LocalSessions, session: str, run_id: str, lease: Driver) -> None:
-        """Sync what the run committed, then give the lease back. A store failure here
-        never hides the run's own outcome: the next sync catches up, and a lease naming a
-        run that has stopped holds nothing."""
-        with contextlib.suppress(PersistenceError):
-            sessions.sync(session, runs=[run_id])
-        with contextlib.suppress(PersistenceError):
-            sessions.release(session, run_id, lease)
+            engine, workspaces = self.engine(snapshot, gateway, run_id=run_id,
+                                             session=session)
+            try:
+                yield _Driving(engine, workspaces, sessions, session)
+            finally:
+                await engine.close()
+        finally:
+            _finish(sessions, session, run_id, lease)
 
     # -- reading a run ---------------------------------------------------------------------
 
@@ -208,7 +359,7 @@ class LocalApp:
         """The run's status, error, driver, what is unknown and the way out, with its
         transcript (credentials redacted). Reading what is unknown attaches an engine:
         with ``gateway``, or the model the run was started with (``restore_model``)."""
-        summary = self._summary(run_id)
+        summary = self.summary(run_id)
         meta = self.meta(run_id)
         snapshot = parse_snapshot(meta["snapshot"])
         self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
@@ -271,6 +422,16 @@ class LocalApp:
         for line in [*report.lines, *status_lines(report)]:
             print(self.redactor.text(line), file=out)
         return report
+
+
+def _finish(sessions: LocalSessions, session: str, run_id: str, lease: Driver) -> None:
+    """Sync what the run committed, then give the lease back. A store failure here never
+    hides the run's own outcome: the next sync catches up, and a lease naming a run that
+    has stopped holds nothing."""
+    with contextlib.suppress(PersistenceError):
+        sessions.sync(session, runs=[run_id])
+    with contextlib.suppress(PersistenceError):
+        sessions.release(session, run_id, lease)
 
 
 def status_lines(report: RunReport) -> list[str]:

@@ -8,13 +8,15 @@ Every problem is a ``ConfigError`` with a message for a person, never a tracebac
 from __future__ import annotations
 
 import os
-import sqlite3
 import stat
 import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from agentloom_runtime.errors import ConfigError
+
+if TYPE_CHECKING:
+    import sqlite3
 
 MAX_QUESTION_CHARS = 100_000
 MAX_OUTPUT_CHARS = 1_000_000

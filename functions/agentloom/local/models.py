@@ -1,5 +1,10 @@
 """Which model a local run talks to: a real provider from the conventional environment
-(or flags), or the clearly labelled scripted demo model."""
+(or flags), or the clearly labelled scripted demo model.
+
+The HTTP gateway (and its HTTP client) is imported by ``gateway_for`` only, and the
+scripted demo model by the functions that build it: importing this module loads
+neither.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +12,17 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from agentloom_runtime.contracts import ModelResponse, ToolCall
 from agentloom_runtime.errors import ConfigError
-from agentloom_runtime.model import ChatCompletionsGateway
-from agentloom_runtime.snapshot import AgentSnapshot
-from agentloom_runtime.testing.keyed import KeyedScriptModel
 
 from .inputs import read_text
+
+if TYPE_CHECKING:
+    from agentloom_runtime.model import ChatCompletionsGateway
+    from agentloom_runtime.snapshot import AgentSnapshot
+    from agentloom_runtime.testing.keyed import KeyedScriptModel
 
 PROVIDERS = {
     "openai": {"key": "OPENAI_API_KEY", "base": "https://api.openai.com/v1",
@@ -45,6 +50,8 @@ def _env_key(name: str) -> str:
 
 
 def gateway_for(snapshot: AgentSnapshot) -> ChatCompletionsGateway:
+    from agentloom_runtime.model import ChatCompletionsGateway
+
     m = snapshot.model
     ref = m.api_key_ref or ""
     return ChatCompletionsGateway(base_url=m.base_url, model=m.model,
@@ -54,6 +61,10 @@ def gateway_for(snapshot: AgentSnapshot) -> ChatCompletionsGateway:
 
 
 def load_demo_script(path: Path) -> KeyedScriptModel:
+    import yaml
+
+    from agentloom_runtime.testing.keyed import KeyedScriptModel
+
     text = read_text(str(path), what="demo script", limit=MAX_SCRIPT_CHARS, pipes=False)
     try:
         data = yaml.safe_load(text)
@@ -108,6 +119,8 @@ def choose_model(snapshot: AgentSnapshot, *, provider: str | None, model: str | 
 
 def restore_model(snapshot: AgentSnapshot, binding: dict[str, Any]) -> ModelChoice:
     """The same model the run started with (its binding is checked on attach)."""
+    from agentloom_runtime.testing.keyed import KeyedScriptModel
+
     if binding["module_id"] == KeyedScriptModel.module_id:
         path = Path(binding["config"]["label"])
         return ModelChoice(snapshot, load_demo_script(path), f"[demo model] {path}")

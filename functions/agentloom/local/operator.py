@@ -1,39 +1,37 @@
 """The operator's side of embedded runs (issue 9: every failure has a way out).
 
 - **Hooks.** An agent's ``hooks:`` bindings run trusted code from the hook packages its
-  ``hook_packages:`` lists (folders or zip files); ``hook_registry`` loads them and
-  ``CliApp`` hands the registry to every engine it builds, for new runs and resumes.
-- **Resume** with the execution options of the CLI (``--retry-unknown-models``,
-  ``--confirm-hooks``).
-- **Resolve**: what is unknown about a blocked run (``unknown_lines``), and an
-  operator's verdict on it (``CliApp.resolve``), after which the run is driven on.
+  ``hook_packages:`` lists (folders or zip files); ``hook_registry`` loads them, and
+  ``LocalApp`` hands the registry to every engine it builds, for new runs, resumes,
+  verdicts and cancellations.
+- **Resolve**: what is unknown about a blocked run (``unknown_lines``, ``describe``), and
+  the CLI's words for a verdict the app refused (``reworded``).
 - **Ways out**: the exact next command for every stopped state (``next_commands``),
-  printed by the transcript when a run stops and by ``show``.
+  printed by the transcript when a run stops, by ``show`` and by ``ended_lines``.
 
 Words shown to a person name the CLI's own commands and flags, never SDK parameters.
+Importing this module is cheap (the CLI's parser uses its tables): the engine, the hook
+loader and the models are imported where they are used.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentloom_runtime.contracts import StepResult, UnknownOperation, Verdict
-from agentloom_runtime.engine import Engine, create_engine
 from agentloom_runtime.errors import ConfigError
-from agentloom_runtime.hooks import HookRegistry, load_hook_package
-from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 
-from .app import LocalApp
-from .models import restore_model
-from .workspaces import LocalWorkspaces
+if TYPE_CHECKING:
+    from agentloom_runtime.contracts import RunOutcome, UnknownOperation
+    from agentloom_runtime.engine import RunSummary
+    from agentloom_runtime.hooks import HookRegistry
+    from agentloom_runtime.snapshot import AgentSnapshot
+
+    from .app import LocalApp
 
 Say = Callable[[str], None]
-Drive = Callable[[float], Awaitable[StepResult]]
 
 VERDICT_FLAGS = {"ran": "--ran", "did_not_run": "--did-not-run", "run_again": "--run-again",
                  "send_again": "--send-again", "treat_as_failed": "--treat-as-failed"}
@@ -69,6 +67,8 @@ def hook_registry(snapshot: AgentSnapshot) -> HookRegistry | None:
     (None when the agent binds no hooks and lists no packages)."""
     if not snapshot.hooks and not snapshot.hook_packages:
         return None
+    from agentloom_runtime.hooks import HookRegistry, load_hook_package
+
     bound = sorted({f"{b.hook_id}@{b.version}" for b in snapshot.hooks})
     if not snapshot.hook_packages:
         raise ConfigError(f"the agent binds hooks ({', '.join(bound)}) but lists no "
@@ -94,99 +94,31 @@ def hook_registry(snapshot: AgentSnapshot) -> HookRegistry | None:
 
 def restored(app: LocalApp, run_id: str) -> tuple[AgentSnapshot, Any, str]:
     """The snapshot a run started with, the same model, and its banner."""
+    from agentloom_runtime.snapshot import parse_snapshot
+
+    from .models import restore_model
+
     meta = app.meta(run_id)
     snapshot = parse_snapshot(meta["snapshot"])
     choice = restore_model(snapshot, meta["bindings"]["model"])
     return snapshot, choice.gateway, choice.banner
 
 
-class CliApp(LocalApp):
-    """``LocalApp`` with the operator's additions: engines get the agent's hook registry,
-    ``resume`` takes ``confirm_hooks``, and ``resolve`` records a verdict.
-
-    Stopgap until ``LocalApp`` has these itself: ``engine`` and ``resume`` are the base
-    methods plus one argument each, and ``resolve`` is driven like ``resume`` (through
-    the base's lease and sync helpers)."""
-
-    def engine(self, snapshot: AgentSnapshot, gateway: Any, *, session: str,
-               run_id: str | None = None) -> tuple[Engine, LocalWorkspaces]:
-        registry = hook_registry(snapshot)
-        self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
-        workspaces = LocalWorkspaces(self.home / "workspaces", snapshot, session)
-        engine = create_engine(snapshot, workspace=workspaces.for_instance, emit=self._emit,
-                               save=self.store, checkpoint=run_id, model_gateway=gateway,
-                               tools=workspaces.tools(),
-                               workspace_provider=workspaces.provider,
-                               commands=workspaces.commands, services=workspaces.services(),
-                               hook_registry=registry)
-        workspaces.bind(engine)
-        return engine, workspaces
-
-    async def resume(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
-                     retry_unknown_models: bool = False, confirm_hooks: bool = False,
-                     pause: float = 0.0) -> StepResult:
-        async with self._driving(run_id, snapshot, gateway) as (engine, drive):
-            await engine.begin_execution(retry_unknown_models=retry_unknown_models,
-                                         confirm_hooks=confirm_hooks)
-            return await drive(pause)
-
-    async def resolve(self, run_id: str, snapshot: AgentSnapshot, gateway: Any,
-                      verdict: Verdict, *, say: Say, prefix: str = "agentloom",
-                      drive_on: bool = True, pause: float = 0.0) -> StepResult | None:
-        """Record ``verdict`` on the unknown outcome that blocks the run (one durable
-        record: who, when, what), then drive the run on unless ``drive_on`` is False."""
-        async with self._driving(run_id, snapshot, gateway) as (engine, drive):
-            applicable(engine, run_id, verdict, prefix)
-            await engine.resolve(verdict)  # the transcript shows it (run.resolved)
-            if engine.status != "running":  # the verdict ended it (--treat-as-failed)
-                outcome = engine.outcome()
-                say(f"■ {engine.status}" + (f": {outcome.reason}" if outcome and
-                                            outcome.reason else ""))
-                for command in next_commands(prefix, run_id, engine.way_out()):
-                    say(f"  next: {command}")
-            if not drive_on:
-                say(f"not continued; continue with `{prefix} resume {run_id}`")
-                return None
-            return await drive(pause)
-
-    @asynccontextmanager
-    async def _driving(self, run_id: str, snapshot: AgentSnapshot,
-                       gateway: Any) -> AsyncIterator[tuple[Engine, Drive]]:
-        """An engine on the run with the session's lease held, and the function that
-        drives it (syncing the session after every step)."""
-        session = self._summary(run_id).labels.get("session", "cli")
-        sessions = self.sessions()
-        engine, workspaces = self.engine(snapshot, gateway, run_id=run_id, session=session)
-        try:
-            if engine.way_out() == "new_question":
-                raise ConfigError(f"run {run_id} is {engine.status}; it cannot be resumed "
-                                  "— ask a new question", details={"code": "run_finished"})
-            lease = sessions.acquire(session, run_id, new=False)
-            try:
-                yield engine, lambda pause: self._drive(engine, workspaces, sessions,
-                                                        session, pause)
-            finally:
-                self._finish(sessions, session, run_id, lease)
-        finally:
-            await engine.close()
-
-
-def applicable(engine: Engine, run_id: str, verdict: Verdict | None,
-               prefix: str) -> UnknownOperation:
-    """What is unknown, refusing a run that is not blocked on one or a verdict that does
-    not apply to it."""
-    unknown = engine.unknown()
-    if unknown is None:
-        raise ConfigError(
-            f"run {run_id} is not blocked on an unknown outcome (status {engine.status}); "
-            "nothing to resolve. " + _next_sentence(prefix, run_id, engine.way_out()),
-            details={"code": "nothing_to_resolve"})
-    if verdict is not None and verdict.kind not in unknown.verdicts:
-        flags = " | ".join(VERDICT_FLAGS[v] for v in unknown.verdicts)
-        raise ConfigError(f"{VERDICT_FLAGS[verdict.kind]} does not apply to a "
-                          f"{unknown.kind} of unknown outcome; use {flags}",
-                          details={"code": "verdict_not_applicable"})
-    return unknown
+def reworded(err: ConfigError, *, prefix: str, run_id: str) -> ConfigError:
+    """A refusal of ``LocalApp.resolve`` in the CLI's words (its flags, the next
+    command); any other error as it is."""
+    details = err.details
+    code = details.get("code")
+    if code == "verdict_not_applicable":
+        flags = " | ".join(VERDICT_FLAGS[v] for v in details["verdicts"])
+        return ConfigError(f"{VERDICT_FLAGS[details['verdict']]} does not apply to a "
+                           f"{details['kind']} of unknown outcome; use {flags}",
+                           details=details)
+    if code == "nothing_to_resolve":
+        return ConfigError(f"{err.message}. "
+                           + _next_sentence(prefix, run_id, details.get("way_out")),
+                           details=details)
+    return err
 
 
 # ------------------------------------------------------------------ what a person reads
@@ -273,17 +205,43 @@ def _next_sentence(prefix: str, run_id: str, way_out: str | None) -> str:
 
 
 async def describe(app: LocalApp, run_id: str, say: Say, *, prefix: str) -> None:
-    """``resolve`` without a verdict: what is unknown, what the host knows, the verdicts."""
-    report = await app.inspect(run_id)
+    """``resolve`` without a verdict: what is unknown, what the host knows, the verdicts.
+    A killed run is brought to where it blocks first (``LocalApp.examine``)."""
+    snapshot, gateway, _ = restored(app, run_id)
+    report = await app.examine(run_id, snapshot, gateway)
     if report.unknown is None:
-        way_out = report.way_out
+        driven = f", {DRIVERS[report.driver]}" if report.driver in ("alive",
+                                                                   "unverifiable") else ""
         raise ConfigError(
             f"run {run_id} is not blocked on an unknown outcome (status "
-            f"{report.run.status}); nothing to resolve. "
+            f"{report.run.status}{driven}); nothing to resolve. "
             + (report.note + ". " if report.note else "")
-            + _next_sentence(prefix, run_id, way_out), details={"code": "nothing_to_resolve"})
+            + _next_sentence(prefix, run_id, report.way_out),
+            details={"code": "nothing_to_resolve"})
     for line in unknown_lines(report.unknown, prefix=prefix, run_id=run_id):
         say(line)
+
+
+def ended_lines(summary: RunSummary, outcome: RunOutcome | None, *, prefix: str,
+                note: str | None = None) -> list[str]:
+    """``resume`` of a run that already ended: its outcome, and the way out when it did
+    not complete (a new question)."""
+    run_id = summary.run_id
+    reason = (outcome.reason if outcome is not None else "") or summary.reason
+    if summary.status == "completed":
+        lines = [f"■ completed (run {run_id} had already completed; nothing to resume)"]
+        if outcome is not None:
+            return [*lines, "", outcome.answer or ""]
+        return [*lines, note or f"its answer: `{prefix} show {run_id}`"]
+    error = summary.error
+    if reason or not error:
+        stop = f"■ {summary.status}" + (f": {reason}" if reason else "")
+    elif summary.status == "cancelled":
+        stop = f"■ cancelled: {error['message']}"
+    else:
+        stop = f"■ {summary.status} ({error['code']}): {error['message']}"
+    lines = [f"{stop} (run {run_id} ended; it cannot be resumed)"]
+    return lines + [f"  next: {c}" for c in next_commands(prefix, run_id, "new_question")]
 
 
 async def show(app: LocalApp, run_id: str, say: Say, *, prefix: str = "agentloom") -> None:

@@ -1,0 +1,40 @@
+"""``import agentloom.cli`` loads only what parsing needs: the app, the engine and its
+pydantic models, the hook machinery, the HTTP gateway and the test servers are imported
+by the command that uses them (``agentloom --help`` stays fast). Checked on
+``sys.modules`` in a fresh interpreter, never on wall time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+NOT_AT_IMPORT = ("httpx", "pydantic", "agentloom_runtime.snapshot",
+                 "agentloom_runtime.engine", "agentloom_runtime.model",
+                 "agentloom_runtime.hooks", "agentloom_runtime.testing.openai_server",
+                 "agentloom.local.app", "agentloom.local.models")
+
+
+def _loaded(code: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", f"{code}\nimport json, sys\n"
+                           "print(json.dumps(sorted(sys.modules)))"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return set(json.loads(proc.stdout.splitlines()[-1]))
+
+
+def _found(loaded: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in loaded for n in names if m == n or m.startswith(n + "."))
+
+
+def test_importing_the_cli_loads_no_engine_models_or_http_client() -> None:
+    assert _found(_loaded("import agentloom.cli"), NOT_AT_IMPORT) == []
+
+
+def test_the_parser_alone_loads_none_of_them() -> None:
+    loaded = _loaded("import agentloom.cli as c\nc._parser().parse_args(['show', 'abc'])")
+    assert _found(loaded, NOT_AT_IMPORT) == []
+
+
+def test_the_model_chooser_imports_its_http_gateway_on_use() -> None:
+    loaded = _loaded("from agentloom.local import models")
+    assert _found(loaded, ("httpx", "agentloom_runtime.model", "yaml")) == []
