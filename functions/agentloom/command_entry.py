@@ -5,6 +5,10 @@ environment: ``REQUEST_ID`` and ``WORKSPACE`` only. Runs the command once with c
 /workspace, resource limits (setrlimit in the child: this process is single-threaded),
 a scrubbed environment and capped output, kills its whole process group at the timeout,
 then writes the ``CommandResult`` atomically to ``<results-dir>/<request_id>.json``.
+The workspace disk quota holds as in the local sandbox (``sandbox._quota``): the file-size
+limit is cut to what the quota has left and a scan every half second stops the command
+once the workspace holds more (``error="disk_quota_exceeded"``); EFS is shared, so its
+``statvfs`` says nothing about one workspace and only scans are used.
 
 Exit status: 0 when the result file was written (the command's exit code is inside it),
 2 for a bad invocation, 70 when the result could not be written.
@@ -33,17 +37,18 @@ from agentloom_runtime.workspace import (
 )
 
 from .sandbox._process import pump
+from .sandbox._quota import QUOTA_EXCEEDED, QuotaWatch
 
 PATH = "/usr/local/bin:/usr/bin:/bin"
 MB = 1024 * 1024
 
 
-def _limits(limits: CommandLimits) -> None:
+def _limits(limits: CommandLimits, fsize_bytes: int) -> None:
     """Runs in the child between fork and exec."""
     for res, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
                        (resource.RLIMIT_AS, limits.memory_mb * MB),
                        (resource.RLIMIT_NPROC, limits.pids),
-                       (resource.RLIMIT_FSIZE, limits.file_size_mb * MB),
+                       (resource.RLIMIT_FSIZE, fsize_bytes),
                        (resource.RLIMIT_NOFILE, limits.nofile),
                        (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(res, (value, value))
@@ -61,12 +66,17 @@ def run(spec: CommandSpec, workspace: str) -> CommandResult:
     started = time.monotonic()
     out = OutputCapture(spec.limits.output_cap_bytes)
     err = OutputCapture(spec.limits.output_cap_bytes)
+    file_size = spec.limits.file_size_mb * MB
+    quota = QuotaWatch(workspace, spec.limits.disk_quota_mb * MB, poll_s=0.1,
+                       far_poll_s=0.1, scan_every_s=0.5, use_statvfs=False)
+    fsize = quota.file_limit(file_size)
     try:
         proc = subprocess.Popen(
             spec.resolved_argv(), cwd=_cwd(workspace, spec.cwd), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
             env={"PATH": PATH, "HOME": workspace, "LANG": "C.UTF-8"},
-            preexec_fn=lambda: _limits(spec.limits))  # safe: this process is single-threaded
+            # safe: the quota thread starts only after the fork
+            preexec_fn=lambda: _limits(spec.limits, fsize))
     except (OSError, WorkspaceError) as exc:
         return CommandResult(request_id=spec.request_id, exit_code=None,
                              error=f"the command could not start: {exc}")
@@ -77,17 +87,24 @@ def run(spec: CommandSpec, workspace: str) -> CommandResult:
         except ProcessLookupError:
             pass
 
-    outcome = pump(proc, out, err, deadline=started + spec.timeout_s, cancel=None, kill=kill)
-    code = proc.wait()
-    kill()  # anything left in the command's session (background jobs) ends with the task
+    quota.start(kill)
+    try:
+        outcome = pump(proc, out, err, deadline=started + spec.timeout_s, cancel=None,
+                       kill=kill)
+        code = proc.wait()
+        kill()  # anything left in the command's session (background jobs) ends with the task
+    finally:
+        quota.stop()
     (oh, ot), (eh, et) = out.texts(), err.texts()
+    exit_code = None if outcome.timed_out or code < 0 else code
     return CommandResult(
-        request_id=spec.request_id, exit_code=None if outcome.timed_out or code < 0 else code,
+        request_id=spec.request_id, exit_code=exit_code,
         stdout_head=oh, stdout_tail=ot, stderr_head=eh, stderr_tail=et,
         stdout_truncated=out.truncated, stderr_truncated=err.truncated,
         stdout_bytes=out.total, stderr_bytes=err.total,
         duration_s=round(time.monotonic() - started, 3), timed_out=outcome.timed_out,
-        signal=-code if code < 0 else None)
+        signal=-code if code < 0 else None,
+        error=QUOTA_EXCEEDED if quota.hit(file_size, exit_code) else None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,7 +4,10 @@ bubblewrap command sandbox.
 The instance root comes from host identity only (space, agent, session, run, instance),
 never from the model. Questions in one session share ``main/``; children get their own
 directory under the run. Commands run in bubblewrap; without a usable sandbox the tool
-is refused, never run on the host.
+is refused, never run on the host. On a root host commands run as ``nobody``, and the file
+tools hand what they create to that user, so both work on the same files. The marker
+store and the file tools use the runner's liveness: a marker whose sandbox provably holds
+nothing no longer blocks the session.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from agentloom_runtime.workspace import (
     CommandSpec,
     InstanceWorkspace,
     MarkerStore,
+    PosixWorkspaceStore,
     SandboxUnavailable,
     WorkspaceProvider,
+    WorkspaceStorage,
     file_tools,
 )
 
@@ -31,14 +36,18 @@ NOBODY = (65534, 65534)
 
 class LocalWorkspaces:
     def __init__(self, root: Path, snapshot: AgentSnapshot, session: str) -> None:
-        self.provider = WorkspaceProvider(root)
-        self.snapshot = snapshot
-        self.session = session
         # The kernel does not apply the process limit to uid 0, so a root host runs
-        # commands as nobody (who then owns the instance directories).
+        # commands as nobody (who then owns the instance directories and their files).
         self._sandbox_user = NOBODY if os.geteuid() == 0 else None
         self._runner = BubblewrapRunner(sandbox_user=self._sandbox_user)
+        self.provider = WorkspaceProvider(root, store_factory=self._store)
+        self.snapshot = snapshot
+        self.session = session
         self._engine: Any = None
+
+    def _store(self, root: Path, lock_dir: Path) -> WorkspaceStorage:
+        return PosixWorkspaceStore(root, lock_dir, owner=self._sandbox_user,
+                                   liveness=self._runner.liveness)
 
     def bind(self, engine: Any) -> None:
         self._engine = engine
@@ -47,7 +56,8 @@ class LocalWorkspaces:
     def commands(self) -> MarkerStore:
         """Execution markers and results by request id (the engine's command port)."""
         snap = self.snapshot
-        return MarkerStore(self.provider.lock_dir(snap.space_id, snap.agent_id, self.session))
+        return MarkerStore(self.provider.lock_dir(snap.space_id, snap.agent_id, self.session),
+                           liveness=self._runner.liveness)
 
     def services(self) -> dict[str, Any]:
         return {"command_runner": self}

@@ -6,14 +6,19 @@ in AWS) executes it and writes a ``CommandResult`` by request id; the next step 
 
 Seed §10 markers, in the session lock directory (never mounted into a sandbox)::
 
-    <lock_dir>/markers/<request_id>.json   written (fsync'd) before a sandbox starts,
-                                           removed only once the sandbox is confirmed gone
+    <lock_dir>/markers/<request_id>.json   written (fsync'd) before a sandbox starts;
+                                           removed by the runner once the sandbox is
+                                           confirmed gone, or by the engine after an
+                                           operator's verdict (``release``)
     <lock_dir>/results/<request_id>.json   the CommandResult, written before the marker goes
 
-While any marker exists its sandbox may still be running, so the store refuses writes,
-edits, deletes, mkdir and new commands (``sandbox_marker_present``); reads still work.
-No timeout ever declares an old sandbox dead: a runner that can verify it (same boot,
-process gone) or an operator resolves the marker.
+While a marker may still have a running sandbox, the store refuses writes, edits,
+deletes, mkdir and new commands (``sandbox_marker_present``); reads still work. No
+timeout ever declares an old sandbox dead. Only proof does, given by the runner's
+``MarkerLiveness``: a marker of this host and boot whose sandbox provably holds no
+process, and whose owner is dead or has finished with it (state ``exited``), no longer
+blocks. It still stays: its request still looks ``started`` (fate unknown) until an
+operator resolves it. Without a liveness every marker blocks.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class CommandLimits:
     file_size_mb: int = 256
     output_cap_bytes: int = 64 * 1024
     nofile: int = 256
+    disk_quota_mb: int = 1024  # the instance workspace, as the command sees it
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -187,19 +193,45 @@ class CommandRunner(Protocol):
         ...
 
 
-class MarkerStore:
-    """Durable execution markers and results of one session lock directory."""
+MarkerState = Literal["present", "absent", "corrupt"]
 
-    def __init__(self, lock_dir: str | Path) -> None:
+
+class MarkerLiveness(Protocol):
+    """What a runner can prove about a marker it wrote (``None``: cannot tell)."""
+
+    def host_matches(self, marker: Mapping[str, Any]) -> bool:
+        """Written by this runner on this host, boot and pid namespace."""
+        ...
+
+    def owner_alive(self, marker: Mapping[str, Any]) -> bool | None: ...
+
+    def sandbox_alive(self, marker: Mapping[str, Any]) -> bool | None: ...
+
+
+class MarkerStore:
+    """Durable execution markers and results of one session lock directory.
+
+    ``liveness`` (given by the runner) lets markers that provably hold nothing stop
+    blocking; ``None``: nothing can be proven, every marker blocks."""
+
+    def __init__(self, lock_dir: str | Path, *, liveness: MarkerLiveness | None = None) -> None:
         self.lock_dir = Path(lock_dir)
         self.markers = self.lock_dir / "markers"
         self.results = self.lock_dir / "results"
+        self.liveness = liveness
 
     def claim(self, request_id: str, info: Mapping[str, Any]) -> None:
-        """Write the marker for a new start; refused while any marker exists (including one
-        for this request: an earlier attempt of unknown fate is never re-run blindly)."""
+        """Write the marker for a new start; refused while a blocking marker exists, and
+        always when this request has one (an earlier attempt of unknown fate is never
+        re-run blindly)."""
         check_request_id(request_id)
         with write_lock(self.lock_dir):
+            own = self._read(request_id)
+            if own is not None:
+                raise WorkspaceError(
+                    "sandbox_marker_present", f"request {request_id} already has a marker: "
+                    "an earlier attempt of unknown fate is never re-run",
+                    details={"request_ids": [request_id]})
             self.refuse_if_pending()
             write_json(self.markers, f"{request_id}.json",
                        {"format": FORMAT, "request_id": request_id, **info})
@@ -212,34 +244,91 @@ class MarkerStore:
                        {"format": FORMAT, "request_id": request_id, **info})
 
     def remove(self, request_id: str) -> None:
-        """Only after the sandbox is confirmed gone."""
+        """The runner's: only after the sandbox is confirmed gone."""
         check_request_id(request_id)
         remove_file(self.markers, f"{request_id}.json")
 
+    def release(self, request_id: str) -> None:
+        """The engine's, and only once an operator's verdict on the request is committed:
+        remove the marker (idempotent). Results stay."""
+        check_request_id(request_id)
+        with write_lock(self.lock_dir):
+            remove_file(self.markers, f"{request_id}.json")
+
+    def _read(self, request_id: str) -> dict[str, Any] | None:
+        """The marker, ``{"corrupt": True, ...}`` when unreadable, None when absent."""
+        try:
+            raw = (self.markers / f"{request_id}.json").read_text("utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return {"request_id": request_id, "corrupt": True}
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            return {"request_id": request_id, "corrupt": True}
+        return data
+
     def pending(self) -> list[dict[str, Any]]:
-        """Every marker; an unreadable one is reported, never ignored."""
+        """Every marker (blocking or not); an unreadable one is reported, never ignored."""
         if not self.markers.is_dir():
             return []
-        found: list[dict[str, Any]] = []
-        for entry in sorted(self.markers.iterdir()):
-            if not entry.name.endswith(".json"):
-                continue
-            try:
-                data = json.loads(entry.read_text("utf-8"))
-                found.append(dict(data) if isinstance(data, dict) else {"corrupt": True})
-            except (OSError, ValueError):
-                found.append({"request_id": entry.name[:-5], "corrupt": True})
-        return found
+        found = (self._read(entry.name[:-5]) for entry in sorted(self.markers.iterdir())
+                 if entry.name.endswith(".json"))
+        return [marker for marker in found if marker is not None]  # None: removed meanwhile
+
+    def _facts(self, marker: Mapping[str, Any]) -> tuple[bool, bool | None, bool | None]:
+        """(host_matches, owner_alive, sandbox_alive) as the liveness can prove them."""
+        if self.liveness is None or marker.get("corrupt"):
+            return False, None, None
+        return (self.liveness.host_matches(marker), self.liveness.owner_alive(marker),
+                self.liveness.sandbox_alive(marker))
+
+    def _blocks(self, marker: Mapping[str, Any],
+                facts: tuple[bool, bool | None, bool | None]) -> bool:
+        """Blocks unless proven harmless: same host and boot, no process of its sandbox,
+        and an owner that is dead or done with it (past the start, so none can follow)."""
+        host, owner, sandbox = facts
+        done = owner is False or (owner is True and marker.get("state") == "exited")
+        return not (host and sandbox is False and done)
+
+    def blocking(self) -> list[dict[str, Any]]:
+        """The markers that may still have a running sandbox."""
+        return [m for m in self.pending() if self._blocks(m, self._facts(m))]
 
     def refuse_if_pending(self) -> None:
-        pending = self.pending()
-        if pending:
-            ids = [str(m.get("request_id", "?")) for m in pending]
+        blocking = self.blocking()
+        if blocking:
+            ids = [str(m.get("request_id", "?")) for m in blocking]
             raise WorkspaceError(
                 "sandbox_marker_present",
                 "a command sandbox of unknown fate may still be running ("
                 + ", ".join(ids) + "); writes and new commands are refused until it is "
                 "resolved; read-only tools still work", details={"request_ids": ids})
+
+    def describe(self, request_id: str) -> dict[str, Any]:
+        """What the host knows about one request, for an operator (nothing is changed)."""
+        check_request_id(request_id)
+        marker = self._read(request_id)
+        exit_seen = (self.results / f"{request_id}.json").exists()
+        try:
+            result = self.read_result(request_id)
+        except (ValueError, TypeError, KeyError, AttributeError, WorkspaceError):
+            result = None  # an unreadable result: exit_seen says a file is there
+        facts = self._facts(marker) if marker is not None else (False, None, None)
+        started_at = (marker or {}).get("started_at")
+        state: MarkerState = ("absent" if marker is None
+                              else "corrupt" if marker.get("corrupt") else "present")
+        return {"request_id": request_id, "marker": state,
+                "state": (marker or {}).get("state") if state == "present" else None,
+                "started_at": float(started_at) if isinstance(started_at, int | float)
+                and not isinstance(started_at, bool) else None,
+                "host_matches": facts[0], "owner_alive": facts[1], "sandbox_alive": facts[2],
+                "blocking": marker is not None and self._blocks(marker, facts),
+                "exit_seen": exit_seen,
+                "result": result.to_dict() if result is not None else None}
 
     def write_result(self, result: CommandResult) -> None:
         write_result(self.results, result)
@@ -254,7 +343,7 @@ class MarkerStore:
 
     def lookup(self, request_id: str) -> tuple[LookupState, dict[str, Any] | None]:
         """The engine's view: ``done`` with the result, ``started`` (marker, no result:
-        fate unknown), or ``absent`` (never started: safe to run)."""
+        fate unknown, blocking or not), or ``absent`` (never started: safe to run)."""
         result = self.read_result(request_id)
         if result is not None:
             return "done", result.to_dict()

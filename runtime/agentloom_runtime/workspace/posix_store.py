@@ -6,6 +6,11 @@ FIFOs and sockets are refused with a stable ``WorkspaceError.code``. Writes are 
 (temp file + fsync + rename + directory fsync) under the session write lock, after checking
 that no command sandbox of unknown fate holds a marker. Reads hash (sha256) while
 streaming. list / glob / grep stop at scan budgets and say ``truncated``.
+
+``owner`` (uid, gid): when commands run as another user (a root host runs them as
+``nobody``), every file and directory the store creates or replaces is given to that
+user (fchown on the opened entry, fsync'd), so commands and file tools work on the same
+files. ``liveness`` is the runner's, for the marker check (see ``MarkerStore``).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from ._scan import (
     walk_tree,
 )
 from ._textread import ReadRequest, read_range
-from .commands import MarkerStore
+from .commands import MarkerLiveness, MarkerStore
 from .errors import WorkspaceError
 
 JSONDict = dict[str, Any]
@@ -92,11 +97,13 @@ class PosixWorkspaceStore:
     """One instance workspace. Async methods run their blocking I/O in worker threads."""
 
     def __init__(self, root: str | Path, lock_dir: str | Path, *,
-                 limits: StoreLimits | None = None) -> None:
+                 limits: StoreLimits | None = None, owner: tuple[int, int] | None = None,
+                 liveness: MarkerLiveness | None = None) -> None:
         self.root = os.fspath(root)
         self.lock_dir = Path(lock_dir)
         self.limits = limits or StoreLimits()
-        self.markers = MarkerStore(self.lock_dir)
+        self.owner = owner
+        self.markers = MarkerStore(self.lock_dir, liveness=liveness)
         ensure_dir(self.lock_dir)
         os.close(open_root(self.root))  # fail early when the root is missing
 
@@ -117,6 +124,31 @@ class PosixWorkspaceStore:
             self.markers.refuse_if_pending()
             with self._root() as fd:
                 yield fd
+
+    def _own_dirs(self, root: int, parts: tuple[str, ...]) -> None:
+        """Give every directory on ``parts`` to ``owner`` (walked with O_NOFOLLOW)."""
+        if self.owner is None:
+            return
+        fd = os.dup(root)
+        try:
+            for i, name in enumerate(parts):
+                child = walk(fd, (name,))
+                os.close(fd)
+                fd = child
+                _own_fd(fd, self.owner, join(parts[: i + 1]))
+        finally:
+            os.close(fd)
+
+    def _own_file(self, parent: int, name: str, rel: str) -> None:
+        """Give the regular file just written to ``owner``: no command runs meanwhile
+        (the write lock and the marker check hold), and the opened fd is re-checked."""
+        if self.owner is None:
+            return
+        fd, _ = open_regular(parent, name, rel)
+        try:
+            _own_fd(fd, self.owner, rel)
+        finally:
+            os.close(fd)
 
     def _budget(self, cancel: threading.Event, **overrides: Any) -> Budget:
         return replace(self.limits.scan, cancel=cancel, **{
@@ -307,8 +339,10 @@ class PosixWorkspaceStore:
                     fail("not_found", rel, "expected_sha256 was given but the file is missing")
                 mode = (st.st_mode & 0o777) if st is not None else 0o644
                 atomic_write(parent, parts[-1], data, mode, rel)
+                self._own_file(parent, parts[-1], rel)
             finally:
                 os.close(parent)
+            self._own_dirs(root, parts[:-1])
         return {"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                 "created": st is None}
 
@@ -364,6 +398,7 @@ class PosixWorkspaceStore:
                 if len(data) > self.limits.max_write_bytes:
                     fail("too_large", rel, "the edited file is too large")
                 atomic_write(parent, parts[-1], data, st.st_mode & 0o777, rel)
+                self._own_file(parent, parts[-1], rel)
             finally:
                 os.close(parent)
         return {"path": rel, "replacements": count, "size": len(data),
@@ -388,6 +423,7 @@ class PosixWorkspaceStore:
                 os.close(walk(parent, parts[-1:], create=True))
             finally:
                 os.close(parent)
+            self._own_dirs(root, parts)
         return {"path": rel, "created": True}
 
     async def delete(self, path: str, *, expected_sha256: str | None = None) -> JSONDict:
@@ -411,6 +447,16 @@ class PosixWorkspaceStore:
             finally:
                 os.close(parent)
         return {"path": rel, "deleted": True}
+
+
+def _own_fd(fd: int, owner: tuple[int, int], rel: str) -> None:
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) != owner:
+        try:
+            os.fchown(fd, *owner)
+            os.fsync(fd)
+        except OSError as exc:
+            os_fail(exc, rel)
 
 
 def _existing_file(parent: int, name: str, rel: str) -> os.stat_result:

@@ -1,7 +1,6 @@
 """The bubblewrap command sandbox, for real (needs /usr/bin/bwrap and user namespaces).
 
-On a root host the runner starts bwrap as uid/gid 65534 (the kernel does not enforce
-RLIMIT_NPROC for host root), so the workspace is chowned to that user here.
+Fixtures (workspace, runner, the sandbox user of a root host) are in ``conftest.py``.
 """
 
 from __future__ import annotations
@@ -10,14 +9,9 @@ import asyncio
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,48 +25,12 @@ from agentloom_runtime.workspace import (
     CommandSpec,
     InstanceWorkspace,
     MarkerStore,
+    PosixWorkspaceStore,
     SandboxUnavailable,
     WorkspaceError,
-    WorkspaceProvider,
 )
 
 pytestmark = pytest.mark.sandbox
-SANDBOX_USER = (65534, 65534) if os.geteuid() == 0 else None
-
-
-def _chown_tree(path: Path) -> None:
-    if SANDBOX_USER is None:
-        return
-    for dirpath, _dirs, files in os.walk(path):
-        os.chown(dirpath, *SANDBOX_USER)
-        for name in files:
-            os.chown(os.path.join(dirpath, name), *SANDBOX_USER)
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    """Not pytest's tmp_path: its parents are 0700, which the sandbox user cannot cross."""
-    path = Path(tempfile.mkdtemp(prefix="agentloom-sandbox-", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def runner() -> BubblewrapRunner:
-    runner = BubblewrapRunner(sandbox_user=SANDBOX_USER)
-    try:
-        runner.ensure_available()
-    except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap sandbox unusable here: {exc.message}")
-    return runner
-
-
-@pytest.fixture
-def ws(base: Path) -> InstanceWorkspace:
-    workspace = WorkspaceProvider(base / "vol").for_instance("s", "a", "sess", "run1", "main")
-    _chown_tree(workspace.root)
-    return workspace
 
 
 _counter = iter(range(1_000_000))
@@ -182,7 +140,11 @@ def test_output_capped(runner: BubblewrapRunner, ws: InstanceWorkspace) -> None:
     assert len(result.stdout_tail) == 500
 
 
-def test_timeout_kills_everything(runner: BubblewrapRunner, ws: InstanceWorkspace) -> None:
+def test_timeout_kills_everything(runner: BubblewrapRunner, ws: InstanceWorkspace,
+                                  find_processes: Any) -> None:
+    def _sleepers(duration: str) -> list[int]:
+        return find_processes(b"sleep\x00" + duration.encode() + b"\x00")
+
     started = time.monotonic()
     duration = f"{60 + secrets.randbelow(10**6) / 10**6:.6f}"  # a unique command line
     result = run(runner, ws, f"sleep {duration} & (sleep {duration} &) ; sleep {duration}",
@@ -194,19 +156,6 @@ def test_timeout_kills_everything(runner: BubblewrapRunner, ws: InstanceWorkspac
                 timeout_s=20)
     assert quick.exit_code == 0 and not quick.timed_out and quick.duration_s < 10
     assert _sleepers(duration) == []  # nothing outlives the call
-
-
-def _sleepers(duration: str) -> list[int]:
-    wanted = b"sleep\x00" + duration.encode() + b"\x00"
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if Path(f"/proc/{entry.name}/cmdline").read_bytes() == wanted:
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def test_skills_are_read_only(runner: BubblewrapRunner, ws: InstanceWorkspace,
@@ -221,8 +170,8 @@ def test_skills_are_read_only(runner: BubblewrapRunner, ws: InstanceWorkspace,
     assert not (skill / "x").exists()
 
 
-def test_unavailable_sandbox_is_refused(ws: InstanceWorkspace) -> None:
-    missing = BubblewrapRunner(bwrap="/nonexistent/bwrap", sandbox_user=SANDBOX_USER)
+def test_unavailable_sandbox_is_refused(ws: InstanceWorkspace, sandbox_user: Any) -> None:
+    missing = BubblewrapRunner(bwrap="/nonexistent/bwrap", sandbox_user=sandbox_user)
     with pytest.raises(SandboxUnavailable):
         missing.ensure_available()
     with pytest.raises(SandboxUnavailable):
@@ -234,60 +183,95 @@ def test_unavailable_sandbox_is_refused(ws: InstanceWorkspace) -> None:
             BubblewrapRunner().ensure_available()
 
 
-def test_crash_between_marker_and_result(runner: BubblewrapRunner,
-                                         ws: InstanceWorkspace) -> None:
-    """The host dies mid-command: the marker stays, writes and new commands are refused
-    (reads still work) until the runner verifies that the sandbox is gone."""
-    store = ws.store()
-    helper = (f"import sys; sys.path[:0] = {sys.path!r}\n"
-              "from agentloom.sandbox import BubblewrapRunner\n"
-              "from agentloom_runtime.workspace import CommandSpec\n"
-              f"BubblewrapRunner(sandbox_user={SANDBOX_USER!r}).run_sync(\n"
-              "    CommandSpec(request_id='crash-1', command='echo started > s; sleep 60'),\n"
-              f"    {str(ws.root)!r}, {str(ws.lock_dir)!r})\n")
-    host = subprocess.Popen([sys.executable, "-c", helper])
-    marker = ws.lock_dir / "markers" / "crash-1.json"
+def _wait_for(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_live_owner_marker_blocks(runner: BubblewrapRunner, ws: InstanceWorkspace,
+                                  shared_store: PosixWorkspaceStore,
+                                  spawn_owner: Any) -> None:
+    """While the owner runs its sandbox, its marker blocks writes and new commands
+    (reads still work), and describe() says what the host sees."""
+    host = spawn_owner(ws, "live-1", "echo started > s; sleep 60")
+    markers = MarkerStore(ws.lock_dir, liveness=runner.liveness)
     try:
-        deadline = time.monotonic() + 20
-        while not (marker.exists() and (ws.root / "s").exists()):
-            assert time.monotonic() < deadline and host.poll() is None
-            time.sleep(0.02)
-        nonce = json.loads(marker.read_text())["nonce"]
-        assert tagged_processes(nonce)
-        assert runner.reconcile(ws.lock_dir) == []  # its owner is alive and in charge
+        _wait_for(lambda: (ws.root / "s").exists() or host.poll() is not None, "no start")
+        facts = markers.describe("live-1")
+        assert facts["marker"] == "present" and facts["state"] == "started"
+        assert facts["host_matches"] and facts["owner_alive"] and facts["sandbox_alive"]
+        assert facts["blocking"] and not facts["exit_seen"] and facts["result"] is None
+        assert isinstance(facts["started_at"], float)
+
+        async def probe() -> None:
+            with pytest.raises(WorkspaceError) as refused:
+                await shared_store.write("after.txt", "x")
+            assert refused.value.code == "sandbox_marker_present"
+            assert (await shared_store.read("s"))["content"] == "started\n"
+
+        asyncio.run(probe())
+        with pytest.raises(WorkspaceError) as no_new:
+            runner.run_sync(CommandSpec(request_id="next-1", command="true"), ws.root,
+                            ws.lock_dir)
+        assert no_new.value.code == "sandbox_marker_present"
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()
-    markers = MarkerStore(ws.lock_dir)
+
+
+def test_dead_owner_marker_stays_but_no_longer_blocks(
+        runner: BubblewrapRunner, ws: InstanceWorkspace, shared_store: PosixWorkspaceStore,
+        spawn_owner: Any) -> None:
+    """The host dies mid-command: its sandbox dies with it; the marker stays (the request
+    still looks "started", its fate unknown) but no longer blocks the session's other
+    work, since the owner is provably gone and no process carries the nonce. Without a
+    liveness nothing is proven and the marker still blocks; release() removes it."""
+    host = spawn_owner(ws, "crash-1", "echo started > s; sleep 60")
+    marker = ws.lock_dir / "markers" / "crash-1.json"
+    try:
+        _wait_for(lambda: (ws.root / "s").exists() or host.poll() is not None, "no start")
+        nonce = json.loads(marker.read_text())["nonce"]
+        assert tagged_processes(nonce)
+    finally:
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+    _wait_for(lambda: not tagged_processes(nonce), "the sandbox outlived its owner", 5)
+    markers = MarkerStore(ws.lock_dir, liveness=runner.liveness)
     assert markers.lookup("crash-1") == ("started", None)
+    facts = markers.describe("crash-1")
+    assert (facts["marker"], facts["state"], facts["exit_seen"]) == ("present", "started",
+                                                                      False)
+    assert facts["host_matches"] and facts["owner_alive"] is False
+    assert facts["sandbox_alive"] is False and not facts["blocking"]
 
-    async def probe() -> None:
-        with pytest.raises(WorkspaceError) as refused:
-            await store.write("after.txt", "x")
-        assert refused.value.code == "sandbox_marker_present"
-        assert (await store.read("s"))["content"] == "started\n"  # inspection still works
-
-    asyncio.run(probe())
-    with pytest.raises(WorkspaceError) as no_new:
-        runner.run_sync(CommandSpec(request_id="next-1", command="true"), ws.root,
-                        ws.lock_dir)
-    assert no_new.value.code == "sandbox_marker_present"
-    deadline = time.monotonic() + 10
-    while (resolved := runner.reconcile(ws.lock_dir)) == []:
-        assert time.monotonic() < deadline, "the crashed sandbox never went away"
-        time.sleep(0.05)
-    assert resolved == ["crash-1"] and not tagged_processes(nonce)
-    assert markers.lookup("crash-1") == ("absent", None)
-    asyncio.run(store.write("after.txt", "x"))
+    asyncio.run(shared_store.write("after.txt", "x"))  # the session goes on
+    after = runner.run_sync(CommandSpec(request_id="next-1", command="cat after.txt"),
+                            ws.root, ws.lock_dir)
+    assert after.exit_code == 0 and after.stdout_head == "x"
+    assert markers.lookup("crash-1") == ("started", None)  # still unknown, still there
+    with pytest.raises(WorkspaceError) as blind:
+        MarkerStore(ws.lock_dir).refuse_if_pending()  # no liveness: nothing is proven
+    assert blind.value.code == "sandbox_marker_present"
+    markers.release("crash-1")
+    markers.release("crash-1")  # idempotent
+    assert markers.lookup("crash-1") == ("absent", None) and markers.pending() == []
 
 
 def test_foreign_marker_is_never_resolved_by_time(runner: BubblewrapRunner,
                                                   ws: InstanceWorkspace) -> None:
-    markers = MarkerStore(ws.lock_dir)
+    markers = MarkerStore(ws.lock_dir, liveness=runner.liveness)
     markers.write("other-host", {"runner": runner.module_id, "nonce": "abc",
                                  "host": {"hostname": "elsewhere", "boot_id": "x",
-                                          "pid_ns": 1}, "state": "running",
-                                 "started_at": 0})
-    markers.write("corrupt", {"runner": runner.module_id})
-    assert runner.reconcile(ws.lock_dir) == []
-    assert len(markers.pending()) == 2
+                                          "pid_ns": 1}, "state": "started",
+                                 "owner_pid": 1, "owner_start": "0", "started_at": 0})
+    (ws.lock_dir / "markers" / "corrupt.json").write_text("{not json")
+    other = markers.describe("other-host")
+    assert other["host_matches"] is False and other["blocking"]
+    assert other["owner_alive"] is None and other["sandbox_alive"] is None
+    corrupt = markers.describe("corrupt")
+    assert corrupt["marker"] == "corrupt" and corrupt["blocking"]
+    assert {m["request_id"] for m in markers.blocking()} == {"other-host", "corrupt"}
+    with pytest.raises(WorkspaceError):
+        markers.refuse_if_pending()
