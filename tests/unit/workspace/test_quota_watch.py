@@ -83,3 +83,25 @@ def test_scan_only_mode_for_shared_volumes(tmp_path: Path) -> None:
     _writer(tmp_path, stop, 64 * MB)
     watch.stop()
     assert watch.exceeded and disk_usage(tmp_path).bytes < 64 * MB
+
+
+def test_the_fargate_entry_point_enforces_the_quota(tmp_path: Path) -> None:
+    """``command_entry.run`` (the task's container side): the file-size limit is cut to
+    what is left and its scan stops a writer past the quota."""
+    from agentloom import command_entry
+    from agentloom_runtime.workspace import CommandLimits, CommandSpec
+
+    _fill(tmp_path / "prior", 2 * MB)
+    big = command_entry.run(CommandSpec(
+        request_id="fg-1", argv=("/bin/sh", "-c", "head -c 8M /dev/zero > one.bin"),
+        limits=CommandLimits(disk_quota_mb=6, file_size_mb=64)), str(tmp_path))
+    assert big.exit_code != 0 and big.error == "disk_quota_exceeded"
+    assert (tmp_path / "one.bin").stat().st_size <= 4 * MB  # 6 - 2 left for one file
+    slow = ("import time\n"
+            "for i in range(200):\n"
+            "    open('s%d' % i, 'wb').write(b'x' * (1 << 20)); time.sleep(0.01)\n")
+    many = command_entry.run(CommandSpec(
+        request_id="fg-2", argv=("python3", "-c", slow), timeout_s=30,
+        limits=CommandLimits(disk_quota_mb=16, file_size_mb=4)), str(tmp_path))
+    assert many.error == "disk_quota_exceeded" and many.duration_s < 10
+    assert disk_usage(tmp_path).bytes <= 16 * MB + 64 * MB  # scans only, every 0.5 s
