@@ -52,7 +52,9 @@ async def action_step(ctx: StepContext, hooks: HookRunner, model: ModelCaller,
     seen = _seen_ids(ctx, inst, messages)
     call_ids = []
     for tool_call, (_, fresh) in zip(response.tool_calls, calls, strict=True):
-        call_id = fresh if tool_call.id in seen else tool_call.id
+        call_id = tool_call.id if tool_call.id not in seen else fresh
+        while call_id in seen:  # fresh, then fresh_, …: never an id already in the view
+            call_id += "_"
         seen.add(call_id)
         call_ids.append(call_id)
     calls = [(request_id, call_id) for (request_id, _), call_id in zip(calls, call_ids,

@@ -17,7 +17,7 @@ from agentloom_runtime.tools import PreparedCall, RawResult
 from ._context import StepContext
 from ._frames import answer_text, task_text
 from ._hooks import HookRunner
-from ._inbox import pull_inbox
+from ._inbox import pull_inbox, seal
 from ._state import Frame, PendingCall
 from ._tools import finish_tool, pending_call, tool_request
 
@@ -67,8 +67,7 @@ def _finalize(ctx: StepContext, frame: Frame) -> None:
     assert outcome is not None
     if frame["parent"] is None:
         head = ctx.head
-        head["status"] = outcome["status"]
-        head["outcome"] = outcome
+        head["status"] = outcome["status"]  # the outcome itself stays on the main frame
         ctx.emit("run.finished", {"run_id": ctx.run_id, "status": outcome["status"],
                                   "answer": answer_text(ctx, frame, outcome["answer"]),
                                   "reason": outcome["reason"]})
@@ -82,6 +81,9 @@ def _reopen_for_supplements(ctx: StepContext, frame: Frame) -> bool:
             or frame["outcome"]["status"] != "completed":
         return False
     pull_inbox(ctx)
+    if not frame.get("inputs") and seal(ctx.journal.store, ctx.run_id, ctx.head["inbox_seen"]):
+        return False  # sealed: a later post is refused, none is lost
+    pull_inbox(ctx)  # one came in at the last moment
     if not frame.get("inputs"):
         return False
     frame["status"], frame["outcome"] = "running", None  # the model answers the supplement

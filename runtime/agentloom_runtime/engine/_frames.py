@@ -13,8 +13,8 @@ from ._context import StepContext
 from ._state import Frame, Outcome, PendingCall
 
 EVIDENCE_KEPT = 12
-TASK_INLINE = 2_000  # a longer task is kept in the head as a preview plus a reference
-REASON_CHARS = 2_000  # a review's reason kept in the head; the full decision is logged
+TASK_INLINE = 400  # a longer task is kept in the head as a preview plus a reference
+REASON_CHARS = 600  # a review's reason kept in the head; the full decision is logged
 CHILD_BUILTINS = frozenset({"update_plan", "read_result"})
 
 

@@ -9,10 +9,13 @@ into the main frame's durable queue at its next step and injects them at a safe 
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore, Commit, LogEntry
 from agentloom_runtime.errors import CheckpointConflict, ConfigError
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ._context import StepContext
@@ -40,6 +43,9 @@ def post_input(store: BaseCheckpointStore, run_id: str, text: str) -> int:
     for _ in range(50):  # contention only with other supplements to the same run
         inbox = store.load_head(key)
         version, count = (inbox.version, int(inbox.body["count"])) if inbox else (0, 0)
+        if inbox is not None and inbox.body.get("sealed"):
+            raise ConfigError(f"run {run_id} is finishing; ask it as a new question "
+                              "instead", details={"run_id": run_id, "code": "run_finished"})
         try:
             store.commit(Commit(key, version, {"count": count + 1},
                                 [LogEntry(STREAM, count + 1, {"text": text})]))
@@ -61,6 +67,39 @@ def _check_delivery(store: BaseCheckpointStore, run_id: str, seq: int) -> None:
         raise ConfigError(f"run {run_id} finished before the supplement could be read; "
                           "ask it as a new question instead",
                           details={"run_id": run_id, "code": "run_finished"})
+
+
+def seal(store: BaseCheckpointStore, run_id: str, seen: int) -> bool:
+    """Close the inbox before the run's final commit: True when no supplement came after
+    ``seen`` (posts are refused from now on); False when one did (pull it, go on). The
+    compare-and-set on the inbox makes a racing post either land before the seal (and
+    be seen) or be refused."""
+    key = inbox_key(run_id)
+    inbox = store.load_head(key)
+    version, count = (inbox.version, int(inbox.body["count"])) if inbox else (0, 0)
+    if count > seen:
+        return False
+    try:
+        store.commit(Commit(key, version, {"count": count, "sealed": True}, []))
+    except CheckpointConflict:
+        return False
+    except Exception:  # the seal only narrows a race; a failing store must not stop the run
+        logger.warning("could not seal the inbox of run %s", run_id, exc_info=True)
+    return True
+
+
+def unseal(store: BaseCheckpointStore, run_id: str) -> None:
+    """A run that goes on after all (a failed final save, then a resume)."""
+    key = inbox_key(run_id)
+    for _ in range(50):
+        inbox = store.load_head(key)
+        if inbox is None or not inbox.body.get("sealed"):
+            return
+        try:
+            store.commit(Commit(key, inbox.version, {"count": inbox.body["count"]}, []))
+            return
+        except CheckpointConflict:
+            continue
 
 
 def pull_inputs(store: BaseCheckpointStore, run_id: str, seen: int) -> list[tuple[int, str]]:

@@ -27,6 +27,7 @@ from agentloom_runtime.errors import ConfigError, ModelOutcomeUnknown
 from ._context import BlockRun, StepContext, now
 from ._frames import call_arguments, end_frame
 from ._hooks import HookRunner
+from ._inbox import unseal
 from ._state import ExecOptions, Frame, Head, ModelOp, Operation, RetryOp
 from ._tools import pending_call, record_tool
 
@@ -44,6 +45,7 @@ WAYS_OUT = {
 def new_execution(ctx: StepContext, *, retry_unknown_models: bool,
                   confirm_hooks: bool) -> None:
     head = ctx.head
+    unseal(ctx.journal.store, ctx.run_id)
     head["execution"] += 1
     head["calls"] = 0
     head["exec_options"] = ExecOptions(retry_unknown_models=retry_unknown_models,
@@ -172,7 +174,6 @@ def _model_verdict(ctx: StepContext, op: ModelOp, verdict: Verdict) -> None:
               + (f": {verdict.note}" if verdict.note else ""))
     if frame["parent"] is None:
         head["status"] = "failed"
-        head["outcome"] = frame["outcome"]
     else:
         head["closing"] = frame["instance"]  # the child's failure goes back to its parent
 

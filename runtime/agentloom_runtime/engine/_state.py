@@ -192,7 +192,6 @@ class Head(TypedDict):
     labels: dict[str, str]
     inbox_seen: int
     run_checked: bool
-    outcome: Outcome | None
     closing: NotRequired[str]
     hook: NotRequired[HookCursor]
     step_done: NotRequired[list[int]]
@@ -208,7 +207,7 @@ def new_head(run_id: str, bindings: str, labels: dict[str, str]) -> Head:
                 bindings=bindings, execution=1, calls=0, total_calls=0,
                 exec_options=ExecOptions(retry_unknown_models=False, confirm_hooks=False),
                 delegations=0, stack=["main"], frames={}, streams={}, op=None, step_ops=[],
-                next_request=0, labels=labels, inbox_seen=0, run_checked=False, outcome=None)
+                next_request=0, labels=labels, inbox_seen=0, run_checked=False)
 
 
 def new_frame(instance: str, task: str, *, parent: ParentRef | None = None,

@@ -231,8 +231,8 @@ class Engine:
     def outcome(self) -> RunOutcome | None:
         """How the run ended (None while it has not)."""
         ctx = self._c()
-        outcome = ctx.head["outcome"]
-        if outcome is None:
+        outcome = ctx.frame("main")["outcome"]
+        if outcome is None or ctx.head["status"] == "running":
             return None
         return RunOutcome(status=outcome["status"],
                           answer=answer_text(ctx, ctx.frame("main"), outcome["answer"]),
@@ -532,7 +532,12 @@ def read_run(store: BaseCheckpointStore, run_id: str) -> RunSummary | None:
                       labels=dict(head["labels"]), instances=tuple(head["frames"]),
                       execution=head["execution"], way_out=_resolve.way_out(head),
                       in_flight=head["op"]["kind"] if head["op"] else None,
-                      reason=head["outcome"]["reason"] if head["outcome"] else "")
+                      reason=_main_reason(head))
+
+
+def _main_reason(head: Head) -> str:
+    outcome = head["frames"]["main"]["outcome"]
+    return outcome["reason"] if outcome is not None else ""
 
 
 def _mark_stopped(head: Head, error: AgentLoomError, status: RunStatus) -> None:

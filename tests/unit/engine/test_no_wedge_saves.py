@@ -31,6 +31,7 @@ class FailOnce:
         self.inner = inner
         self.fail_at = fail_at
         self.commits = 0
+        self.failed: str | None = None  # the document whose commit failed
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -38,6 +39,7 @@ class FailOnce:
     def commit(self, commit: Any) -> int:
         self.commits += 1
         if self.commits == self.fail_at:
+            self.failed = commit.run_id
             raise OSError(28, "No space left on device")
         return int(self.inner.commit(commit))
 
@@ -75,9 +77,13 @@ async def test_a_failed_first_save_creates_no_run() -> None:
 @pytest.mark.parametrize("fail_at", range(2, COMMITS + 1))
 async def test_a_failed_save_leaves_a_truthful_resumable_status(fail_at: int) -> None:
     inner, effects = InMemoryCheckpointStore(), SideEffects()
-    engine = build(FailOnce(inner, fail_at), effects)
+    store = FailOnce(inner, fail_at)
+    engine = build(store, effects)
     await engine.start("count the words and mail ops", run_id=RUN)
     result = await drive(engine)
+    if store.failed == f"{RUN}/inbox":  # sealing the inbox narrows a race, nothing more:
+        assert result.status == "completed"  # a store failing there never stops the run
+        return
     assert (result.status, result.error_code) == ("blocked", "persistence_error")
     summary = read_run(inner, RUN)
     assert summary is not None

@@ -107,10 +107,6 @@ async def test_large_data_completes_in_memory_with_a_small_head(kind: str, size:
     await run_big(InMemoryCheckpointStore(), kind, size)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_frames.keep_task keeps a TASK_INLINE (2,000-character) preview of a long task in "
-    "frame['task'], so the head of a run with a long question is ~3.4 KB, over the 2 KB "
-    "a head should stay at; a shorter preview (or none: the task is in its record) fixes it"))
 @pytest.mark.parametrize("size", list(SIZES.values()), ids=list(SIZES))
 async def test_a_large_question_completes_with_a_small_head(size: int) -> None:
     store = InMemoryCheckpointStore()
@@ -124,10 +120,6 @@ async def test_a_large_question_completes_with_a_small_head(size: int) -> None:
     assert head_bytes(store, run_id) <= HEAD_BYTES
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a review's reason is kept in the head up to _frames.REASON_CHARS (2,000 characters), "
-    "twice (frames.main.outcome and head.outcome are the same dict serialized twice): "
-    "~4.9 KB; keep a short preview and read the full decision from the ops log"))
 async def test_a_long_review_reason_keeps_the_head_small() -> None:
     store = InMemoryCheckpointStore()
 

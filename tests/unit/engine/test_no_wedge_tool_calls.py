@@ -107,10 +107,6 @@ async def test_a_call_id_repeated_from_an_earlier_turn_is_rewritten_for_the_prov
     assert raw == [repeated] * 3, "the source records keep what the provider sent"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_action.action_step rewrites a repeated id to the fresh call_<n> of its request "
-    "without checking that id against the view: a provider id call_2 from turn 1 and a "
-    "repeated call_2 in turn 2 (request 2 -> fresh call_2) give two calls with one id"))
 async def test_a_rewritten_id_never_collides_with_an_id_the_provider_chose() -> None:
     """Providers that number their ids (``call_1``, ``call_2``…) use the same shape as
     the engine's fresh ids: a rewrite must still produce an id not yet in the view."""

@@ -142,10 +142,6 @@ class PostingStore:
         return int(self.inner.commit(commit))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cross-process race: a post that lands between the engine's last inbox pull and its "
-    "final commit sees a running head, is accepted, and is never read. Needs the inbox "
-    "sealed (CAS) before the final commit and refused once sealed (unsealed on resume)"))
 async def test_a_supplement_racing_the_final_commit_is_delivered_or_refused() -> None:
     inner, model = InMemoryCheckpointStore(), Reviewer()
     model.posts.append(0)  # the model does not post; the other process does
