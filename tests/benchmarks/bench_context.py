@@ -84,7 +84,7 @@ def figures(samples: list[float]) -> str:
     return f"{statistics.median(samples) * 1_000:6.2f} / {min(samples) * 1_000:6.2f}"
 
 
-def timed(fn: Callable[[], Any], prepare: Callable[[], Any] = lambda: None,
+def timed(fn: Callable[..., Any], prepare: Callable[[], Any] = lambda: None,
           repeat: int = REPEAT) -> str:
     samples = []
     for _ in range(repeat):
@@ -162,7 +162,7 @@ def preparation(n: int) -> None:
 
 
 def history(n: int) -> None:
-    records = []
+    records: list[dict[str, Any]] = []
     for seq in range(1, n + 1):
         kind = ("user", "assistant", "tool_result", "assistant")[seq % 4]
         message: dict[str, Any] = {"role": "user" if kind == "user" else "assistant",
@@ -213,7 +213,7 @@ def call_turn(manager: JournalContextManager, journal: Journal, frame: dict[str,
               t: int, result: str, cap: int = 24_000) -> None:
     """An assistant call (its id rewritten in the view) and its result, as the engine
     appends them: the full text in the source record, the capped text in the view."""
-    raw = {"role": "assistant", "content": None, "tool_calls": [
+    raw: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
         {"id": f"x{t}", "type": "function",
          "function": {"name": "tool_1", "arguments": f'{{"path": "f{t}.txt"}}'}}]}
     shown = {**raw, "tool_calls": [{**raw["tool_calls"][0], "id": f"call_{t}"}]}

@@ -47,6 +47,9 @@ class TimedModel:
         finally:
             self.seconds += time.perf_counter() - start
 
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
 
 def history(n: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []

@@ -21,6 +21,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 from agentloom_runtime.workspace import (
     CommandSpec,
@@ -57,7 +58,7 @@ def generate_log(path: Path, size: int) -> None:
 
 
 async def bench_grep(store: PosixWorkspaceStore) -> None:
-    cases: list[tuple[str, dict[str, bool]]] = [
+    cases: list[tuple[str, dict[str, Any]]] = [
         ("literal", {"regex": False}), ("case-insensitive", {"case_sensitive": False}),
         ("regex", {"regex": True})]
     for name, options in cases:
