@@ -129,9 +129,9 @@ async def sqlite_wal_per_cycle(n: int) -> float:
         await engine.start("benchmark", history=history(n))
         await cycles(engine, 3)
         wal = str(path) + "-wal"
-        before = os.path.getsize(wal)
+        before = os.stat(wal).st_size
         await cycles(engine, 20)
-        grown = os.path.getsize(wal) - before
+        grown = os.stat(wal).st_size - before
         store.close()
         return grown / 20
 
