@@ -39,7 +39,7 @@ from agentloom_runtime.contracts import (
     UnknownOperation,
     Verdict,
 )
-from agentloom_runtime.engine import Engine, RunSummary, create_engine, read_run
+from agentloom_runtime.engine import Engine, RunSummary, cancel_run, create_engine, read_run
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 from agentloom_runtime.events import Emit, Topic
 from agentloom_runtime.hooks import HookRegistry
@@ -320,18 +320,7 @@ class LocalApp:
         """Cancel a run, whoever drives it (its driver stops at its next step); the
         session's next question sees a status record of it."""
         session = self.summary(run_id).labels.get("session", "cli")
-        for attempt in range(CANCEL_ATTEMPTS):
-            engine, _ = self.engine(snapshot, gateway, run_id=run_id, session=session)
-            try:
-                if engine.way_out() == "new_question":
-                    raise ConfigError(f"run {run_id} is already {engine.status}")
-                await engine.cancel(reason)
-                break
-            except CheckpointConflict:  # its driver committed a step meanwhile
-                if attempt == CANCEL_ATTEMPTS - 1:
-                    raise
-            finally:
-                await engine.close()
+        cancel_run(self.store, run_id, reason, attempts=CANCEL_ATTEMPTS)  # no binding check
         self.sessions().sync(session, runs=[run_id])
         return self.summary(run_id)
 

@@ -3,7 +3,7 @@
 from ._factory import create_engine, default_compaction, delegate_tool
 from ._modules import ExecutionLimits, RuntimeModules
 from ._state import FORMAT
-from .engine import Engine, MainView, RunSummary, read_run
+from .engine import Engine, MainView, RunSummary, cancel_run, read_run
 
 __all__ = ["FORMAT", "Engine", "ExecutionLimits", "MainView", "RunSummary", "RuntimeModules",
-           "create_engine", "default_compaction", "delegate_tool", "read_run"]
+           "cancel_run", "create_engine", "default_compaction", "delegate_tool", "read_run"]

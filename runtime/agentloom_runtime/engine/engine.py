@@ -535,6 +535,34 @@ def read_run(store: BaseCheckpointStore, run_id: str) -> RunSummary | None:
                       reason=_main_reason(head))
 
 
+def cancel_run(store: BaseCheckpointStore, run_id: str, reason: str = "cancelled",
+               *, attempts: int = 20) -> RunSummary:
+    """Cancel a run without assembling an engine for it: no module, hook or tool binding
+    has to match (a run whose hook package changed can still be stopped). Compare-and-
+    set on the head; a driver's next step then loses its commit and stops."""
+    for _ in range(attempts):
+        loaded = store.load_head(run_id)
+        if loaded is None:
+            raise ConfigError(f"run {run_id} does not exist")
+        head = cast(Head, loaded.body)
+        if head.get("format") != FORMAT:
+            raise ConfigError(f"run {run_id} was saved in checkpoint format "
+                              f"{head.get('format')}; this runtime reads format {FORMAT} only")
+        if head["status"] in _resolve.TERMINAL:
+            raise ConfigError(f"run {run_id} is already {head['status']}",
+                              details={"code": "run_ended"})
+        head["status"] = "cancelled"
+        head["error"] = error_info("run_cancelled", reason, "RunCancelled")
+        try:
+            Journal(store, run_id, loaded.version, head).commit("run.cancel")
+        except CheckpointConflict:
+            continue  # a step committed meanwhile: look again
+        summary = read_run(store, run_id)
+        assert summary is not None
+        return summary
+    raise CheckpointConflict(f"run {run_id} kept moving; cancel it again")
+
+
 def _main_reason(head: Head) -> str:
     outcome = head["frames"]["main"]["outcome"]
     return outcome["reason"] if outcome is not None else ""
