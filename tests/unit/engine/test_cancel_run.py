@@ -36,7 +36,8 @@ async def test_a_driver_loses_its_next_commit_after_a_cancel() -> None:
     cancel_run(store, run_id)
     with pytest.raises(CheckpointConflict):
         await engine.step()
-    assert read_run(store, run_id).status == "cancelled"
+    summary = read_run(store, run_id)
+    assert summary is not None and summary.status == "cancelled"
 
 
 async def test_an_ended_or_unknown_run_is_refused() -> None:
