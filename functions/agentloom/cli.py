@@ -206,6 +206,9 @@ def _parser() -> argparse.ArgumentParser:
     cancel.add_argument("--reason", default="cancelled by the operator")
     show = sub.add_parser("show", help="print a run's transcript, status and way out")
     show.add_argument("run_id")
+    serve = sub.add_parser("serve", add_help=False,
+                           help="the HTTP API on 127.0.0.1 (see `agentloom serve --help`)")
+    serve.add_argument("serve_args", nargs=argparse.REMAINDER)
     return p
 
 
@@ -423,8 +426,20 @@ def _error(err: AgentLoomError) -> int:
     return 2
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """``agentloom serve …``: the platform's HTTP API (docs/api.md), same state dir."""
+    from agentloom.api.serve import main as serve_main
+
+    forwarded = list(args.serve_args)
+    if args.home and "--home" not in forwarded:
+        forwarded = ["--home", args.home, *forwarded]
+    return int(serve_main(forwarded) or 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
     import asyncio
 
     from .local.app import LocalApp
