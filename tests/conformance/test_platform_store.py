@@ -1,4 +1,5 @@
-"""The platform store port, one suite for every adapter (in-memory reference, SQLite).
+"""The platform store port, one suite for every adapter (in-memory reference, SQLite,
+DynamoDB on moto in-process; one test runs DynamoDB over HTTP on a moto server).
 
 The primitives (conditional writes, all-or-nothing transactions, ordered prefix
 queries) and the operations built on them: membership changes serialized on the space
@@ -11,8 +12,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from agentloom.platform.domain import (
     Agent,
@@ -33,6 +37,7 @@ from agentloom.platform.errors import Invalid
 from agentloom.platform.store import (
     ABSENT,
     ANY,
+    DynamoDbPlatformStore,
     InMemoryPlatformStore,
     PlatformStore,
     SqlitePlatformStore,
@@ -40,15 +45,24 @@ from agentloom.platform.store import (
     secret_hash,
 )
 from agentloom.platform.store.base import Write, put
+from agentloom.platform.store.dynamodb import MAX_ITEM_BYTES, create_table
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint.store import Commit
 
-ADAPTERS = ["memory", "sqlite"]
+ADAPTERS = ["memory", "sqlite", "dynamodb"]
+TABLE = "agentloom-platform-test"
 
 
 @pytest.fixture(params=ADAPTERS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PlatformStore]:
     backend: PlatformStore
+    if request.param == "dynamodb":
+        request.getfixturevalue("fake_aws_env")
+        with mock_aws():
+            client = boto3.client("dynamodb", region_name="us-east-1")
+            create_table(client, TABLE)
+            yield DynamoDbPlatformStore(TABLE, client=client)
+        return
     if request.param == "memory":
         backend = InMemoryPlatformStore()
     else:
@@ -207,15 +221,24 @@ def test_start_run_takes_the_lease_and_registers_everything(store: PlatformStore
     assert store.user_sessions("alice", space.space_id)[0].session_id == session.session_id
 
 
+# moto's DynamoDB backend takes no lock: transactions from threads interleave inside it
+# (3-4 winners, "dictionary changed size during iteration"), which says nothing about
+# DynamoDB. On moto the race runs sequentially: all 50 asks read the session first, then
+# all 50 write, so each writes against the same stale version as in the threaded race.
+SEQUENTIAL_RACE = {DynamoDbPlatformStore: "moto's in-process backend is not thread-safe"}
+
+
 def test_exactly_one_of_50_concurrent_asks_wins(store: PlatformStore):
     space = _space(store)
     session = _session(store, space)
-    barrier = threading.Barrier(50)
+    sequential = type(store) in SEQUENTIAL_RACE
+    barrier = threading.Barrier(1 if sequential else 50)
     won: list[str] = []
     lost: list[str] = []
+    read = [store.get_session(session.session_id) for _ in range(50)] if sequential else []
 
-    def ask() -> None:
-        current = store.get_session(session.session_id)
+    def ask(n: int) -> None:
+        current = read[n] if sequential else store.get_session(session.session_id)
         assert current is not None
         run = _run(session)
         barrier.wait()
@@ -225,11 +248,15 @@ def test_exactly_one_of_50_concurrent_asks_wins(store: PlatformStore):
         except WriteConflict:
             lost.append(run.run_id)
 
-    threads = [threading.Thread(target=ask) for _ in range(50)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    if sequential:
+        for n in range(50):
+            ask(n)
+    else:
+        threads = [threading.Thread(target=ask, args=(n,)) for n in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     assert len(won) == 1 and len(lost) == 49
     assert [r.run_id for r in store.session_runs(session.session_id)] == won
     after = store.get_session(session.session_id)
@@ -327,3 +354,138 @@ def test_sqlite_shares_the_checkpoint_file_and_survives_a_reopen(tmp_path: Path)
         reopened.close()
     finally:
         again.close()
+
+
+# -- DynamoDB specifics -------------------------------------------------------------------
+
+
+@pytest.fixture
+def dynamodb_store(fake_aws_env: None) -> Iterator[tuple[DynamoDbPlatformStore, Any]]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        yield DynamoDbPlatformStore(TABLE, client=client), client
+
+
+def _raw(client: Any, pk: str, sk: str) -> dict[str, Any]:
+    item: dict[str, Any] = client.get_item(TableName=TABLE, Key={
+        "pk": {"S": pk}, "sk": {"S": sk}})["Item"]
+    return item
+
+
+def test_dynamodb_expiring_items_carry_the_ttl_attribute(
+        dynamodb_store: tuple[DynamoDbPlatformStore, Any]):
+    store, client = dynamodb_store
+    ttl = client.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
+    assert ttl["TimeToLiveStatus"] == "ENABLED" and ttl["AttributeName"] == "ttl"
+    space = _space(store)
+    session = _session(store, space)
+    current = store.get_session(session.session_id)
+    assert current is not None
+    run = _run(session)
+    expires = now() + 3600.25
+    store.start_run(current, run, Idempotency(
+        session_id=session.session_id, key_sha256="k", run_id=run.run_id, request_hash="h",
+        user_id="alice", created_at=now(), expires_at=expires))
+    assert _raw(client, f"session#{session.session_id}", "idem#k")["ttl"] == \
+        {"N": str(int(expires) + 1)}
+    assert "ttl" not in _raw(client, f"session#{session.session_id}", "session")
+    store.put_token(Token(token_id="t1", user_id="alice", secret_sha256=secret_hash("a"),
+                          created_at=now(), expires_at=expires))
+    store.put_token(Token(token_id="t2", user_id="alice", secret_sha256=secret_hash("b"),
+                          created_at=now()))
+    assert "ttl" in _raw(client, f"token#{secret_hash('a')}", "token")
+    assert "ttl" not in _raw(client, f"token#{secret_hash('b')}", "token")
+    # a put that drops the expiry drops the attribute (and keeps the version rule)
+    store.transact([put("p", "a", {"expires_at": expires}, ABSENT)])
+    store.transact([put("p", "a", {"n": 1}, 1)])
+    assert "ttl" not in _raw(client, "p", "a") and store._get("p", "a") == (2, '{"n":1}')
+
+
+def test_dynamodb_refuses_big_items_and_transactions_before_writing(
+        dynamodb_store: tuple[DynamoDbPlatformStore, Any]):
+    from agentloom_runtime.errors import ConfigError
+
+    store, _ = dynamodb_store
+    with pytest.raises(ConfigError, match="below"):
+        store.transact([Write("p", "small", "{}", ABSENT),
+                        put("p", "big", {"text": "x" * MAX_ITEM_BYTES}, ABSENT)])
+    with pytest.raises(ConfigError, match="100 actions"):
+        store.transact([Write("p", f"k{i}", "{}", ABSENT) for i in range(101)])
+    assert store._query("p", "", None, None, False) == []
+    store.transact([Write("p", f"k{i:03d}", "{}", ABSENT) for i in range(100)])
+    assert len(store._query("p", "k", None, None, False)) == 100
+
+
+def test_dynamodb_counts_write_units_single_writes_are_not_transactions(
+        dynamodb_store: tuple[DynamoDbPlatformStore, Any]):
+    store, _ = dynamodb_store
+    store.transact([Write("p", "a", "{}", ABSENT)])
+    assert (store.items_written, store.write_units) == (1, 1)
+    store.transact([Write("p", "b", "{}", ABSENT), Write("p", "c", "x" * 1500, ABSENT),
+                    Write("p", "a", None, 1, check=True)])
+    assert (store.items_written, store.write_units) == (3, 1 + 2 + 4)
+    with pytest.raises(WriteConflict):
+        store.transact([Write("p", "d", "{}", ABSENT), Write("p", "a", "{}", 7)])
+    assert store.items_written == 3  # a cancelled transaction counts nothing
+
+
+def test_dynamodb_a_concurrent_transaction_is_a_write_conflict():
+    from botocore.exceptions import ClientError
+
+    class Busy:
+        def transact_write_items(self, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "TransactionCanceledException"},
+                               "CancellationReasons": [{"Code": "None"},
+                                                       {"Code": "TransactionConflict"}]},
+                              "TransactWriteItems")
+
+    store = DynamoDbPlatformStore(TABLE, client=Busy())
+    with pytest.raises(WriteConflict) as caught:
+        store.transact([Write("p", "a", "{}"), Write("p", "b", "{}", ABSENT)])
+    assert caught.value.index == 1 and caught.value.sk == "b"
+
+
+def test_dynamodb_over_http_on_a_moto_server(fake_aws_env: None):
+    """The same store through botocore's HTTP stack: a ThreadedMotoServer on 127.0.0.1
+    (port 0), a client with ``endpoint_url``."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        client = boto3.client("dynamodb", region_name="us-east-1",
+                              endpoint_url=f"http://{host}:{port}")
+        create_table(client, TABLE)
+        store = DynamoDbPlatformStore(TABLE, client=client)
+        space = _space(store)
+        session = _session(store, space)
+        stale = store.get_session(session.session_id)
+        assert stale is not None
+        outcomes = []
+        for _ in range(5):  # one wins, the others meet the condition
+            try:
+                store.start_run(stale, _run(session))
+                outcomes.append("won")
+            except WriteConflict:
+                outcomes.append("lost")
+        assert outcomes.count("won") == 1
+        head = store.get_stream(session.session_id)
+        assert head is not None
+        records = [SessionRecord(seq=n, run_id="r", instance="main" if n % 2 else "sub-1",
+                                 kind="user", entry_key=f"src:{n}", src=n, at=now())
+                   for n in range(1, 41)]
+        store.append_records(head, StreamHead(session_id=session.session_id, seq=40),
+                             records)
+        assert [r.seq for r in store.records(session.session_id, after=35)] == \
+            [36, 37, 38, 39, 40]
+        assert [r.seq for r in store.records(session.session_id, instance="sub-1",
+                                             after=30, limit=3)] == [32, 34, 36]
+        store.append_events("run-h", [("run.started", {}), ("tool.started", {"n": 1})])
+        assert [e.seq for e in store.events("run-h", after=1)] == [2]
+        store.put_token(Token(token_id="t", user_id="alice", secret_sha256=secret_hash("s"),
+                              created_at=now()))
+        assert store.token_by_secret("s") is not None
+    finally:
+        server.stop()
