@@ -205,9 +205,9 @@ def has_bwrap() -> bool:
 
 def run_records(home: Path, run_id: str) -> list[dict[str, Any]]:
     """The run's main source records, read from its database."""
-    from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
+    from agentloom.local.app import open_checkpoint_store
 
-    store = SqliteCheckpointStore(home / "agentloom.sqlite3")
+    store = open_checkpoint_store(home)  # encrypted, as the CLI opens it
     try:
         return [dict(e.body) for e in store.read(run_id, "src:main")]
     finally:
@@ -215,9 +215,9 @@ def run_records(home: Path, run_id: str) -> list[dict[str, Any]]:
 
 
 def verdicts(home: Path, run_id: str) -> list[dict[str, Any]]:
-    from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
+    from agentloom.local.app import open_checkpoint_store
 
-    store = SqliteCheckpointStore(home / "agentloom.sqlite3")
+    store = open_checkpoint_store(home)  # encrypted, as the CLI opens it
     try:
         return [dict(e.body) for e in store.read(run_id, "verdicts")]
     finally:

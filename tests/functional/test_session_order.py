@@ -10,10 +10,9 @@ from typing import Any
 
 from functional.test_local_sessions import asker, inherited, own_calls, snapshot, task_of
 
-from agentloom.local.app import LocalApp
+from agentloom.local.app import LocalApp, open_checkpoint_store
 from agentloom.local.driver import drive
 from agentloom.local.sessions import LocalSessions, this_process
-from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.errors import ModelStatusError
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
@@ -106,7 +105,7 @@ def test_concurrent_syncs_never_duplicate_a_record(tmp_path: Path) -> None:
         counts: list[int] = []
 
         def sync() -> None:
-            store = SqliteCheckpointStore(tmp_path / "agentloom.sqlite3")
+            store = open_checkpoint_store(tmp_path)  # encrypted, as LocalApp opens it
             try:
                 barrier.wait()
                 counts.append(LocalSessions(store).sync("s"))

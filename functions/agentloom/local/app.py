@@ -25,12 +25,14 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.contracts import (
     RunOutcome,
@@ -52,6 +54,8 @@ from .sessions import Driver, Liveness, LocalSessions, agent_binding
 from .workspaces import LocalWorkspaces
 
 HookLoader = Callable[[AgentSnapshot], HookRegistry | None]
+DATABASE = "agentloom.sqlite3"
+KEY_FILE = "agentloom.key"
 CANCEL_ATTEMPTS = 5
 ENDED = ("completed", "failed", "cancelled")
 
@@ -81,6 +85,45 @@ class Resolution:
     ended: RunOutcome | None  # the verdict itself ended the run
     way_out: str | None
     result: StepResult | None  # None: not driven on (``drive_on=False``) or ended
+
+
+def open_checkpoint_store(home: Path) -> SqliteCheckpointStore:
+    """The embedded checkpoint store: ``home/agentloom.sqlite3`` (mode 0600), encrypted
+    with the envelope codec under the local key file ``home/agentloom.key`` (created 0600
+    on first use; ``ConfigError`` when it is unreadable, not ours or open to group or
+    others). State written before encryption became the default is refused, naming the
+    file: the codec reads no plaintext (docs/encryption.md, "Embedded mode")."""
+    # Others may traverse (a sandbox running as nobody must reach its workspace) but not
+    # list; the database holding conversations is owner-only (SQLite gives its -wal/-shm
+    # files the database file's mode).
+    home.mkdir(mode=0o711, parents=True, exist_ok=True)
+    path, key = home / DATABASE, home / KEY_FILE
+    if not key.exists() and _holds_runs(path):
+        raise ConfigError(
+            f"{path} holds runs stored without encryption (written before embedded mode "
+            f"encrypted by default), and there is no key file {key}; encrypted and "
+            f"plaintext runs are not mixed in one store: move {path} and its -wal/-shm "
+            "files aside to start afresh (or read them with the earlier version)",
+            details={"code": "unencrypted_state", "path": str(path)})
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    codec = EnvelopeCodec(LocalKeyring(key), scope=fixed_scope(space="local"))
+    return SqliteCheckpointStore(path, codec=codec)
+
+
+def _holds_runs(path: Path) -> bool:
+    """Whether the SQLite file at ``path`` holds checkpoint rows (read-only look)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+                   for table in ("heads", "log", "blobs") if table in tables)
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"{path} is not a readable SQLite database: {exc}") from None
+    finally:
+        conn.close()
 
 
 def _nothing_to_resolve(run_id: str, status: RunStatus, way_out: str | None,
@@ -159,13 +202,7 @@ class LocalApp:
     @property
     def store(self) -> SqliteCheckpointStore:
         if self._store is None:
-            # Others may traverse (a sandbox running as nobody must reach its workspace)
-            # but not list; the database holding conversations is owner-only (SQLite
-            # gives its -wal/-shm files the database file's mode).
-            self.home.mkdir(mode=0o711, parents=True, exist_ok=True)
-            path = self.home / "agentloom.sqlite3"
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-            self._store = SqliteCheckpointStore(path)
+            self._store = open_checkpoint_store(self.home)
         return self._store
 
     def close(self) -> None:

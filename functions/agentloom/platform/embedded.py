@@ -1,17 +1,18 @@
 """The embedded platform: what ``agentloom serve`` runs on one machine.
 
 One state directory (``--home``) holds one SQLite file, ``agentloom.sqlite3`` (mode
-0600), shared by the checkpoint store (runs) and the platform store (spaces, agents,
-sessions, tokens, the session record streams, run events), and the run workspaces
-(``workspaces/``). Runs are driven by ``LocalRunLauncher`` in a worker thread.
+0600), shared by the checkpoint store (runs, encrypted under the key file
+``agentloom.key``: ``agentloom.local.app.open_checkpoint_store``) and the platform store
+(spaces, agents, sessions, tokens, the session record streams, run events), and the run
+workspaces (``workspaces/``). Runs are driven by ``LocalRunLauncher`` in a worker thread.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentloom.local.app import DATABASE, open_checkpoint_store
 from agentloom.local.redaction import Redactor
 from agentloom.platform.admin import AdminService
 from agentloom.platform.agents import DraftRules
@@ -24,8 +25,6 @@ from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.contracts import ModelGateway
 from agentloom_runtime.snapshot import AgentSnapshot
-
-DATABASE = "agentloom.sqlite3"
 
 
 def default_model_factory(snapshot: AgentSnapshot) -> ModelGateway:
@@ -50,11 +49,8 @@ class EmbeddedPlatform:
     @classmethod
     def open(cls, home: Path, *, model_factory: ModelFactory | None = None,
              rules: DraftRules | None = None) -> EmbeddedPlatform:
-        home.mkdir(mode=0o711, parents=True, exist_ok=True)
-        path = home / DATABASE
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-        checkpoints = SqliteCheckpointStore(path)
-        store = SqlitePlatformStore(path)
+        checkpoints = open_checkpoint_store(home)
+        store = SqlitePlatformStore(home / DATABASE)
         tracker = RunTracker(store, checkpoints, redactor=Redactor.from_environment())
         engines = LocalEngines(home, checkpoints, tracker,
                                model_factory or default_model_factory)
