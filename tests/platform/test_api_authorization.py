@@ -27,7 +27,7 @@ SECRET_PROMPT = "You answer questions."
 @dataclass(frozen=True)
 class Route:
     method: str
-    path: str  # {S} space, {A} agent, {E} session, {R} run
+    path: str  # {S} space, {A} agent, {E} session, {R} run, {C} model connection
     need: str  # any | member | admin | creator
     body: dict[str, Any] | None = None
 
@@ -54,6 +54,17 @@ ROUTES = [
     Route("GET", "/spaces/{S}/sessions", "member"),
     Route("GET", "/spaces/{S}/runs", "admin"),
     Route("POST", "/spaces/{S}/runs/{R}/cancel", "admin", {}),
+    Route("POST", "/spaces/{S}/models/connections", "admin",
+          {"name": "X", "spec": {"provider": "openai_compatible",
+                                 "base_url": "http://127.0.0.1:9/v1", "model_id": "m"}}),
+    Route("GET", "/spaces/{S}/models/connections", "admin"),
+    Route("GET", "/spaces/{S}/models/connections/{C}", "admin"),
+    Route("PUT", "/spaces/{S}/models/connections/{C}", "admin",
+          {"spec": {"provider": "openai_compatible", "base_url": "http://127.0.0.1:9/v1",
+                    "model_id": "m"}}),
+    Route("POST", "/spaces/{S}/models/discover", "admin",
+          {"provider": "openai_compatible", "base_url": "http://127.0.0.1:9/v1",
+           "resource_id": "{C}"}),
     Route("GET", "/sessions/{E}", "creator"),
     Route("GET", "/sessions/{E}/messages", "creator"),
     Route("POST", "/sessions/{E}/runs", "creator", {"question": "Q intruder"}),
@@ -81,8 +92,11 @@ def world(api: Api, wait: Wait) -> World:
     done = wait(lambda: (v := alice.run(session.session_id, run.run_id)).status ==
                 "completed" and v, what="the run")
     api.platform.admin.create_space(ALICE.__class__("eve", "token"), "Eve's own")
+    connection = api.platform.admin.create_model_connection(
+        ALICE, api.space_id, "Local", {"provider": "openai_compatible",
+                                       "base_url": "http://127.0.0.1:9/v1", "model_id": "m"})
     return World(ids={"S": api.space_id, "A": api.agent_id, "E": session.session_id,
-                      "R": run.run_id},
+                      "R": run.run_id, "C": connection.connection_id},
                  secrets=(SECRET_QUESTION, str(done.answer), SECRET_PROMPT))
 
 
@@ -139,6 +153,7 @@ def test_the_matrix_covers_every_route_of_the_api(api: Api) -> None:
                 for method in methods if not path.endswith("/health")}
     covered = {(r.method, r.path.replace("{S}", "{space_id}").replace("{A}", "{agent_id}")
                 .replace("{E}", "{session_id}").replace("{R}", "{run_id}")
+                .replace("{C}", "{connection_id}")
                 .replace("/dave", "/{user_id}").replace("/bob", "/{user_id}")
                 .replace("/versions/1", "/versions/{version}")) for r in ROUTES}
     assert declared == covered

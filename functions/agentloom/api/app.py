@@ -29,6 +29,8 @@ from agentloom.api.models import (
     AskIn,
     AskOut,
     CancelIn,
+    DiscoverIn,
+    DiscoverOut,
     DraftIn,
     ErrorOut,
     Health,
@@ -37,6 +39,10 @@ from agentloom.api.models import (
     Me,
     MemberIn,
     MembersOut,
+    ModelConnectionIn,
+    ModelConnectionOut,
+    ModelConnectionsOut,
+    ModelConnectionUpdate,
     PublishIn,
     PublishOut,
     ResolveIn,
@@ -50,6 +56,7 @@ from agentloom.api.models import (
     SpacesOut,
     VersionsOut,
 )
+from agentloom.models import ConnectionInputError, DiscoveryError
 from agentloom.platform.admin import AdminService
 from agentloom.platform.domain import AgentVersion, Draft, Member, RunState, Session
 from agentloom.platform.errors import (
@@ -75,7 +82,7 @@ VERSION = "1.0.0"
 def _errors(*codes: int) -> dict[int, Any]:
     names = {400: "Bad input", 401: "No or invalid identity", 403: "Role too low",
              404: "Not found or not visible to you", 409: "Conflict", 413: "Too large",
-             422: "Invalid fields"}
+             422: "Invalid fields", 502: "The provider failed or refused the request"}
     return {code: {"description": names[code],
                    "content": {"application/json": {"model": ErrorOut}}}
             for code in (401, 422, *codes)}
@@ -106,6 +113,7 @@ def build_app(admin: AdminService, sessions: SessionService,
     app = ApiResolver(authenticator, enable_validation=True)
     _error_handlers(app)
     _admin_routes(app, admin)
+    _model_routes(app, admin)
     _session_routes(app, sessions)
     _run_routes(app, sessions)
     return app
@@ -137,6 +145,22 @@ def _error_handlers(app: ApiResolver) -> None:
         log.warning("storage: %s", err.message)
         return _error(Unavailable("the store is busy or unavailable; try again",
                                   code="storage_unavailable"))
+
+    @_handles(app, ConnectionInputError)
+    def connection_error(err: ConnectionInputError) -> Response[Any]:
+        field = err.field or "(body)"
+        return _error(Invalid(f"{field}: {err.message}", code=err.code,
+                              details={"fields": [{"field": field,
+                                                   "message": err.message}]}))
+
+    @_handles(app, DiscoveryError)
+    def discovery_error(err: DiscoveryError) -> Response[Any]:
+        # messages and details are built from constants: no provider body, no key
+        body: dict[str, Any] = {"code": err.code, "message": err.message}
+        if err.details:
+            body["details"] = err.details
+        return Response(status_code=err.http_status,
+                        content_type=content_types.APPLICATION_JSON, body={"error": body})
 
     @_handles(app, AgentLoomError)
     def other_error(err: AgentLoomError) -> Response[Any]:
@@ -237,6 +261,41 @@ def _admin_routes(app: ApiResolver, admin: AdminService) -> None:  # noqa: C901
              responses=_errors(404))
     def get_version(space_id: str, agent_id: str, version: int) -> AgentVersion:
         return admin.version(app.principal(), space_id, agent_id, version)
+
+
+def _model_routes(app: ApiResolver, admin: AdminService) -> None:
+    base = f"{P}/spaces/<space_id>/models"
+
+    @app.post(f"{base}/connections", tags=["models"], status_code=201,
+              responses=_errors(403, 404))
+    def create_connection(space_id: str, body: ModelConnectionIn) -> ModelConnectionOut:
+        return ModelConnectionOut.of(admin.create_model_connection(
+            app.principal(), space_id, body.name, body.spec, body.api_key))
+
+    @app.get(f"{base}/connections", tags=["models"], responses=_errors(403, 404))
+    def list_connections(space_id: str) -> ModelConnectionsOut:
+        return ModelConnectionsOut(items=[ModelConnectionOut.of(r) for r in
+                                          admin.model_connections(app.principal(), space_id)])
+
+    @app.get(f"{base}/connections/<connection_id>", tags=["models"],
+             responses=_errors(403, 404))
+    def get_connection(space_id: str, connection_id: str) -> ModelConnectionOut:
+        return ModelConnectionOut.of(admin.model_connection(app.principal(), space_id,
+                                                            connection_id))
+
+    @app.put(f"{base}/connections/<connection_id>", tags=["models"],
+             responses=_errors(403, 404, 409))
+    def update_connection(space_id: str, connection_id: str,
+                          body: ModelConnectionUpdate) -> ModelConnectionOut:
+        return ModelConnectionOut.of(admin.update_model_connection(
+            app.principal(), space_id, connection_id, body.spec, name=body.name,
+            api_key=body.api_key, revision=body.revision))
+
+    @app.post(f"{base}/discover", tags=["models"], responses=_errors(400, 403, 404, 502))
+    def discover_models(space_id: str, body: DiscoverIn) -> DiscoverOut:
+        return DiscoverOut(items=admin.discover_models(
+            app.principal(), space_id, body.provider, body.base_url, body.api_key,
+            body.resource_id))
 
 
 def _session_routes(app: ApiResolver, svc: SessionService) -> None:

@@ -13,11 +13,13 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from agentloom.models import DiscoveredModel, ModelConnectionSpec, Provider, ResolvedBudget
 from agentloom.platform.domain import (
     Agent,
     AgentVersion,
     Draft,
     Member,
+    ModelConnectionRecord,
     Role,
     Run,
     RunIndex,
@@ -150,6 +152,69 @@ class CancelIn(_In):
     reason: StrictStr = Field(default="", max_length=500)
 
 
+_KEY = Field(default=None, max_length=4_096, description="The provider key: stored "
+             "encrypted, never returned. Empty on update: keep the stored key (only when "
+             "provider and base URL are unchanged).")
+
+
+class ModelConnectionIn(_In):
+    name: StrictStr = Field(min_length=1, max_length=200)
+    spec: dict[str, Any] = Field(description="A ModelConnectionSpec (provider, base_url, "
+                                 "model_id, budget figures and sources, prices) without "
+                                 "api_key_ref, which the platform sets.")
+    api_key: StrictStr | None = _KEY
+
+
+class ModelConnectionUpdate(_In):
+    name: StrictStr | None = Field(default=None, min_length=1, max_length=200)
+    spec: dict[str, Any]
+    api_key: StrictStr | None = _KEY
+    revision: StrictInt | None = Field(default=None, ge=1, description="The revision this "
+                                       "edit is based on: 409 connection_changed if it "
+                                       "moved on meanwhile.")
+
+
+class ModelConnectionOut(BaseModel):
+    """A connection as admins see it: the spec, whether a key is stored, the budget with
+    its sources and warnings — never the key."""
+
+    space_id: str
+    connection_id: str
+    name: str
+    spec: ModelConnectionSpec
+    has_key: bool
+    budget: ResolvedBudget
+    revision: int
+    created_by: str
+    created_at: float
+    updated_by: str
+    updated_at: float
+
+    @classmethod
+    def of(cls, record: ModelConnectionRecord) -> ModelConnectionOut:
+        spec = ModelConnectionSpec.model_validate(record.spec, context={"stored": True})
+        return cls(space_id=record.space_id, connection_id=record.connection_id,
+                   name=record.name, spec=spec, has_key=record.sealed_key is not None,
+                   budget=spec.budget(), revision=record.revision,
+                   created_by=record.created_by, created_at=record.created_at,
+                   updated_by=record.updated_by, updated_at=record.updated_at)
+
+
+class DiscoverIn(_In):
+    provider: Provider
+    base_url: StrictStr = Field(default="", max_length=2_000, description="Empty: the "
+                                "provider's own.")
+    api_key: StrictStr | None = Field(default=None, max_length=4_096, description="Used "
+                                      "for this request only, never saved.")
+    resource_id: StrictStr | None = Field(default=None, max_length=40, description="A "
+                                          "saved connection whose key to use when api_key "
+                                          "is empty (same provider and base URL only).")
+
+
+class DiscoverOut(BaseModel):
+    items: list[DiscoveredModel]
+
+
 RunsOut = Items[Run]
 RunIndexOut = Items[RunIndex]
 SessionsOut = Items[Session]
@@ -157,4 +222,5 @@ MembersOut = Items[Member]
 AgentsOut = Items[Agent]
 VersionsOut = Items[AgentVersion]
 SpacesOut = Items[SpaceOut]
+ModelConnectionsOut = Items[ModelConnectionOut]
 Me.model_rebuild()

@@ -8,13 +8,31 @@ on the space item (``PlatformStore.write_member``), so the last-owner rule holds
 concurrency. A draft saved with ``revision`` must still be at that revision (409
 ``draft_changed`` otherwise); publishing an unchanged draft returns the latest version
 instead of a copy (``created`` false).
+
+Model connections (admin/owner only, reads included: a connection names where a key is
+sent): ``ModelConnectionSpec`` records in the space (item ``space#{space}`` /
+``model#{connection}``), the key sealed by a ``SecretSealer`` and never returned; an
+empty key on update reuses the stored one only under ``key_for_update`` (provider and
+base URL unchanged). ``discover_models`` lists a provider's models without saving the
+key (with ``resource_id``: a saved connection's key, under the same rule).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from pydantic import ValidationError
+
+from agentloom.models import (
+    DEFAULT_BASE_URLS,
+    DiscoveredModel,
+    ModelConnectionSpec,
+    ModelDiscovery,
+    key_for_update,
+)
 from agentloom.platform.access import check_id, member_of
 from agentloom.platform.agents import (
     PLATFORM_FIELDS,
@@ -29,16 +47,41 @@ from agentloom.platform.domain import (
     AgentVersion,
     Draft,
     Member,
+    ModelConnectionRecord,
     Role,
     Space,
     new_id,
     now,
 )
-from agentloom.platform.errors import Conflict, Forbidden, Invalid, NotFound
+from agentloom.platform.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Unavailable,
+    field_errors,
+)
 from agentloom.platform.identity import Principal, check_user_id
 from agentloom.platform.store import PlatformStore, WriteConflict, retry_conflicts
+from agentloom.platform.store.base import ABSENT, put
 
 MAX_NAME = 200
+MAX_KEY = 4_096
+
+
+class SecretSealer(Protocol):
+    """Seals a connection's key: an envelope bound to (space, connection id), so a sealed
+    value copied to another connection or space does not open."""
+
+    def seal(self, space_id: str, connection_id: str, secret: str) -> str: ...
+
+    def open(self, space_id: str, connection_id: str, sealed: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    provider: str
+    base_url: str
 
 
 def _name(value: str, what: str) -> str:
@@ -50,9 +93,13 @@ def _name(value: str, what: str) -> str:
 
 
 class AdminService:
-    def __init__(self, store: PlatformStore, rules: DraftRules | None = None) -> None:
+    def __init__(self, store: PlatformStore, rules: DraftRules | None = None, *,
+                 secrets: SecretSealer | None = None,
+                 discovery: ModelDiscovery | None = None) -> None:
         self.store = store
         self.rules = rules or DraftRules()
+        self.secrets = secrets
+        self.discovery = discovery
 
     # -- spaces and members --------------------------------------------------------------
 
@@ -240,6 +287,162 @@ class AdminService:
             raise NotFound(f"agent {agent_id} has no version {version}",
                            code="version_not_found")
         return found
+
+    # -- model connections ---------------------------------------------------------------
+
+    def create_model_connection(self, who: Principal, space_id: str, name: str,
+                                spec: Mapping[str, Any],
+                                api_key: str | None = None) -> ModelConnectionRecord:
+        member_of(self.store, who, space_id, "admin")
+        connection_id = new_id("mdl")
+        key = _new_key(api_key)
+        checked = _spec(spec, connection_id, has_key=key is not None)
+        at = now()
+        record = ModelConnectionRecord(
+            space_id=space_id, connection_id=connection_id, name=_name(name, "name"),
+            spec=checked, sealed_key=self._seal(space_id, connection_id, key), revision=1,
+            created_by=who.user_id, created_at=at, updated_by=who.user_id, updated_at=at)
+        self.store.transact([put(f"space#{space_id}", f"model#{connection_id}", record,
+                                 ABSENT)])
+        return record
+
+    def model_connections(self, who: Principal, space_id: str) -> list[ModelConnectionRecord]:
+        member_of(self.store, who, space_id, "admin")
+        return self.store.query(f"space#{space_id}", "model#", ModelConnectionRecord)
+
+    def model_connection(self, who: Principal, space_id: str,
+                         connection_id: str) -> ModelConnectionRecord:
+        return self._connection(who, space_id, connection_id)[0]
+
+    def update_model_connection(self, who: Principal, space_id: str, connection_id: str,
+                                spec: Mapping[str, Any], *, name: str | None = None,
+                                api_key: str | None = None,
+                                revision: int | None = None) -> ModelConnectionRecord:
+        """Replace the connection's spec (and name). An empty ``api_key`` keeps the stored
+        key only when provider and base URL are unchanged (``key_for_update``)."""
+        current, version = self._connection(who, space_id, connection_id)
+        if revision is not None and revision != current.revision:
+            raise Conflict(f"the model connection is at revision {current.revision}, not "
+                           f"{revision}; reload it", code="connection_changed",
+                           details={"revision": current.revision})
+        old = ModelConnectionSpec.model_validate(current.spec, context={"stored": True})
+        decision = key_for_update(old, _endpoint(spec), api_key)
+        if decision.action == "refuse":
+            raise _key_invalid(decision.code or "key_reuse_refused",
+                               decision.message or "the key cannot be used")
+        if decision.action == "new":
+            sealed = self._seal(space_id, connection_id, _new_key(api_key))
+        else:
+            sealed = current.sealed_key
+        checked = _spec(spec, connection_id, has_key=sealed is not None)
+        record = current.model_copy(update={
+            "name": current.name if name is None else _name(name, "name"), "spec": checked,
+            "sealed_key": sealed, "revision": current.revision + 1,
+            "updated_by": who.user_id, "updated_at": now()})
+        try:
+            self.store.transact([put(f"space#{space_id}", f"model#{connection_id}",
+                                     record, version)])
+        except WriteConflict:
+            raise Conflict("the model connection was changed by someone else meanwhile; "
+                           "reload it", code="connection_changed") from None
+        return record
+
+    def discover_models(self, who: Principal, space_id: str, provider: str,
+                        base_url: str, api_key: str | None = None,
+                        resource_id: str | None = None) -> list[DiscoveredModel]:
+        """The provider's models (``GET {base_url}/models`` through the SSRF-guarded
+        client); the key is used for that request only. With ``resource_id`` and no key,
+        the saved connection's key — only for its own provider and base URL."""
+        member_of(self.store, who, space_id, "admin")
+        key = api_key or ""
+        if resource_id is not None:
+            current, _ = self._connection(who, space_id, resource_id)
+            old = ModelConnectionSpec.model_validate(current.spec, context={"stored": True})
+            decision = key_for_update(old, _endpoint({"provider": provider,
+                                                      "base_url": base_url}), api_key)
+            if decision.action == "refuse":
+                raise _key_invalid(decision.code or "key_reuse_refused",
+                                   decision.message or "the key cannot be used")
+            if decision.action == "reuse" and current.sealed_key is not None:
+                key = self._open(current)
+        discovery = self.discovery or ModelDiscovery()
+        return asyncio.run(discovery.discover(provider, base_url, key))
+
+    def connection_key(self, space_id: str, connection_id: str) -> str | None:
+        """The stored key of a connection, for the code that calls the provider (no
+        access check: never behind a route)."""
+        found = self.store.get(f"space#{space_id}", f"model#{connection_id}",
+                               ModelConnectionRecord)
+        if found is None or found.value.sealed_key is None:
+            return None
+        return self._open(found.value)
+
+    def _connection(self, who: Principal, space_id: str,
+                    connection_id: str) -> tuple[ModelConnectionRecord, int]:
+        member_of(self.store, who, space_id, "admin")
+        check_id(connection_id, "mdl", "model_connection")
+        found = self.store.get(f"space#{space_id}", f"model#{connection_id}",
+                               ModelConnectionRecord)
+        if found is None:
+            raise NotFound(f"model connection {connection_id} not found",
+                           code="model_connection_not_found")
+        return found.value, found.version
+
+    def _seal(self, space_id: str, connection_id: str, key: str | None) -> str | None:
+        if key is None:
+            return None
+        if self.secrets is None:
+            raise Unavailable("this deployment has no secret sealer: provider keys cannot "
+                              "be stored", code="secrets_unavailable")
+        return self.secrets.seal(space_id, connection_id, key)
+
+    def _open(self, record: ModelConnectionRecord) -> str:
+        if self.secrets is None or record.sealed_key is None:
+            raise Unavailable("this deployment has no secret sealer: provider keys cannot "
+                              "be read", code="secrets_unavailable")
+        return self.secrets.open(record.space_id, record.connection_id, record.sealed_key)
+
+
+def _key_invalid(code: str, message: str) -> Invalid:
+    return Invalid(f"api_key: {message}", code=code,
+                   details={"fields": [{"field": "api_key", "message": message}]})
+
+
+def _new_key(api_key: str | None) -> str | None:
+    """A key given (None when empty), or 422 when it cannot be sent as a header."""
+    if api_key is None or not api_key.strip():
+        return None
+    if not (api_key.isascii() and api_key.isprintable() and " " not in api_key
+            and len(api_key) <= MAX_KEY):
+        raise _key_invalid("api_key_invalid", "api_key must be printable ASCII without "
+                           f"spaces, at most {MAX_KEY} characters")
+    return api_key
+
+
+def _endpoint(spec: Mapping[str, Any]) -> _Endpoint:
+    provider, base_url = spec.get("provider"), spec.get("base_url")
+    provider = provider if isinstance(provider, str) else ""
+    if not isinstance(base_url, str) or not base_url:
+        base_url = DEFAULT_BASE_URLS.get(provider, "")
+    return _Endpoint(provider, base_url)
+
+
+def _spec(spec: Mapping[str, Any], connection_id: str, *, has_key: bool) -> dict[str, Any]:
+    """The spec validated (``ModelConnectionSpec``), ``api_key_ref`` set by the platform;
+    422 naming each field (``spec.<field>``)."""
+    if "api_key_ref" in spec:
+        raise Invalid("spec.api_key_ref: set by the platform; send the key as api_key",
+                      code="invalid_field", details={"fields": [{
+                          "field": "spec.api_key_ref", "message": "set by the platform"}]})
+    if not has_key and spec.get("provider") in DEFAULT_BASE_URLS:
+        raise _key_invalid("api_key_required",
+                           f"provider {spec.get('provider')} needs an api_key")
+    try:
+        checked = ModelConnectionSpec.model_validate(
+            {**spec, "api_key_ref": connection_id if has_key else None})
+    except ValidationError as exc:
+        raise field_errors([dict(e) for e in exc.errors()], prefix="spec") from None
+    return checked.model_dump(mode="json")
 
 
 def _config(version: AgentVersion) -> dict[str, Any]:

@@ -254,3 +254,22 @@ class Event(Record):
     type: str
     at: float
     data: dict[str, Any]
+
+
+class ModelConnectionRecord(Record):
+    """A space's model connection (item ``space#{space}`` / ``model#{connection}``).
+    ``spec`` is a ``agentloom.models.ModelConnectionSpec`` as JSON, its ``api_key_ref``
+    the connection id when a key is stored (else None: a keyless openai_compatible
+    server). ``sealed_key`` is the key sealed by the platform's ``SecretSealer`` (an
+    envelope bound to the space and the connection id); it is never returned."""
+
+    space_id: str
+    connection_id: str
+    name: str
+    spec: dict[str, Any]
+    sealed_key: str | None = None
+    revision: int = Field(ge=1)
+    created_by: str
+    created_at: float
+    updated_by: str
+    updated_at: float
