@@ -1,0 +1,113 @@
+"""schemathesis against the generated OpenAPI document on a running server on 127.0.0.1
+(the ``api`` fixture: the same resolver and server as ``agentloom serve``), as the space
+owner with a bearer token: for every operation, generated requests get no 5xx and no
+response that violates the document (status code, content type, headers, body schema).
+
+A bounded number of examples per operation keeps it fast; the ids in paths are mostly
+random, so most answers are 4xx — the point is that each is one the document declares
+and that nothing crashes. A seeded space, agent and session make some ids real.
+
+schemathesis' pytest plugin (``from_fixture``) breaks on pytest 9 (it reads
+``request.node._nodeid``), so each operation's strategy is driven with hypothesis here.
+Known gaps of the generated document are exempted by ``known_gap`` and pinned by a
+strict xfail, so fixing them shows up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+schemathesis = pytest.importorskip("schemathesis")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from schemathesis import checks  # noqa: E402
+
+from agentloom.api.openapi import openapi_document  # noqa: E402
+
+from .conftest import ALICE, Api  # noqa: E402
+
+EXAMPLES = 4  # per operation and kind of request (about 35 operations)
+
+
+def known_gap(operation: dict[str, Any], status: int) -> bool:
+    """A status the generated document fails to declare, by a known defect of
+    ``app.py``'s ``_errors()`` (see ``test_the_document_declares_every_status``): it
+    replaces Powertools' default success response (most operations declare no 2xx; a
+    publish or ask answered 200 declares only 201) and names 400 only where asked to,
+    though any body may be malformed JSON or not UTF-8."""
+    declared = set(operation.get("responses", {}))
+    if 200 <= status < 300:
+        return not any(code.startswith("2") for code in declared) or (
+            status == 200 and "201" in declared)
+    return status == 400 and "requestBody" in operation
+
+
+def status_code_declared(ctx: Any, response: Any, case: Any) -> bool | None:
+    """``status_code_conformance``, less the known gaps of the document."""
+    if known_gap(case.operation.definition.raw, response.status_code):
+        return None
+    result: bool | None = checks.status_code_conformance(ctx, response, case)
+    return result
+
+
+# no 5xx, and every answer as the document declares it; not schemathesis' request-side
+# checks (positive_data_acceptance: the API rightly answers 422 to schema-valid input
+# that breaks a rule the schema cannot say, such as a model spec's base_url)
+CHECKS = [checks.not_a_server_error, status_code_declared, checks.content_type_conformance,
+          checks.response_headers_conformance, checks.response_schema_conformance]
+
+
+def test_no_5xx_and_no_schema_violations(api: Api) -> None:
+    from schemathesis import GenerationMode
+
+    session = api.platform.sessions.create_session(ALICE, api.space_id, api.agent_id)
+    known = {"space_id": api.space_id, "agent_id": api.agent_id,
+             "session_id": session.session_id, "user_id": "bob", "version": 1}
+    schema = schemathesis.openapi.from_dict(openapi_document())
+    headers = {"Authorization": f"Bearer {api.tokens['alice']}"}
+    failures: list[str] = []
+    operations = 0
+    calls: list[int] = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        operations += 1
+        names = [p.name for p in operation.path_parameters]
+        real = {n: known[n] for n in names if n in known}
+        strategy = st.one_of(
+            operation.as_strategy(),  # random ids: mostly 404s, each declared
+            operation.as_strategy(path_parameters=real) if real else st.nothing(),
+            operation.as_strategy(GenerationMode.NEGATIVE),  # invalid input: 4xx
+        ) if not operation.path.endswith("/events") else operation.as_strategy(
+            query={"wait": 0})  # no 20 s long polls
+
+        @given(case=strategy)
+        @settings(max_examples=EXAMPLES * 3, deadline=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck), database=None)
+        def check(case: Any) -> None:
+            response = case.call_and_validate(base_url=api.url, headers=headers,
+                                              checks=CHECKS)
+            calls.append(response.status_code)
+
+        try:
+            check()
+        except (Exception, BaseExceptionGroup) as err:  # collected, reported below
+            failures.append(f"{operation.method.upper()} {operation.path}: "
+                            f"{type(err).__name__}: {str(err)[:1500]}")
+    assert operations >= 30 and len(calls) >= operations * EXAMPLES, len(calls)
+    assert any(200 <= c < 300 for c in calls) and any(400 <= c < 500 for c in calls)
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.xfail(strict=True, reason="app.py's _errors() drops the success response "
+                   "and 400 from most operations; fix there, regenerate docs/openapi.json "
+                   "and drop this marker (and known_gap)")
+def test_the_document_declares_every_status() -> None:
+    document = openapi_document()
+    gaps = [f"{method.upper()} {path}: {status}"
+            for path, item in document["paths"].items()
+            for method, operation in item.items() for status in (200, 400)
+            if known_gap(operation, status)]
+    assert not gaps, gaps
