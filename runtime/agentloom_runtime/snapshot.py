@@ -72,6 +72,18 @@ class ModelConnection(_Frozen):
               "vendor tokenizer only for an exact known model id at the vendor's own "
               "endpoint, else utf8-bytes (conservative). Set it for a proxy or a "
               "self-hosted model whose tokenizer you know.")
+    input_price_per_million: float | None = Field(
+        default=None, ge=0, le=1_000_000, allow_inf_nan=False, description="Price of one "
+        "million prompt tokens (the platform's currency). With the output price it gives "
+        "each model call's cost and makes limits.max_cost possible.")
+    output_price_per_million: float | None = Field(
+        default=None, ge=0, le=1_000_000, allow_inf_nan=False,
+        description="Price of one million completion tokens.")
+
+    @property
+    def priced(self) -> bool:
+        return self.input_price_per_million is not None and \
+            self.output_price_per_million is not None
 
     @model_validator(mode="after")
     def _budget(self) -> ModelConnection:
@@ -164,6 +176,14 @@ class Limits(_Frozen):
     max_model_calls: int = Field(default=96, ge=1, le=10_000)
     max_iterations: int = Field(default=64, ge=1, le=10_000)
     max_children: int = Field(default=8, ge=0, le=8)
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=10**12, description="Per-run budget of provider tokens "
+        "(prompt + completion) over every model call: action, compaction, review, all "
+        "sub-agents and executions. Checked before each call; when used up the run "
+        "blocks (budget_exceeded) until an operator resumes it with a raised budget.")
+    max_cost: float | None = Field(
+        default=None, gt=0, le=10**9, allow_inf_nan=False, description="Per-run cost "
+        "budget, from the model connection's prices (which it requires); like max_tokens.")
 
 
 class AgentSnapshot(_Frozen):
@@ -219,6 +239,14 @@ class AgentSnapshot(_Frozen):
                              "budget policy, or set legacy: true to keep the character "
                              "policy of a version published before budget policies")
         return value
+
+    @model_validator(mode="after")
+    def _cost_needs_prices(self) -> AgentSnapshot:
+        if self.limits.max_cost is not None and not self.model.priced:
+            raise ValueError("limits.max_cost needs the model connection's prices "
+                             "(model.input_price_per_million and "
+                             "model.output_price_per_million)")
+        return self
 
     @model_validator(mode="after")
     def _unique_subagents(self) -> AgentSnapshot:

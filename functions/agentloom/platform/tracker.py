@@ -17,7 +17,10 @@ once); the stream holds references and the platform's status notes.
 **Usage.** The same sync reads the provider usage of every model call: an action's on
 its assistant source record (``call.usage``), a compaction's or review's in its ``ops``
 entry. It is summed on the run (all purposes, all instances) in the same transaction,
-and each call becomes a ``model.usage`` event.
+and each call becomes a ``model.usage`` event (with its ``cost`` when the version's
+connection has prices: the engine computes it and keeps it on the same records).
+``run_cost`` reads tokens and cost per run (the head's totals) and per step (the
+records) for the run view.
 
 **Status.** ``started`` / ``stopped`` move the run's platform status (and its index
 entry) and give the session's lease back once the run no longer holds it: a run that
@@ -52,6 +55,7 @@ from agentloom.platform.domain import (
     usage_tokens,
 )
 from agentloom.platform.store import PlatformStore, Versioned, WriteConflict, retry_conflicts
+from agentloom.platform.views import RunCost, StepCost
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
 from agentloom_runtime.context.history import SKIPPED_KINDS, run_status_record
 from agentloom_runtime.engine import RunSummary, read_run
@@ -62,6 +66,7 @@ log = logging.getLogger(__name__)
 NOTED_AT_ONCE = ("failed", "cancelled")
 CLOSED = ("completed", "failed", "cancelled")
 EVENT_TEXT_CHARS = 2_000
+MAX_COST_STEPS = 200
 CONTENT_KEYS = frozenset({"task", "content", "arguments", "result", "answer", "output",
                           "reasoning_content", "text", "reason", "next_action"})
 
@@ -181,8 +186,46 @@ class RunTracker:
             given, produced, _ = usage_tokens(call.get("usage"))
             found.usage_events.append((run_id, {
                 "op_id": call.get("op_id"), "purpose": purpose, "instance": instance,
-                "input_tokens": given, "output_tokens": produced}))
+                "input_tokens": given, "output_tokens": produced,
+                "cost": _cost(call)}))
         found.runs.append((stored, stored.value.model_copy(update={"usage": total})))
+
+    # -- cost ----------------------------------------------------------------------------
+
+    def run_cost(self, run_id: str, *, steps: int = MAX_COST_STEPS) -> RunCost | None:
+        """Tokens and cost of ``run_id``: the run's totals from its head (every purpose,
+        sub-agent and execution), each model call from its record (an action's on its
+        assistant record, a compaction's or review's in ``ops``). None: no such run."""
+        summary = self.summary(run_id)
+        loaded = self.checkpoints.load_head(run_id)
+        if summary is None or loaded is None:
+            return None
+        calls: list[StepCost] = []
+        for instance in summary.instances:
+            for entry in self.checkpoints.read(run_id, f"src:{instance}"):
+                call = entry.body.get("call")
+                if entry.body.get("kind") == "assistant" and isinstance(call, Mapping):
+                    calls.append(_step("action", instance, call))
+        for entry in self.checkpoints.read(run_id, "ops"):
+            body = entry.body
+            if "raw_output" in body and body.get("purpose") != "action":
+                calls.append(_step(str(body.get("purpose")), str(body.get("instance",
+                                                                         "main")), body))
+        calls.sort(key=lambda c: _op_order(c.op_id))
+        priced = any(c.cost is not None for c in calls)
+        totals = loaded.body.get("usage")
+        if isinstance(totals, Mapping):
+            given, produced = int(totals["input_tokens"]), int(totals["output_tokens"])
+            count = int(totals["calls"])
+            cost = float(totals["cost"]) if priced else None
+        else:  # a run saved before the head kept totals
+            given = sum(c.input_tokens for c in calls)
+            produced = sum(c.output_tokens for c in calls)
+            count = len(calls)
+            cost = sum(c.cost or 0.0 for c in calls) if priced else None
+        return RunCost(calls=count, input_tokens=given, output_tokens=produced,
+                       total_tokens=given + produced, cost=cost,
+                       steps=calls[-steps:] if steps > 0 else [], steps_total=len(calls))
 
     # -- status --------------------------------------------------------------------------
 
@@ -245,6 +288,28 @@ class RunTracker:
         (events written elsewhere are seen by polling after the timeout)."""
         with self._appended:
             self._appended.wait(timeout)
+
+
+def _cost(call: Mapping[str, Any]) -> float | None:
+    value = call.get("cost")
+    return float(value) if isinstance(value, int | float) and \
+        not isinstance(value, bool) else None
+
+
+def _step(purpose: str, instance: str, call: Mapping[str, Any]) -> StepCost:
+    given, produced, total = usage_tokens(call.get("usage"))
+    return StepCost(op_id=str(call.get("op_id") or ""), purpose=purpose, instance=instance,
+                    input_tokens=given, output_tokens=produced, total_tokens=total,
+                    cost=_cost(call))
+
+
+def _op_order(op_id: str) -> tuple[int, int]:
+    """Model op ids are ``m<execution>-<n>`` with ``n`` counting the run's calls."""
+    execution, _, number = op_id.removeprefix("m").partition("-")
+    try:
+        return int(number), int(execution)
+    except ValueError:
+        return (1 << 62), 0
 
 
 def _without_content(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,35 @@ class _View(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+class StepCost(_View):
+    """One model call of a run (a step): its purpose, instance, tokens and cost (None
+    when the version's model connection has no prices)."""
+
+    op_id: str
+    purpose: str
+    instance: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost: float | None = None
+
+
+class RunCost(_View):
+    """What the run view is to carry as ``cost`` (not a RunView field yet: wiring it
+    changes sessions.py and docs/openapi.json). Tokens and cost of a run (every
+    purpose, sub-agent and execution, from the run's head) and of each step (from its
+    records; the latest ``MAX_COST_STEPS``, oldest first; ``steps_total`` counts them
+    all)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost: float | None = None
+    steps: list[StepCost] = Field(default_factory=list)
+    steps_total: int = 0
+
+
 class RunView(_View):
     """A run as its creator sees it. ``status`` is the platform's (``queued``,
     ``interrupted`` besides the engine's); ``way_out`` what moves a stopped run on:

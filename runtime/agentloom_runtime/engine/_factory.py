@@ -182,7 +182,11 @@ def create_engine(
     lim = snap.limits
     limits = limits or ExecutionLimits(max_model_calls=lim.max_model_calls,
                                        max_iterations=lim.max_iterations,
-                                       max_children=lim.max_children)
+                                       max_children=lim.max_children,
+                                       max_tokens=lim.max_tokens, max_cost=lim.max_cost)
+    if limits.max_cost is not None and not snap.model.priced:
+        raise ConfigError("limits.max_cost needs the model connection's prices "
+                          "(model.input_price_per_million, model.output_price_per_million)")
     registry = registry or _build_registry(snap, tools, configure_tools)
     _check_grants(snap, registry)
     if hooks is None and snap.hooks:

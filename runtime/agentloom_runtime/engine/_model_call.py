@@ -12,11 +12,21 @@ sent twice.
 An action's response is stored once: in the assistant source record the action step
 appends, with the call's metadata (op id, attempts, usage: ``last_call``); summaries and
 reviews keep theirs in ``ops`` (a multi-call step replays them from there).
+
+Usage and budget: each response's provider usage (and its cost, from the connection's
+prices) is added to the head's ``usage`` totals in the commit that makes the response
+durable, once (a replayed call is not counted again), whatever the purpose or instance.
+Before a call is sent, the run's token and cost budgets (``limits.max_tokens`` /
+``max_cost``, or an operator's raise in ``head["budget"]``) are checked: a budget used
+up blocks the run with ``budget_exceeded`` (``RunBudgetExceeded``) until it is resumed
+with a raised budget. The call that crosses a budget is not cut short: a budget bounds
+what is *started*.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from agentloom_runtime._json import digest, storable
@@ -31,7 +41,108 @@ from agentloom_runtime.errors import (
 
 from ._context import BlockRun, StepContext, now
 from ._hooks import HookRunner
-from ._state import ModelOp, model_op
+from ._state import Head, ModelOp, UsageTotals, model_op
+
+
+class RunBudgetExceeded(BudgetExceeded):
+    """The run's token or cost budget is used up (way out: ``raise_budget``)."""
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """Provider usage of the run so far (``Engine.usage()``) and its budget."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost: float | None  # None when the model connection has no prices
+    max_tokens: int | None
+    max_cost: float | None
+
+
+def usage_numbers(usage: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens from a provider's usage (chat-completions or
+    responses names); missing or malformed numbers count as 0."""
+    if not isinstance(usage, dict):
+        return 0, 0
+
+    def number(*names: str) -> int:
+        for name in names:
+            value = usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+        return 0
+
+    return number("prompt_tokens", "input_tokens"), number("completion_tokens",
+                                                           "output_tokens")
+
+
+def call_cost(ctx: StepContext, usage: Any) -> float | None:
+    model = ctx.snapshot.model
+    if model.input_price_per_million is None or model.output_price_per_million is None:
+        return None
+    given, produced = usage_numbers(usage)
+    return round((given * model.input_price_per_million
+                  + produced * model.output_price_per_million) / 1_000_000, 9)
+
+
+def totals(head: Head) -> UsageTotals:
+    return head.get("usage") or UsageTotals(calls=0, input_tokens=0, output_tokens=0,
+                                            cost=0.0)
+
+
+def budget_limits(ctx: StepContext) -> tuple[int | None, float | None]:
+    """The run's (max_tokens, max_cost): an operator's raise, else the version's."""
+    raised = ctx.head.get("budget")
+    if raised is not None:
+        return raised["max_tokens"], raised["max_cost"]
+    limits = ctx.modules.limits
+    return limits.max_tokens, limits.max_cost
+
+
+def run_usage(ctx: StepContext) -> RunUsage:
+    used = totals(ctx.head)
+    max_tokens, max_cost = budget_limits(ctx)
+    return RunUsage(calls=used["calls"], input_tokens=used["input_tokens"],
+                    output_tokens=used["output_tokens"],
+                    total_tokens=used["input_tokens"] + used["output_tokens"],
+                    cost=used["cost"] if ctx.snapshot.model.priced else None,
+                    max_tokens=max_tokens, max_cost=max_cost)
+
+
+def check_budget(ctx: StepContext) -> None:
+    """Block before a model call when the run's token or cost budget is used up."""
+    usage = run_usage(ctx)
+    spent: list[str] = []
+    if usage.max_tokens is not None and usage.total_tokens >= usage.max_tokens:
+        spent.append(f"tokens: {usage.total_tokens:,} used of {usage.max_tokens:,}")
+    if usage.max_cost is not None and (usage.cost or 0.0) >= usage.max_cost:
+        spent.append(f"cost: {usage.cost or 0.0:.6g} used of {usage.max_cost:.6g}")
+    if not spent:
+        return
+    which = [part.split(":")[0] for part in spent]
+    raise BlockRun(RunBudgetExceeded(
+        f"the run's budget is used up ({'; '.join(spent)}; all model calls of every "
+        "purpose and sub-agent count). An operator can resume it with a raised budget "
+        f"(begin_execution(raise_budget=...): {' and '.join(f'max_{w}' for w in which)} "
+        "above what is used), or ask again in a new run.",
+        details={"budget": which, "used_tokens": usage.total_tokens,
+                 "max_tokens": usage.max_tokens, "used_cost": usage.cost,
+                 "max_cost": usage.max_cost}))
+
+
+def count_usage(ctx: StepContext, usage: Any) -> float | None:
+    """Add one response's usage to the head's totals; returns its cost."""
+    head = ctx.head
+    given, produced = usage_numbers(usage)
+    cost = call_cost(ctx, usage)
+    used = totals(head)
+    head["usage"] = UsageTotals(calls=used["calls"] + 1,
+                                input_tokens=used["input_tokens"] + given,
+                                output_tokens=used["output_tokens"] + produced,
+                                cost=round(used["cost"] + (cost or 0.0), 9))
+    return cost
 
 
 def request_hash(request: ModelRequest) -> str:
@@ -66,12 +177,15 @@ class ModelCaller:
             raw = ModelResponse.from_dict(saved["raw_output"])
             self.last_call = {"op_id": op["id"], "attempts": op["attempts"],
                               "usage": saved.get("usage")}
+            if saved.get("cost") is not None:
+                self.last_call["cost"] = saved["cost"]
             return raw, await self._finish(request, op, raw)
         limit = ctx.modules.limits.max_model_calls
         if head["calls"] >= limit:
             raise BlockRun(BudgetExceeded(
                 f"the run used its {limit} model calls for this execution; resume to "
                 "continue with a fresh budget"))
+        check_budget(ctx)
         retry = head.pop("retry_op", None)
         if retry is not None and retry["purpose"] != request.purpose:
             retry = None  # the retried call is not this one (it is sent when reached)
@@ -92,6 +206,9 @@ class ModelCaller:
         after = self._hooks.has("model.chat.after", request.instance, purpose=request.purpose)
         self.last_call = {"op_id": op_id, "attempts": op["attempts"],
                           "usage": dict(raw.usage) if raw.usage is not None else None}
+        cost = count_usage(ctx, raw.usage)  # carried by the commit that saves the response
+        if cost is not None:
+            self.last_call["cost"] = cost
         if request.purpose != "action" or after:
             op["ops_seq"] = ctx.journal.append("ops", {
                 **self.last_call, "purpose": request.purpose, "instance": request.instance,

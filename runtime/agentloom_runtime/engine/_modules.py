@@ -38,10 +38,20 @@ class ExecutionLimits:
     max_model_calls: int = 96  # per execution or resume, shared by every purpose/instance
     max_iterations: int = 64  # action model calls per instance and execution
     max_children: int = 8  # delegations per run
+    max_tokens: int | None = None  # per run, all executions, purposes and instances
+    max_cost: float | None = None  # per run, from the model connection's prices
 
     def to_dict(self) -> JSON:
-        return {"max_model_calls": self.max_model_calls,
-                "max_iterations": self.max_iterations, "max_children": self.max_children}
+        data: JSON = {"max_model_calls": self.max_model_calls,
+                      "max_iterations": self.max_iterations,
+                      "max_children": self.max_children}
+        # Only when set: a run started without a budget keeps its bindings hash. A raised
+        # budget lives in the head (``budget``), never here.
+        if self.max_tokens is not None:
+            data["max_tokens"] = self.max_tokens
+        if self.max_cost is not None:
+            data["max_cost"] = self.max_cost
+        return data
 
 
 def module_binding(module: Module) -> JSON:

@@ -12,6 +12,11 @@ operation and starts a new execution, so the run goes on:
 - model call: ``send_again`` (may be billed twice) or ``treat_as_failed``.
 
 A command's marker is released only after that commit (``release_marker``), never alone.
+
+A run blocked on its token or cost budget (``budget_exceeded``, way out
+``raise_budget``) goes on only with a raised budget: ``raise_budget`` records who raised
+what, when (stream ``budgets``) and keeps the new figures in ``head["budget"]``, in the
+commit of the new execution. A resume without a raise blocks again at the next call.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from ._context import BlockRun, StepContext, now
 from ._frames import call_arguments, end_frame
 from ._hooks import HookRunner
 from ._inbox import unseal
-from ._state import ExecOptions, Frame, Head, ModelOp, Operation, RetryOp
+from ._model_call import budget_limits, run_usage
+from ._state import BudgetLimits, ExecOptions, Frame, Head, ModelOp, Operation, RetryOp
 from ._tools import pending_call, record_tool
 
 TOOL_VERDICTS = ("ran", "did_not_run", "run_again")
@@ -40,6 +46,50 @@ WAYS_OUT = {
     "tool_outcome_unknown": "resolve", "model_outcome_unknown": "resolve",
     "hook_replay_requires_confirmation": "confirm_hooks",
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class RaiseBudget:
+    """An operator's raise of the run's budget, for ``begin_execution(raise_budget=)``.
+    Each figure given must exceed the current one (a budget the version does not set
+    cannot be raised); ``by`` names the operator."""
+
+    by: str
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    note: str = ""
+
+
+def raise_budget(ctx: StepContext, change: RaiseBudget) -> None:
+    """Check and record ``change`` (stream ``budgets``); the caller's commit carries it."""
+    if not change.by.strip():
+        raise ConfigError("raising a budget needs the operator's name (by)",
+                          details={"code": "budget_raise_invalid"})
+    if change.max_tokens is None and change.max_cost is None:
+        raise ConfigError("give max_tokens and/or max_cost to raise the budget",
+                          details={"code": "budget_raise_invalid"})
+    max_tokens, max_cost = budget_limits(ctx)
+    for name, new, old in (("max_tokens", change.max_tokens, max_tokens),
+                           ("max_cost", change.max_cost, max_cost)):
+        if new is None:
+            continue
+        if old is None:
+            raise ConfigError(f"the run has no {name} budget to raise",
+                              details={"code": "budget_raise_invalid", "field": name})
+        if isinstance(new, bool) or not new > old:
+            raise ConfigError(f"{name} must exceed the current budget ({old:g}); got "
+                              f"{new!r}", details={"code": "budget_raise_invalid",
+                                                   "field": name})
+    used = run_usage(ctx)
+    new_limits = BudgetLimits(
+        max_tokens=change.max_tokens if change.max_tokens is not None else max_tokens,
+        max_cost=change.max_cost if change.max_cost is not None else max_cost)
+    ctx.journal.append("budgets", {
+        "by": storable_text(change.by), "at": now(), "note": storable_text(change.note),
+        "before": {"max_tokens": max_tokens, "max_cost": max_cost}, "after": new_limits,
+        "used": {"tokens": used.total_tokens, "cost": used.cost},
+        "execution": ctx.head["execution"]})
+    ctx.head["budget"] = new_limits
 
 
 def new_execution(ctx: StepContext, *, retry_unknown_models: bool,
@@ -63,6 +113,9 @@ def way_out(head: Head) -> str | None:
     code = head["error"]["code"] if head["error"] else ""
     if code in UNKNOWN_CODES and head["op"] is not None:
         return "resolve"
+    if code == "budget_exceeded" and head["error"] and \
+            head["error"]["type"] == "RunBudgetExceeded":
+        return "raise_budget"
     return WAYS_OUT.get(code, "resume")
 
 

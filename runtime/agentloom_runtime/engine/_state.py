@@ -172,6 +172,23 @@ class RetryOp(TypedDict):
     final_input: dict[str, Any] | None
 
 
+class UsageTotals(TypedDict):
+    """Provider usage summed over every model call of the run (all purposes, instances
+    and executions). ``cost`` is in the price's currency, 0.0 without prices."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+class BudgetLimits(TypedDict):
+    """The run's budget as an operator raised it (overrides the version's limits)."""
+
+    max_tokens: int | None
+    max_cost: float | None
+
+
 class Head(TypedDict):
     format: int
     run_id: str
@@ -197,6 +214,8 @@ class Head(TypedDict):
     step_done: NotRequired[list[int]]
     retry_op: NotRequired[RetryOp]
     release_marker: NotRequired[str]  # a command marker to remove after a verdict
+    usage: NotRequired[UsageTotals]  # absent until the first response with usage
+    budget: NotRequired[BudgetLimits]  # absent until an operator raises the budget
 
 
 # -- constructors: one per record kind ---------------------------------------------------

@@ -63,7 +63,7 @@ from ._delegation import open_delegation
 from ._frames import answer_text, call_arguments, keep_task, task_text
 from ._hooks import HookRejected, HookRunner
 from ._inbox import post_input, pull_inbox
-from ._model_call import ModelCaller
+from ._model_call import ModelCaller, RunUsage, run_usage
 from ._modules import RuntimeModules, Verifier, bindings_hash, verify_bindings
 from ._review import review_step
 from ._state import FORMAT, Frame, Head, PendingCall, error_info, new_frame, new_head
@@ -166,16 +166,20 @@ class Engine:
             verify_bindings(saved, self._bindings, self._verifiers)
 
     async def begin_execution(self, *, retry_unknown_models: bool = False,
-                              confirm_hooks: bool = False) -> None:
+                              confirm_hooks: bool = False,
+                              raise_budget: _resolve.RaiseBudget | None = None) -> None:
         """A new execution (resume): a fresh call and iteration budget; history and totals
         are kept. A stopped run becomes running; its in-flight operation is re-examined
-        (an unknown outcome blocks again until ``resolve``)."""
+        (an unknown outcome blocks again until ``resolve``). ``raise_budget``: the
+        operator's raised run budget (recorded in ``budgets``, same commit)."""
         ctx = self._c()
         head = ctx.head
         if head["status"] in _resolve.TERMINAL:
             raise ConfigError(f"run {ctx.run_id} is {head['status']}; it cannot be resumed "
                               "(ask the question again in a new run)",
                               details={"code": "run_ended"})
+        if raise_budget is not None:
+            _resolve.raise_budget(ctx, raise_budget)
         _resolve.new_execution(ctx, retry_unknown_models=retry_unknown_models,
                                confirm_hooks=confirm_hooks)
         ctx.commit("execution.begin")
@@ -254,6 +258,11 @@ class Engine:
         """What moves a stopped run on: ``resume``, ``resolve``, ``confirm_hooks``,
         ``new_question``; None while running or when nothing can."""
         return _resolve.way_out(self._c().head)
+
+    def usage(self) -> RunUsage:
+        """Provider usage of the run so far (every purpose, instance and execution), its
+        cost (None without prices) and its budget."""
+        return run_usage(self._c())
 
     def main_view(self) -> MainView:
         ctx = self._c()

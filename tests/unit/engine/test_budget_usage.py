@@ -1,0 +1,209 @@
+"""Usage and budget (issue 10): provider usage summed in the head over every purpose and
+sub-agent; a per-run token or cost budget that blocks with ``budget_exceeded`` (way out
+``raise_budget``); a resume with a raised budget completes, one without stays blocked
+with the same message; the raise is a durable record."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import pytest
+from support.engine import SideEffects, build_engine, drive, make_snapshot, saved_head
+
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.engine import create_engine, read_run
+from agentloom_runtime.engine._resolve import RaiseBudget
+from agentloom_runtime.errors import ConfigError, SnapshotError
+from agentloom_runtime.snapshot import parse_snapshot
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
+
+SUBS = [{"id": "counter", "name": "Counter", "duty": "count words", "tools": ["count_words"]},
+        {"id": "mailer", "name": "Mailer", "duty": "send mail", "tools": ["send_mail"]}]
+
+
+def by_instance(request: ModelRequest) -> ModelResponse:
+    """Main delegates to both children; each uses its tool once and answers."""
+    if request.purpose == "verification":
+        return ScriptedModel.verdict("complete")
+    step = sum(1 for m in request.messages if m.get("role") == "assistant")
+    names = {t["function"]["name"] for t in request.tools}
+    if request.instance == "main":
+        return [ScriptedModel.call("delegate_task", {"subagent_id": "counter",
+                                                     "task": "count: a b c"}, id="d1"),
+                ScriptedModel.call("delegate_task", {"subagent_id": "mailer",
+                                                     "task": "mail ops"}, id="d2"),
+                ScriptedModel.answer("both children finished")][step]
+    if "count_words" in names:
+        return [ScriptedModel.call("count_words", {"text": "a b c"}, id="k1"),
+                ScriptedModel.answer("3 words")][step]
+    return [ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
+            ScriptedModel.answer("mailed")][step]
+
+
+class Mailer:
+    """Mails user0..user13 one per action, judged from the addresses in the request (in
+    summaries too), so compaction cannot confuse it."""
+
+    module_id = "mailer/v1"
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {}
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        if request.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        sent = [int(n) for m in request.messages
+                for n in re.findall(r"user(\d+)@", str(m.get("content")))]
+        if request.purpose == "compaction":
+            return ModelResponse(content=f"Mails sent so far: user0 .. user{max(sent)}"
+                                         "@example.com.")
+        k = max(sent) + 1 if sent else 0
+        if k >= 14:
+            return ScriptedModel.answer("sent 14 mails")
+        return ScriptedModel.call("send_mail", {"to": f"user{k}@example.com"}, id=f"c{k}")
+
+
+TOKENS = {"action": (100, 10), "compaction": (50, 5), "verification": (20, 2)}
+PRICED = {"model": "m", "input_price_per_million": 2.0, "output_price_per_million": 8.0}
+
+
+class Metered:
+    """Wraps a gateway; every response carries usage by purpose; calls are counted."""
+
+    module_id = "metered/v1"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, str]] = []
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {}
+
+    async def aclose(self) -> None:
+        return None
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        response = await self.inner.invoke(request)
+        self.calls.append((request.purpose, request.instance))
+        given, produced = TOKENS[request.purpose]
+        return dataclasses.replace(response, usage={
+            "prompt_tokens": given, "completion_tokens": produced,
+            "total_tokens": given + produced})
+
+    def expected(self) -> tuple[int, int]:
+        return (sum(TOKENS[p][0] for p, _ in self.calls),
+                sum(TOKENS[p][1] for p, _ in self.calls))
+
+
+def delegating(model: Metered, store: InMemoryCheckpointStore, effects: SideEffects,
+               run_id: str | None = None, **limits: Any) -> Any:
+    snapshot = make_snapshot(subagents=SUBS, model=PRICED, limits=limits)
+    return build_engine(store=store, snapshot=snapshot, model=model, tools=effects.tools(),
+                        run_id=run_id)
+
+
+async def test_usage_is_summed_over_actions_reviews_compaction() -> None:
+    snapshot = make_snapshot(
+        model={"model": "m", "context_window": 9000, "max_output_tokens": 512,
+               "safety_margin_tokens": 64},
+        context_policy={"context_ratio": 0.5, "target_ratio": 0.3})
+    model = Metered(Mailer())
+    store, effects = InMemoryCheckpointStore(), SideEffects()
+    engine = create_engine(snapshot, save=store, model_gateway=model, tools=effects.tools())
+    run_id = await engine.start("mail everyone " + "with care " * 40)
+    assert (await drive(engine)).status == "completed", engine.error
+    purposes = {p for p, _ in model.calls}
+    assert purposes == {"action", "compaction", "verification"}
+    usage = engine.usage()
+    given, produced = model.expected()
+    assert (usage.calls, usage.input_tokens, usage.output_tokens) == (
+        len(model.calls), given, produced)
+    assert usage.total_tokens == given + produced
+    assert usage.cost is None and usage.max_tokens is None  # no prices, no budget
+    assert saved_head(store, run_id)["usage"]["calls"] == len(model.calls)
+
+
+async def test_usage_and_cost_include_sub_agents_and_each_record_carries_its_cost() -> None:
+    model, store = Metered(FunctionModel(by_instance)), InMemoryCheckpointStore()
+    engine = delegating(model, store, SideEffects())
+    run_id = await engine.start("count then mail")
+    assert (await drive(engine)).status == "completed"
+    assert {i for _, i in model.calls} == {"main", "sub-1", "sub-2"}
+    given, produced = model.expected()
+    usage = engine.usage()
+    assert (usage.input_tokens, usage.output_tokens) == (given, produced)
+    assert usage.cost == pytest.approx((given * 2.0 + produced * 8.0) / 1e6)
+    child = [e.body for e in store.read(run_id, "src:sub-1") if e.body["kind"] == "assistant"]
+    assert child[0]["call"]["cost"] == pytest.approx((100 * 2.0 + 10 * 8.0) / 1e6)
+
+
+async def test_a_token_budget_blocks_and_a_raised_budget_completes() -> None:
+    model, store, effects = Metered(FunctionModel(by_instance)), InMemoryCheckpointStore(), \
+        SideEffects()
+    engine = delegating(model, store, effects, max_tokens=300)
+    run_id = await engine.start("count then mail")
+    result = await drive(engine)
+    assert (result.status, result.error_code) == ("blocked", "budget_exceeded")
+    assert engine.way_out() == "raise_budget"
+    assert engine.error is not None
+    message = engine.error["message"]
+    assert "tokens: 330 used of 300" in message and "raised budget" in message
+    assert engine.usage().total_tokens == 330  # three action calls, then the check
+    assert read_run(store, run_id).way_out == "raise_budget"  # type: ignore[union-attr]
+
+    # A resume without a raise stays blocked, with the same clear message, and no call.
+    calls = len(model.calls)
+    await engine.begin_execution()
+    again = await drive(engine)
+    assert (again.status, again.error_code) == ("blocked", "budget_exceeded")
+    assert engine.error is not None and engine.error["message"] == message
+    assert len(model.calls) == calls
+
+    # A raise that does not raise is refused and changes nothing.
+    with pytest.raises(ConfigError, match="must exceed"):
+        await engine.begin_execution(raise_budget=RaiseBudget(by="ops", max_tokens=200))
+    with pytest.raises(ConfigError, match="no max_cost budget"):
+        await engine.begin_execution(raise_budget=RaiseBudget(by="ops", max_cost=1.0))
+
+    # A fresh attachment (another process) resumes with a raised budget and completes.
+    other = delegating(model, store, effects, run_id=run_id, max_tokens=300)
+    await other.begin_execution(raise_budget=RaiseBudget(by="ops@example.com",
+                                                         max_tokens=10_000, note="ok"))
+    assert (await drive(other)).status == "completed"
+    assert other.usage().max_tokens == 10_000
+    assert effects.calls == ["ops@example.com"]
+    raised = [e.body for e in store.read(run_id, "budgets")]
+    assert len(raised) == 1
+    assert raised[0]["by"] == "ops@example.com" and raised[0]["after"]["max_tokens"] == 10_000
+    assert raised[0]["before"]["max_tokens"] == 300 and raised[0]["used"]["tokens"] == 330
+
+
+async def test_a_cost_budget_blocks_naming_cost_and_a_raise_completes() -> None:
+    model, store = Metered(FunctionModel(by_instance)), InMemoryCheckpointStore()
+    # each action call costs 0.00028; the third one crosses 0.0005
+    engine = delegating(model, store, SideEffects(), max_cost=0.0005)
+    await engine.start("count then mail")
+    result = await drive(engine)
+    assert (result.status, result.error_code) == ("blocked", "budget_exceeded")
+    assert engine.error is not None and "cost: " in engine.error["message"]
+    assert "tokens:" not in engine.error["message"]
+    assert engine.usage().cost == pytest.approx(2 * 0.00028)
+    await engine.begin_execution(raise_budget=RaiseBudget(by="ops", max_cost=1.0))
+    assert (await drive(engine)).status == "completed"
+
+
+def test_a_cost_budget_needs_prices() -> None:
+    with pytest.raises(SnapshotError, match="max_cost needs the model connection's prices"):
+        parse_snapshot({"agent_id": "a", "model": {"model": "m"},
+                        "limits": {"max_cost": 1.0}})
+
+
+def test_limits_without_a_budget_keep_the_old_bindings() -> None:
+    from agentloom_runtime.engine import ExecutionLimits
+
+    assert set(ExecutionLimits().to_dict()) == {"max_model_calls", "max_iterations",
+                                                "max_children"}
+    assert ExecutionLimits(max_tokens=5).to_dict()["max_tokens"] == 5
