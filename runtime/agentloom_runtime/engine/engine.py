@@ -91,7 +91,7 @@ class Engine:
     (``start``, ``attach``, ``begin_execution``, ``step``, ``command_spec``,
     ``queue_input``, ``resolve``, ``cancel``, ``close``) and a typed read API
     (``run_id``, ``version``, ``status``, ``error``, ``outcome()``, ``unknown()``,
-    ``pending()``, ``main_view()``, ``way_out()``)."""
+    ``pending()``, ``main_view()``, ``way_out()``, ``usage()``)."""
 
     def __init__(self, *, store: BaseCheckpointStore, modules: RuntimeModules,
                  bindings: JSON, snapshot: AgentSnapshot, tools: ToolRuntime,

@@ -1,7 +1,8 @@
 """Usage and budget (issue 10): provider usage summed in the head over every purpose and
 sub-agent; a per-run token or cost budget that blocks with ``budget_exceeded`` (way out
 ``raise_budget``); a resume with a raised budget completes, one without stays blocked
-with the same message; the raise is a durable record."""
+with the same message; the raise is a durable record; a crash at any commit neither
+loses nor double-counts usage."""
 
 from __future__ import annotations
 
@@ -10,10 +11,18 @@ import re
 from typing import Any
 
 import pytest
-from support.engine import SideEffects, build_engine, drive, make_snapshot, saved_head
+from support.engine import (
+    Crash,
+    CrashingStore,
+    SideEffects,
+    build_engine,
+    drive,
+    make_snapshot,
+    saved_head,
+)
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.contracts import ModelRequest, ModelResponse, Verdict
 from agentloom_runtime.engine import create_engine, read_run
 from agentloom_runtime.engine._resolve import RaiseBudget
 from agentloom_runtime.errors import ConfigError, SnapshotError
@@ -98,7 +107,8 @@ class Metered:
                 sum(TOKENS[p][1] for p, _ in self.calls))
 
 
-def delegating(model: Metered, store: InMemoryCheckpointStore, effects: SideEffects,
+def delegating(model: Metered, store: InMemoryCheckpointStore | CrashingStore,
+               effects: SideEffects,
                run_id: str | None = None, **limits: Any) -> Any:
     snapshot = make_snapshot(subagents=SUBS, model=PRICED, limits=limits)
     return build_engine(store=store, snapshot=snapshot, model=model, tools=effects.tools(),
@@ -207,3 +217,48 @@ def test_limits_without_a_budget_keep_the_old_bindings() -> None:
     assert set(ExecutionLimits().to_dict()) == {"max_model_calls", "max_iterations",
                                                 "max_children"}
     assert ExecutionLimits(max_tokens=5).to_dict()["max_tokens"] == 5
+
+
+def recorded_tokens(store: InMemoryCheckpointStore, run_id: str) -> int:
+    """Tokens of the calls whose responses the run kept (assistant records and the
+    summaries' and reviews' ops entries)."""
+    head = saved_head(store, run_id)
+    total = 0
+    for instance in head["frames"]:
+        for entry in store.read(run_id, f"src:{instance}"):
+            call = entry.body.get("call")
+            if entry.body["kind"] == "assistant" and call and call.get("usage"):
+                total += call["usage"]["total_tokens"]
+    for entry in store.read(run_id, "ops"):
+        if "raw_output" in entry.body and entry.body["purpose"] != "action":
+            total += entry.body["usage"]["total_tokens"]
+    return total
+
+
+async def test_a_crash_at_any_commit_neither_loses_nor_double_counts_usage() -> None:
+    reference = CrashingStore(InMemoryCheckpointStore())
+    engine = delegating(Metered(FunctionModel(by_instance)), reference, SideEffects())
+    await engine.start("count then mail")
+    assert (await drive(engine)).status == "completed"
+    for crash_after in range(2, reference.commits):
+        inner = InMemoryCheckpointStore()
+        store = CrashingStore(inner, crash_after=crash_after)
+        model, effects = Metered(FunctionModel(by_instance)), SideEffects()
+        engine = delegating(model, store, effects)
+        run_id = await engine.start("count then mail")
+        with pytest.raises(Crash):
+            await drive(engine)
+        store.crash_after = None
+        for _ in range(3):  # resume; an unknown send_mail is treated as ran
+            engine = delegating(model, store, effects, run_id=run_id)
+            if engine.status == "completed":
+                break
+            unknown = engine.unknown()
+            if unknown is not None and unknown.kind == "tool":
+                await engine.resolve(Verdict(kind="ran", by="ops"))
+            else:
+                await engine.begin_execution(retry_unknown_models=True)
+            await drive(engine)
+        assert engine.status == "completed", (crash_after, engine.error)
+        usage = engine.usage()
+        assert usage.total_tokens == recorded_tokens(inner, run_id), crash_after
