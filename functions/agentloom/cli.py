@@ -173,6 +173,10 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--home", help="state directory (default: $AGENTLOOM_HOME or "
                                   f"./{DEFAULT_HOME}); only `run` creates it")
+    p.add_argument("--api", metavar="URL", help="talk to a deployment instead (agentloom "
+                   "serve or AWS): ask/run, resume, resolve, cancel, messages, events, "
+                   "show; `agentloom --api URL --help` for its commands")
+    p.add_argument("--token", help="with --api: a bearer token (default $AGENTLOOM_TOKEN)")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an agent on a question")
     run.add_argument("--agent", required=True, help="agent YAML file")
@@ -437,6 +441,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .remote import handled
+
+    remote = handled(argv)
+    if remote is not None:
+        return remote
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
