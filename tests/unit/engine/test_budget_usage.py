@@ -262,3 +262,24 @@ async def test_a_crash_at_any_commit_neither_loses_nor_double_counts_usage() -> 
         assert engine.status == "completed", (crash_after, engine.error)
         usage = engine.usage()
         assert usage.total_tokens == recorded_tokens(inner, run_id), crash_after
+
+
+async def test_the_budget_also_stops_a_review_and_holds_across_attachments() -> None:
+    """The action's 110 tokens exhaust a 100-token budget: the completion review is not
+    sent; a plain resume in another attachment stays blocked; a raise sends it."""
+    model = Metered(FunctionModel(lambda r: ScriptedModel.verdict("complete")
+                                  if r.purpose == "verification" else
+                                  ScriptedModel.answer("42")))
+    store, snapshot = InMemoryCheckpointStore(), make_snapshot(limits={"max_tokens": 100})
+    engine = build_engine(store=store, snapshot=snapshot, model=model)
+    run_id = await engine.start("Q answer at once")
+    assert (await drive(engine)).error_code == "budget_exceeded"
+    assert [p for p, _ in model.calls] == ["action"]
+    again = build_engine(store=store, snapshot=snapshot, model=model, run_id=run_id)
+    assert again.way_out() == "raise_budget" and again.usage().total_tokens == 110
+    await again.begin_execution()
+    assert (await drive(again)).error_code == "budget_exceeded"
+    await again.begin_execution(raise_budget=RaiseBudget(by="ops", max_tokens=1_000))
+    assert (await drive(again)).status == "completed"
+    assert [p for p, _ in model.calls] == ["action", "verification"]
+    assert again.usage().total_tokens == 132
