@@ -202,6 +202,11 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--confirm-hooks", action="store_true",
                         help="run again a hook that was interrupted while it ran and is "
                              "not replay-safe (check its effects first)")
+    resume.add_argument("--raise-tokens", type=int, metavar="N",
+                        help="a run blocked by its token budget: the new max_tokens")
+    resume.add_argument("--raise-cost", type=float, metavar="X",
+                        help="a run blocked by its cost budget: the new max_cost")
+    resume.add_argument("--by", help="who raises the budget (default: $USER)")
     resume.add_argument("--pause", type=float, default=0.0)
     _resolve_parser(sub)
     cancel = sub.add_parser("cancel", help="cancel a run, whoever drives it (its driver "
@@ -302,9 +307,16 @@ async def _resume(app: LocalApp, args: argparse.Namespace, say: Output) -> int:
     if summary.way_out == "new_question":  # it ended: say how, resume nothing
         return await _ended(app, summary, snapshot, gateway, args, say)
     say(banner)
+    raised = None
+    if args.raise_tokens is not None or args.raise_cost is not None:
+        from agentloom_runtime.engine import RaiseBudget
+
+        raised = RaiseBudget(by=args.by or os.environ.get("USER") or "operator",
+                             max_tokens=args.raise_tokens, max_cost=args.raise_cost)
     return _exit(await app.resume(args.run_id, snapshot, gateway,
                                   retry_unknown_models=args.retry_unknown_models,
-                                  confirm_hooks=args.confirm_hooks, pause=args.pause),
+                                  confirm_hooks=args.confirm_hooks, pause=args.pause,
+                                  raise_budget=raised),
                  say)
 
 

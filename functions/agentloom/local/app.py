@@ -273,7 +273,7 @@ class LocalApp:
 
     async def resume(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
                      retry_unknown_models: bool = False, confirm_hooks: bool = False,
-                     pause: float = 0.0) -> StepResult:
+                     pause: float = 0.0, raise_budget: Any = None) -> StepResult:
         """A new execution of a stopped or interrupted run, driven until it stops. A run
         that already ended (completed, failed, cancelled) is returned as it is."""
         summary = self.summary(run_id)
@@ -281,7 +281,8 @@ class LocalApp:
             return _done(summary)
         async with self._driving(run_id, snapshot, gateway) as run:
             await run.engine.begin_execution(retry_unknown_models=retry_unknown_models,
-                                             confirm_hooks=confirm_hooks)
+                                             confirm_hooks=confirm_hooks,
+                                             raise_budget=raise_budget)
             return await run.drive(pause)
 
     async def resolve(self, run_id: str, snapshot: AgentSnapshot, gateway: Any,

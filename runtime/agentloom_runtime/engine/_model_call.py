@@ -125,8 +125,8 @@ def check_budget(ctx: StepContext) -> None:
     raise BlockRun(RunBudgetExceeded(
         f"the run's budget is used up ({'; '.join(spent)}; all model calls of every "
         "purpose and sub-agent count). An operator can resume it with a raised budget "
-        f"(begin_execution(raise_budget=...): {' and '.join(f'max_{w}' for w in which)} "
-        "above what is used), or ask again in a new run.",
+        f"({' and '.join(f'max_{w}' for w in which)} above what is used: `agentloom "
+        "resume RUN_ID --raise-tokens N` / `--raise-cost X`), or ask again in a new run.",
         details={"budget": which, "used_tokens": usage.total_tokens,
                  "max_tokens": usage.max_tokens, "used_cost": usage.cost,
                  "max_cost": usage.max_cost}))
