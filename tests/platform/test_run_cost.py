@@ -46,6 +46,8 @@ def test_cost_per_run_and_per_step(platform: EmbeddedPlatform, wait: Wait) -> No
     assert (cost.input_tokens, cost.output_tokens) == (10 * cost.calls, 5 * cost.calls)
     assert cost.cost == pytest.approx(STEP_COST * cost.calls)
     assert RunCost.model_validate(cost.model_dump()) == cost  # JSON-ready for the view
+    assert view.cost is not None and view.cost.cost == pytest.approx(cost.cost), \
+        "the run view (GET …/runs/{id}) shows the cost per run and per step"
 
     events = wait(lambda: (page := platform.sessions.events(
         ALICE, session.session_id, run.run_id)).done and page, what="the last event")

@@ -246,6 +246,8 @@ class SessionService:
                       way_out="resume" if status == "interrupted" else summary.way_out,
                       error=None if not error else self.tracker.redactor.scrub(
                           {"code": error["code"], "message": error["message"]}))
+        if detail:
+            fields["cost"] = self.tracker.run_cost(run.run_id)
         if detail and (summary.status == "completed" or summary.way_out == "resolve"):
             info = self.engines.detail(run, self._snapshot(run.agent_id, run.version))
             fields.update(answer=info.answer, reason=info.reason, note=info.note,

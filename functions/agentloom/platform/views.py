@@ -70,6 +70,7 @@ class RunView(_View):
     unknown: dict[str, Any] | None = None
     pending: list[dict[str, Any]] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    cost: RunCost | None = None  # tokens and cost per run and per model call (detail only)
     note: str | None = None
 
 
