@@ -36,11 +36,11 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
+from agentloom.stores.sqlite_connections import ThreadConnections
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore, RecordCodec
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 
@@ -91,10 +91,8 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         self.path = Path(text)
         self._busy_ms = int(busy_timeout * 1000)
         self._synchronous = synchronous
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._conns: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
-        self._closed = False
+        self._pool = ThreadConnections(self.path, busy_ms=self._busy_ms,
+                                       synchronous=synchronous, what="checkpoint store")
         self._counter_lock = threading.Lock()
         self.bytes_written = 0
         self.blob_bytes_written = 0
@@ -102,42 +100,8 @@ class SqliteCheckpointStore(BaseCheckpointStore):
 
     # -- connections -------------------------------------------------------------------
 
-    def _open(self) -> sqlite3.Connection:
-        # isolation_level=None: no implicit transactions; we issue BEGIN/COMMIT ourselves.
-        # check_same_thread=False only so that close() may close every thread's
-        # connection; each connection is otherwise used by its own thread alone.
-        conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000,
-                               isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
-        with self._lock:
-            if self._closed:
-                raise ConfigError(f"checkpoint store {self.path} is closed")
-            self._reap_dead_threads()
-            conn = self._open()
-            self._conns.append((weakref.ref(threading.current_thread()), conn))
-        self._local.conn = conn
-        return conn
-
-    def _reap_dead_threads(self) -> None:
-        alive = []
-        for ref, conn in self._conns:
-            thread = ref()
-            if thread is None or not thread.is_alive():
-                conn.close()
-            else:
-                alive.append((ref, conn))
-        self._conns = alive
+        return self._pool.get()
 
     def _enable_wal(self, conn: sqlite3.Connection) -> str:
         # Switching to WAL needs an exclusive lock and, when it races another process
@@ -176,12 +140,7 @@ class SqliteCheckpointStore(BaseCheckpointStore):
 
     def close(self) -> None:
         """Close every connection. Call it once no operation is in flight."""
-        with self._lock:
-            self._closed = True
-            for _, conn in self._conns:
-                conn.close()
-            self._conns = []
-        self._local = threading.local()
+        self._pool.close()
 
     def __enter__(self) -> SqliteCheckpointStore:
         return self

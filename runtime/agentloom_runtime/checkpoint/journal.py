@@ -22,7 +22,6 @@ class Journal:
         self.head: dict[str, Any] = head
         self._entries: list[LogEntry] = []
         self.stale = False
-        self.last_reason = ""  # the named commit point of the last commit
 
     def append(self, stream: str, body: dict[str, Any]) -> int:
         seqs = self.head.setdefault("streams", {})
@@ -59,6 +58,5 @@ class Journal:
             raise PersistenceError(f"saving run {self.run_id} failed: {type(err).__name__}",
                                    details={"run_id": self.run_id}) from err
         self.version = new
-        self.last_reason = reason
         self._entries = []
         return new

@@ -21,7 +21,7 @@ from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.tools import ToolRuntime
 
 from ._modules import RuntimeModules
-from ._state import CommitPoint, Frame, Head, Operation
+from ._state import CommitPoint, Frame, Head
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,3 @@ def in_flight(head: Head, record: Mapping[str, Any], what: str) -> None:
             f"{what} of run {head['run_id']} is in flight in this execution; a step that "
             "died here is continued by resuming the run", details={"run_id": head["run_id"]})
 
-
-def current_op(head: Head) -> Operation | None:
-    return head["op"]

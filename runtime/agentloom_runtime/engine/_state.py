@@ -131,7 +131,6 @@ class ToolOp(TypedDict):
     name: str
     attempts: int
     started_at: float
-    arguments_digest: str
     raw: NotRequired[dict[str, Any]]  # {"ops": seq} of the saved RawResult
 
 
@@ -247,12 +246,11 @@ def model_op(*, op_id: str, execution: int, purpose: Purpose, instance: str, ind
     return op
 
 
-def tool_op(*, call: PendingCall, execution: int, instance: str, arguments_digest: str,
-            started_at: float, attempts: int = 1) -> ToolOp:
+def tool_op(*, call: PendingCall, execution: int, instance: str, started_at: float,
+            attempts: int = 1) -> ToolOp:
     return ToolOp(kind="tool", phase="started", id=f"t:{call['request_id']}",
                   execution=execution, request_id=call["request_id"], instance=instance,
-                  name=call["name"], attempts=attempts, started_at=started_at,
-                  arguments_digest=arguments_digest)
+                  name=call["name"], attempts=attempts, started_at=started_at)
 
 
 def command_op(*, call: PendingCall, execution: int, instance: str, spec: dict[str, Any],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agentloom_runtime._json import as_text, digest
+from agentloom_runtime._json import as_text
 from agentloom_runtime.contracts import ToolOutcome, ToolRequest, ToolStatus
 from agentloom_runtime.errors import ToolOutcomeUnknown
 from agentloom_runtime.tool_contracts import ToolContext
@@ -82,8 +82,7 @@ async def run_inline(ctx: StepContext, hooks: HookRunner, frame: Frame, call: Pe
                               "arguments": prepared.arguments})
     if not prepared.definition.resume_inflight:
         ctx.head["op"] = tool_op(call=call, execution=ctx.head["execution"],
-                                 instance=frame["instance"], started_at=now(),
-                                 arguments_digest=digest(prepared.arguments))
+                                 instance=frame["instance"], started_at=now())
         ctx.commit("tool.started")
     raw = await ctx.tools.invoke(prepared, tool_context(ctx, frame, call, uncertain))
     await finish_tool(ctx, hooks, frame, call, prepared, raw)
@@ -102,7 +101,7 @@ async def finish_tool(ctx: StepContext, hooks: HookRunner, frame: Frame, call: P
         op = ctx.head["op"]
         if op is None or op["kind"] != "tool":
             op = tool_op(call=call, execution=ctx.head["execution"], instance=inst,
-                         started_at=now(), arguments_digest=digest(prepared.arguments))
+                         started_at=now())
         if op["phase"] != "raw_saved":
             op["phase"] = "raw_saved"
             op["raw"] = {"ops": ctx.journal.append("ops", {

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentloom.stores.sqlite_connections import ThreadConnections
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
 from .base import ABSENT, ANY, PlatformStore, Stored, Write, WriteConflict
@@ -48,36 +47,14 @@ class SqlitePlatformStore(PlatformStore):
                               "InMemoryPlatformStore for a store in memory")
         self.path = Path(text)
         self._busy_ms = int(busy_timeout * 1000)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._conns: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
-        self._closed = False
+        self._pool = ThreadConnections(self.path, busy_ms=self._busy_ms, synchronous="FULL",
+                                       what="platform store")
         self._init_schema(self._conn())
 
     # -- connections ---------------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
-        with self._lock:
-            if self._closed:
-                raise ConfigError(f"platform store {self.path} is closed")
-            alive = []
-            for ref, old in self._conns:
-                thread = ref()
-                if thread is None or not thread.is_alive():
-                    old.close()
-                else:
-                    alive.append((ref, old))
-            conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000,
-                                   isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            conn.execute("PRAGMA synchronous = FULL")
-            alive.append((weakref.ref(threading.current_thread()), conn))
-            self._conns = alive
-        self._local.conn = conn
-        return conn
+        return self._pool.get()
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + self._busy_ms / 1000
@@ -111,12 +88,7 @@ class SqlitePlatformStore(PlatformStore):
             raise
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            for _, conn in self._conns:
-                conn.close()
-            self._conns = []
-        self._local = threading.local()
+        self._pool.close()
 
     # -- primitives ----------------------------------------------------------------------
 

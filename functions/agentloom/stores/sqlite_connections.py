@@ -1,0 +1,72 @@
+"""One SQLite connection per thread for a database file, shared by the stores that live
+in it (checkpoints, platform records).
+
+``isolation_level=None``: no implicit transactions, the stores issue BEGIN/COMMIT.
+``check_same_thread=False`` only so that ``close()`` may close every thread's
+connection; each connection is otherwise used by its own thread alone. Connections of
+threads that have ended are closed when a new one is opened.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import weakref
+from pathlib import Path
+
+from agentloom_runtime.errors import ConfigError
+
+
+class ThreadConnections:
+    def __init__(self, path: Path, *, busy_ms: int, synchronous: str, what: str) -> None:
+        self.path = path
+        self._busy_ms = busy_ms
+        self._synchronous = synchronous
+        self._what = what  # "checkpoint store", for the closed error
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
+        self._closed = False
+
+    def get(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        with self._lock:
+            if self._closed:
+                raise ConfigError(f"{self._what} {self.path} is closed")
+            self._reap_dead_threads()
+            conn = self._open()
+            self._conns.append((weakref.ref(threading.current_thread()), conn))
+        self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close every connection. Call it once no operation is in flight."""
+        with self._lock:
+            self._closed = True
+            for _, conn in self._conns:
+                conn.close()
+            self._conns = []
+        self._local = threading.local()
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000,
+                               isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _reap_dead_threads(self) -> None:
+        alive = []
+        for ref, conn in self._conns:
+            thread = ref()
+            if thread is None or not thread.is_alive():
+                conn.close()
+            else:
+                alive.append((ref, conn))
+        self._conns = alive
