@@ -45,6 +45,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agentloom.stores.dynamodb_checkpoints import item_size, write_units
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
 from .base import ABSENT, ANY, PlatformStore, Stored, Write, WriteConflict
@@ -278,26 +279,6 @@ def _persistence(exc: Any, what: str) -> PersistenceError:
 _RETRYABLE = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException",
                         "RequestLimitExceeded", "InternalServerError",
                         "TransactionInProgressException"})
-
-
-def item_size(item: Item) -> int:
-    """An item's size as DynamoDB computes it: attribute names plus values (``S`` in
-    UTF-8, ``N`` about one byte per two digits plus one)."""
-    size = 0
-    for name, value in item.items():
-        ((kind, raw),) = value.items()
-        size += len(name.encode())
-        if kind == "S":
-            size += len(raw.encode())
-        else:
-            digits = raw.lstrip("-").replace(".", "").strip("0")
-            size += (len(digits) + 1) // 2 + 1
-    return size
-
-
-def write_units(size: int, *, transactional: bool) -> int:
-    units = max(1, -(-size // 1024))
-    return 2 * units if transactional else units
 
 
 def create_table(client: DynamoDbClient, name: str) -> None:
