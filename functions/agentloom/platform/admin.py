@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from agentloom.capabilities import Capabilities
 from agentloom.models import (
     DEFAULT_BASE_URLS,
     DiscoveredModel,
@@ -95,11 +96,13 @@ def _name(value: str, what: str) -> str:
 class AdminService:
     def __init__(self, store: PlatformStore, rules: DraftRules | None = None, *,
                  secrets: SecretSealer | None = None,
-                 discovery: ModelDiscovery | None = None) -> None:
+                 discovery: ModelDiscovery | None = None,
+                 capabilities: Capabilities | None = None) -> None:
         self.store = store
         self.rules = rules or DraftRules()
         self.secrets = secrets
         self.discovery = discovery
+        self.capabilities = capabilities or Capabilities()
 
     # -- spaces and members --------------------------------------------------------------
 
@@ -258,12 +261,14 @@ class AdminService:
                                f"{revision}", code="draft_changed",
                                details={"revision": draft.value.revision})
             latest = agent.value.latest_version
+            # bound resources pinned first: a changed skill or schema is a new version
+            config = self.capabilities.pin(space_id, draft.value.config)
             if latest:
                 previous = self.store.get_version(agent_id, latest)
                 if previous is not None and \
-                        config_hash(_config(previous)) == config_hash(draft.value.config):
+                        config_hash(_config(previous)) == config_hash(config):
                     return previous, False
-            snapshot, digest = freeze(draft.value.config, space_id=space_id,
+            snapshot, digest = freeze(config, space_id=space_id,
                                       agent_id=agent_id, version=latest + 1)
             version = AgentVersion(space_id=space_id, agent_id=agent_id, version=latest + 1,
                                    content_hash=digest, snapshot=snapshot,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from agentloom.capabilities import Capabilities
 from agentloom.crypto import EnvelopeCodec, LocalKeyring
 from agentloom.local.app import DATABASE, KEY_FILE, open_checkpoint_store
 from agentloom.local.redaction import Redactor
@@ -115,14 +116,18 @@ class EmbeddedPlatform:
     @classmethod
     def open(cls, home: Path, *, model_factory: ModelFactory | None = None,
              rules: DraftRules | None = None,
-             allow_loopback_discovery: bool = False) -> EmbeddedPlatform:
+             allow_loopback_discovery: bool = False,
+             capabilities: Capabilities | None = None) -> EmbeddedPlatform:
         """``allow_loopback_discovery``: model discovery may connect to 127.0.0.1 / ::1
-        (tests with a local fake provider only; never set by ``agentloom serve``)."""
+        (tests with a local fake provider only; never set by ``agentloom serve``).
+        ``capabilities``: the bound-resource kinds (Skills, MCP, knowledge) publish pins
+        and runs use (``agentloom.capabilities``)."""
+        capabilities = capabilities or Capabilities()
         checkpoints = open_checkpoint_store(home)
         store = SqlitePlatformStore(home / DATABASE)
         tracker = RunTracker(store, checkpoints, redactor=Redactor.from_environment())
         engines = LocalEngines(home, checkpoints, tracker,
-                               model_factory or default_model_factory)
+                               model_factory or default_model_factory, capabilities)
         launcher = LocalRunLauncher(engines)
         sessions = SessionService(store, tracker, launcher, engines)
         return cls(home=home, store=store, checkpoints=checkpoints, tracker=tracker,
@@ -130,7 +135,8 @@ class EmbeddedPlatform:
                    admin=AdminService(
                        store, rules,
                        secrets=CodecSecrets(LocalKeyring(home / KEY_FILE), store),
-                       discovery=ModelDiscovery(allow_loopback=allow_loopback_discovery)),
+                       discovery=ModelDiscovery(allow_loopback=allow_loopback_discovery),
+                       capabilities=capabilities),
                    tokens=BearerTokens(store))
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agentloom.capabilities import Capabilities, RunScope
 from agentloom.local.driver import drive
 from agentloom.local.operator import hook_registry
 from agentloom.local.redaction import Redactor
@@ -53,8 +54,10 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 class LocalEngines:
     def __init__(self, home: Path, checkpoints: BaseCheckpointStore, tracker: RunTracker,
-                 model_factory: ModelFactory) -> None:
+                 model_factory: ModelFactory,
+                 capabilities: Capabilities | None = None) -> None:
         self.home = home
+        self.capabilities = capabilities or Capabilities()
         self.checkpoints = checkpoints
         self.tracker = tracker
         self.model_factory = model_factory
@@ -71,7 +74,10 @@ class LocalEngines:
         engine = create_engine(
             snapshot, workspace=workspaces.for_instance, emit=emit, save=self.checkpoints,
             checkpoint=run.run_id if attach else None,
-            model_gateway=self.model_factory(snapshot), tools=workspaces.tools(),
+            model_gateway=self.model_factory(snapshot),
+            tools=[*workspaces.tools(), *self.capabilities.tools(snapshot, RunScope(
+                space_id=run.space_id, agent_id=run.agent_id, version=run.version,
+                session_id=run.session_id, run_id=run.run_id))],
             workspace_provider=workspaces.provider, commands=workspaces.commands,
             services=workspaces.services(), hook_registry=hook_registry(snapshot))
         workspaces.bind(engine)

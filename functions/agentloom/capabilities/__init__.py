@@ -1,0 +1,66 @@
+"""Capabilities: the kinds of space resources an agent version binds (seed 002 §9) —
+Skills, MCP tools, knowledge bases — behind one seam.
+
+A ``Capability`` takes part in two moments, and only these:
+
+- **publish** (``AdminService.publish``): ``pin`` checks that the draft's references to
+  the space's resources of its kind exist and freezes them into the version (content
+  hashes, published schemas), so editing a resource never changes an old version; an
+  error is an ``Invalid`` naming the draft field.
+- **engine build** (every host: the embedded worker, the CLI, the step Lambda):
+  ``tools`` returns the trusted ``ToolDefinition`` s the bound resources add for one
+  run, with their handlers; the engine never branches on a capability's name.
+
+``Capabilities`` is the ordered set a host wires once and passes to both places.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.tool_contracts import ToolDefinition
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """Where a run's tools act: its space, agent version, session and run."""
+
+    space_id: str
+    agent_id: str
+    version: int
+    session_id: str
+    run_id: str
+
+
+class Capability(Protocol):
+    kind: str  # "skills", "mcp", "knowledge" — used in error messages and docs only
+
+    def pin(self, space_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The draft configuration with this kind's references checked and frozen."""
+        ...
+
+    def tools(self, snapshot: AgentSnapshot, scope: RunScope) -> list[ToolDefinition]:
+        """The tools the snapshot's bound resources of this kind add to a run."""
+        ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    items: tuple[Capability, ...] = ()
+
+    @classmethod
+    def of(cls, items: Iterable[Capability]) -> Capabilities:
+        return cls(tuple(items))
+
+    def pin(self, space_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        pinned = dict(config)
+        for capability in self.items:
+            pinned = capability.pin(space_id, pinned)
+        return pinned
+
+    def tools(self, snapshot: AgentSnapshot, scope: RunScope) -> list[ToolDefinition]:
+        return [tool for capability in self.items
+                for tool in capability.tools(snapshot, scope)]
