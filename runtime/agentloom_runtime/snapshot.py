@@ -159,6 +159,28 @@ class SubAgentTemplate(_Frozen):
     _tools = field_validator("tools")(_check_template_tools)
 
 
+class McpToolBinding(_Frozen):
+    """One tool of a space's MCP resource bound to the agent. The draft names
+    ``resource_id`` and ``tool`` (and may choose ``alias``); publish fills in the rest
+    from the server's listing, so a version keeps the schema it was published with and
+    a run refuses a server whose schema changed since."""
+
+    resource_id: str = Field(min_length=1, max_length=64)
+    tool: str = Field(min_length=1, max_length=128, description="The remote tool's name.")
+    alias: str | None = Field(
+        default=None, pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$", description="The name the "
+        "model sees (unique in the agent); publish derives one when unset.")
+    description: str = Field(default="", max_length=10_000)
+    parameters: dict[str, Any] | None = Field(
+        default=None, description="The published input schema (set at publish).")
+    schema_digest: str = Field(default="", max_length=80)
+    read_only_hint: bool = False
+    idempotent_hint: bool = False
+    trust_annotations: bool = Field(
+        default=False, description="The resource's flag at publish: only then do the "
+        "hints let a call of unknown outcome run again (uncertain) instead of blocking.")
+
+
 class HookBindingSpec(_Frozen):
     hook_id: str = Field(min_length=1, max_length=200)
     version: str = Field(min_length=1, max_length=50)
@@ -207,6 +229,9 @@ class AgentSnapshot(_Frozen):
         "'read_result' are always bound. Host-registered tools are not listed here.")
     skills: tuple[str, ...] = ()
     knowledge_bases: tuple[str, ...] = ()
+    mcp_tools: tuple[McpToolBinding, ...] = Field(
+        default=(), max_length=64, description="Tools of the space's MCP resources (see "
+        "docs/mcp.md); aliases must be unique and not a built-in tool's name.")
     subagents: tuple[SubAgentTemplate, ...] = Field(default=(), max_length=10)
     hooks: tuple[HookBindingSpec, ...] = ()
     hook_packages: tuple[_PackagePath, ...] = Field(
@@ -246,6 +271,16 @@ class AgentSnapshot(_Frozen):
             raise ValueError("limits.max_cost needs the model connection's prices "
                              "(model.input_price_per_million and "
                              "model.output_price_per_million)")
+        return self
+
+    @model_validator(mode="after")
+    def _unique_mcp_aliases(self) -> AgentSnapshot:
+        aliases = [b.alias for b in self.mcp_tools if b.alias is not None]
+        taken = [a for a in aliases if a in AGENT_TOOLS or a.startswith(_BUILTIN_PREFIX)]
+        if taken:
+            raise ValueError(f"mcp_tools aliases {_unknown(taken)} are built-in tool names")
+        if len(aliases) != len(set(aliases)):
+            raise ValueError("mcp_tools aliases must be unique")
         return self
 
     @model_validator(mode="after")
