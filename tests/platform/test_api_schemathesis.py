@@ -9,8 +9,9 @@ and that nothing crashes. A seeded space, agent and session make some ids real.
 
 schemathesis' pytest plugin (``from_fixture``) breaks on pytest 9 (it reads
 ``request.node._nodeid``), so each operation's strategy is driven with hypothesis here.
-Known gaps of the generated document are exempted by ``known_gap`` and pinned by a
-strict xfail, so fixing them shows up.
+``test_the_document_declares_every_status`` checks the declarations themselves: a 2xx
+(with a body schema unless 204) and the gate's errors on every operation, 400/413 where
+there is a body, and no identity on the public paths.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from schemathesis import checks  # noqa: E402
 
+from agentloom.api._resolver import PUBLIC_PATHS  # noqa: E402
 from agentloom.api.openapi import openapi_document  # noqa: E402
 
 from .conftest import ALICE, Api  # noqa: E402
@@ -32,31 +34,11 @@ from .conftest import ALICE, Api  # noqa: E402
 EXAMPLES = 4  # per operation and kind of request (about 35 operations)
 
 
-def known_gap(operation: dict[str, Any], status: int) -> bool:
-    """A status the generated document fails to declare, by a known defect of
-    ``app.py``'s ``_errors()`` (see ``test_the_document_declares_every_status``): it
-    replaces Powertools' default success response (most operations declare no 2xx; a
-    publish or ask answered 200 declares only 201) and names 400 only where asked to,
-    though any body may be malformed JSON or not UTF-8."""
-    declared = set(operation.get("responses", {}))
-    if 200 <= status < 300:
-        return not any(code.startswith("2") for code in declared) or (
-            status == 200 and "201" in declared)
-    return status == 400 and "requestBody" in operation
-
-
-def status_code_declared(ctx: Any, response: Any, case: Any) -> bool | None:
-    """``status_code_conformance``, less the known gaps of the document."""
-    if known_gap(case.operation.definition.raw, response.status_code):
-        return None
-    result: bool | None = checks.status_code_conformance(ctx, response, case)
-    return result
-
-
 # no 5xx, and every answer as the document declares it; not schemathesis' request-side
 # checks (positive_data_acceptance: the API rightly answers 422 to schema-valid input
 # that breaks a rule the schema cannot say, such as a model spec's base_url)
-CHECKS = [checks.not_a_server_error, status_code_declared, checks.content_type_conformance,
+CHECKS = [checks.not_a_server_error, checks.status_code_conformance,
+          checks.content_type_conformance,
           checks.response_headers_conformance, checks.response_schema_conformance]
 
 
@@ -101,13 +83,27 @@ def test_no_5xx_and_no_schema_violations(api: Api) -> None:
     assert not failures, "\n\n".join(failures)
 
 
-@pytest.mark.xfail(strict=True, reason="app.py's _errors() drops the success response "
-                   "and 400 from most operations; fix there, regenerate docs/openapi.json "
-                   "and drop this marker (and known_gap)")
 def test_the_document_declares_every_status() -> None:
     document = openapi_document()
-    gaps = [f"{method.upper()} {path}: {status}"
-            for path, item in document["paths"].items()
-            for method, operation in item.items() for status in (200, 400)
-            if known_gap(operation, status)]
+    gaps = []
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            declared = operation["responses"]
+            ok = [c for c in declared if c.startswith("2")]
+            wanted = {"422", "503"} | ({"400", "413"} if "requestBody" in operation else set())
+            if path not in PUBLIC_PATHS:
+                wanted.add("401")
+            elif operation.get("security") != []:
+                gaps.append(f"{method.upper()} {path}: not declared public")
+            gaps += [f"{method.upper()} {path}: {c}" for c in sorted(wanted - set(declared))]
+            if not ok:
+                gaps.append(f"{method.upper()} {path}: no 2xx")
+            for code in ok:
+                if code != "204" and "schema" not in declared[code]["content"].get(
+                        "application/json", {}):
+                    gaps.append(f"{method.upper()} {path}: {code} without a schema")
+            for code, response in declared.items():
+                schema = response.get("content", {}).get("application/json", {}).get("schema")
+                if code[0] in "45" and schema != {"$ref": "#/components/schemas/ErrorOut"}:
+                    gaps.append(f"{method.upper()} {path}: {code} is not ErrorOut")
     assert not gaps, gaps
