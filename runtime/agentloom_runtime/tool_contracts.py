@@ -14,6 +14,10 @@ freeze = freeze_json  # a deep read-only copy of JSON config (one rule, in bus.p
 
 Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Any]]
 Availability = Callable[[Mapping[str, Any], str], bool]
+PromptSection = Callable[[Mapping[str, Any], "str | None"], str]
+"""(config, template) -> text appended to the system prompt of an instance that may use
+the tool (``template``: its sub-agent template id, None for main); '' adds nothing. The
+prompt is recorded when the instance starts, so a resume never re-renders it."""
 
 ToolExecution = Literal["inline", "command", "delegate"]
 """inline: the handler runs inside the step. command: the step returns next=command and a
@@ -22,6 +26,10 @@ CommandRunner executes the spec the handler built. delegate: the call opens a ch
 
 def _always(config: Mapping[str, Any], instance: str) -> bool:
     return True
+
+
+def _no_prompt(config: Mapping[str, Any], template: str | None) -> str:
+    return ""
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class ToolDefinition:
     timeout: float = 60.0
     evidence_fields: tuple[str, ...] = ()
     execution: ToolExecution = "inline"
+    prompt: PromptSection = _no_prompt  # e.g. the bound skills' names and descriptions
 
     def __post_init__(self) -> None:
         if not self.tool_id:
@@ -82,3 +91,4 @@ class ToolContext:
     plan: PlanAccess | None = None
     workspace: Any = None  # WorkspaceStorage of this instance, when the host binds one
     services: Mapping[str, Any] = field(default_factory=dict)
+    template: str | None = None  # the instance's sub-agent template id; None for main

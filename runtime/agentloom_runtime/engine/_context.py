@@ -91,11 +91,16 @@ class StepContext:
         return f"{self.run_id}.{frame['instance']}.{n}", f"call_{n}"
 
     def system_prompt(self, frame: Frame, prompt: str | None = None) -> str:
-        from ._frames import frame_view
+        """The prompt, the strategy's rules, then the sections of the tools this
+        instance may use (``ToolDefinition.prompt``), in catalog order."""
+        from ._frames import frame_view, tool_allowed
 
         base = self.snapshot.prompt if prompt is None else prompt
         rules = self.modules.strategy.instructions(frame_view(frame))
-        return f"{base}\n\n{rules}".strip()
+        sections = [d.prompt(self.tools.config, frame["template"])
+                    for d in self.tools.visible(frame["instance"])
+                    if tool_allowed(frame, d.name)]
+        return "\n\n".join(part for part in (base, rules, *sections) if part).strip()
 
 
 def now() -> float:

@@ -41,7 +41,8 @@ def tool_context(ctx: StepContext, frame: Frame, call: PendingCall,
         config=ctx.tools.config, instance=frame["instance"], run_id=ctx.run_id,
         call_id=call["call_id"], request_id=call["request_id"], uncertain=uncertain,
         emit=ctx.emit, plan=FramePlan(frame), workspace=workspace,  # type: ignore[arg-type]
-        services={**host.services, "results": ResultReader(ctx, frame["instance"])})
+        services={**host.services, "results": ResultReader(ctx, frame["instance"])},
+        template=frame["template"])
 
 
 def _authorize(ctx: StepContext, frame: Frame) -> Any:

@@ -9,7 +9,8 @@ stable ``code``), which the ToolRuntime turns into a failure result.
 ``workspace_command`` has ``execution="command"``: its handler only builds and returns the
 ``CommandSpec``; the engine saves it and a CommandRunner executes it later. Limits come from
 the published config (``config["command"]["limits"]``, clamped by the host-side ceiling in
-``services["command_ceiling"]``), skills from ``services["skills"]`` ({id: host path}).
+``services["command_ceiling"]``), skills from ``services["skills"]``: a callable of the
+instance's template (None for main) giving {skill id: host path} to mount read-only.
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ async def _command(context: ToolContext, a: dict[str, Any]) -> Any:
             raise WorkspaceError("not_a_directory", "cwd must be a directory")
     if ("command" in a) == ("argv" in a):
         raise WorkspaceError("invalid_argument", "give exactly one of command or argv")
-    skills = dict(context.services.get("skills") or {})
+    mounts = context.services.get("skills")
+    skills = dict(mounts(context.template)) if mounts is not None else {}
     spec = CommandSpec(
         request_id=context.request_id, command=a.get("command"),
         argv=tuple(a["argv"]) if "argv" in a else None, cwd="/".join(cwd_parts) or ".",

@@ -82,7 +82,8 @@ async def test_command_handler_builds_the_spec_only(store: PosixWorkspaceStore,
     await store.mkdir("src")
     ctx = make_context(store, config={"command": {"limits": {"memory_mb": 4096,
                                                               "cpu_seconds": 10}}},
-                       command_ceiling={"memory_mb": 2048}, skills={"pdf": "/opt/skills/pdf"},
+                       command_ceiling={"memory_mb": 2048},
+                       skills=lambda template: {"pdf": "/opt/skills/pdf"},
                        command_runner=_Runner(True))
     value = await TOOLS["workspace_command"].handler(ctx, {"command": "make", "cwd": "src",
                                                            "timeout_s": 30})
