@@ -9,7 +9,10 @@ A ``Capability`` takes part in two moments, and only these:
   error is an ``Invalid`` naming the draft field.
 - **engine build** (every host: the embedded worker, the CLI, the step Lambda):
   ``tools`` returns the trusted ``ToolDefinition`` s the bound resources add for one
-  run, with their handlers; the engine never branches on a capability's name.
+  run, with their handlers; the engine never branches on a capability's name; and
+  ``services``: trusted objects those handlers (or the built-in tools) read from
+  ``ToolContext.services`` — e.g. the skill mounts ``workspace_command`` binds. Derive
+  from ``CapabilityBase`` for the default (none).
 
 ``Capabilities`` is the ordered set a host wires once and passes to both places.
 """
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.tool_contracts import ToolDefinition
 
@@ -46,6 +50,17 @@ class Capability(Protocol):
         """The tools the snapshot's bound resources of this kind add to a run."""
         ...
 
+    def services(self, snapshot: AgentSnapshot, scope: RunScope) -> dict[str, Any]:
+        """Trusted services for the run's tool handlers (``ToolContext.services``)."""
+        ...
+
+
+class CapabilityBase:
+    """Defaults for a ``Capability``'s optional part: no services."""
+
+    def services(self, snapshot: AgentSnapshot, scope: RunScope) -> dict[str, Any]:
+        return {}
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -64,3 +79,12 @@ class Capabilities:
     def tools(self, snapshot: AgentSnapshot, scope: RunScope) -> list[ToolDefinition]:
         return [tool for capability in self.items
                 for tool in capability.tools(snapshot, scope)]
+
+    def services(self, snapshot: AgentSnapshot, scope: RunScope) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for capability in self.items:
+            for name, service in capability.services(snapshot, scope).items():
+                if name in merged:
+                    raise ConfigError(f"two capabilities provide the service {name!r}")
+                merged[name] = service
+        return merged

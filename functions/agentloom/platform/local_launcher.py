@@ -71,15 +71,16 @@ class LocalEngines:
         def emit(topic: str, data: Any) -> None:
             self.tracker.event(run.run_id, topic, data)
 
+        scope = RunScope(space_id=run.space_id, agent_id=run.agent_id,
+                         version=run.version, session_id=run.session_id, run_id=run.run_id)
         engine = create_engine(
             snapshot, workspace=workspaces.for_instance, emit=emit, save=self.checkpoints,
             checkpoint=run.run_id if attach else None,
             model_gateway=self.model_factory(snapshot),
-            tools=[*workspaces.tools(), *self.capabilities.tools(snapshot, RunScope(
-                space_id=run.space_id, agent_id=run.agent_id, version=run.version,
-                session_id=run.session_id, run_id=run.run_id))],
+            tools=[*workspaces.tools(), *self.capabilities.tools(snapshot, scope)],
             workspace_provider=workspaces.provider, commands=workspaces.commands,
-            services=workspaces.services(), hook_registry=hook_registry(snapshot))
+            services={**workspaces.services(), **self.capabilities.services(snapshot, scope)},
+            hook_registry=hook_registry(snapshot))
         workspaces.bind(engine)
         return engine, workspaces
 
