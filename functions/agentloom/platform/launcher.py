@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 
 from agentloom.platform.domain import Run
 from agentloom_runtime.contracts import ModelGateway, PendingToolCall, UnknownOperation, Verdict
+from agentloom_runtime.engine import RaiseBudget
 from agentloom_runtime.snapshot import AgentSnapshot
 
 ModelFactory = Callable[[AgentSnapshot], ModelGateway]
@@ -41,6 +42,7 @@ class RunJob:
     question: str | None = None
     retry_unknown_models: bool = False
     confirm_hooks: bool = False
+    raise_budget: RaiseBudget | None = None  # an operator's raise, with ``resume``
 
 
 @dataclass(frozen=True)

@@ -201,7 +201,8 @@ class LocalEngines:
         try:
             if job.kind == "resume":
                 await engine.begin_execution(retry_unknown_models=job.retry_unknown_models,
-                                             confirm_hooks=job.confirm_hooks)
+                                             confirm_hooks=job.confirm_hooks,
+                                             raise_budget=job.raise_budget)
             self.tracker.started(sid, run.run_id)
             await self._drive(engine, workspaces, sessions, sid)
         finally:
