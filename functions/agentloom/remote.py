@@ -4,6 +4,7 @@ deployment (``agentloom serve`` or the AWS API) through the typed client.
     agentloom --api URL ask SESSION "question" [--idempotency-key K] [--no-follow]
     agentloom --api URL run --session SESSION "question"      (the same as ask)
     agentloom --api URL resume SESSION RUN [--retry-unknown-models] [--confirm-hooks]
+        [--raise-tokens N] [--raise-cost X] [--by NAME]
     agentloom --api URL resolve SESSION RUN [--send-again | --ran ... ] [--note TEXT]
     agentloom --api URL cancel SESSION RUN [--reason TEXT]
     agentloom --api URL messages SESSION [--after N] [--limit N] [--instance I] [--all]
@@ -55,6 +56,13 @@ def parser() -> argparse.ArgumentParser:
     resume.add_argument("run_id")
     resume.add_argument("--retry-unknown-models", action="store_true")
     resume.add_argument("--confirm-hooks", action="store_true")
+    resume.add_argument("--raise-tokens", type=int, metavar="N",
+                        help="a run blocked by its token budget: the new max_tokens "
+                             "(space admins and owners)")
+    resume.add_argument("--raise-cost", type=float, metavar="X",
+                        help="a run blocked by its cost budget: the new max_cost")
+    resume.add_argument("--by", help="kept in the raise's note; the deployment records "
+                        "the raise under your identity")
     resume.add_argument("--no-follow", action="store_true")
     resolve = sub.add_parser("resolve", help="what is unknown; with a verdict, record it")
     resolve.add_argument("session")
@@ -151,7 +159,8 @@ def execute(client: Client, args: argparse.Namespace) -> int:  # noqa: C901
         after = _scan(client, args.session, args.run_id)
         client.resume(args.session, args.run_id,
                       retry_unknown_models=args.retry_unknown_models,
-                      confirm_hooks=args.confirm_hooks)
+                      confirm_hooks=args.confirm_hooks, raise_tokens=args.raise_tokens,
+                      raise_cost=args.raise_cost, note=f"by {args.by}" if args.by else "")
         return _after_start(client, args, args.session, args.run_id, after)
     if command == "resolve":
         if args.verdict is None:

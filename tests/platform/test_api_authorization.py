@@ -54,6 +54,8 @@ ROUTES = [
     Route("GET", "/spaces/{S}/sessions", "member"),
     Route("GET", "/spaces/{S}/runs", "admin"),
     Route("POST", "/spaces/{S}/runs/{R}/cancel", "admin", {}),
+    Route("POST", "/spaces/{S}/runs/{R}/resume", "admin",
+          {"raise_budget": {"max_tokens": 1000}}),
     Route("POST", "/spaces/{S}/models/connections", "admin",
           {"name": "X", "spec": {"provider": "openai_compatible",
                                  "base_url": "http://127.0.0.1:9/v1", "model_id": "m"}}),
@@ -71,6 +73,9 @@ ROUTES = [
     Route("GET", "/sessions/{E}/runs", "creator"),
     Route("GET", "/sessions/{E}/runs/{R}", "creator"),
     Route("POST", "/sessions/{E}/runs/{R}/resume", "creator", {}),
+    # raising needs admin as well as the session (a member creator: test_api_budget)
+    Route("POST", "/sessions/{E}/runs/{R}/resume", "creator",
+          {"raise_budget": {"max_tokens": 1000}}),
     Route("POST", "/sessions/{E}/runs/{R}/resolve", "creator", {"verdict": "send_again"}),
     Route("POST", "/sessions/{E}/runs/{R}/inputs", "creator", {"text": "more"}),
     Route("POST", "/sessions/{E}/runs/{R}/cancel", "creator", {}),

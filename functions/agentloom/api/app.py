@@ -27,6 +27,7 @@ from agentloom.api.models import (
     AgentsOut,
     AskIn,
     AskOut,
+    BudgetRaiseIn,
     CancelIn,
     DiscoverIn,
     DiscoverOut,
@@ -41,6 +42,7 @@ from agentloom.api.models import (
     ModelConnectionOut,
     ModelConnectionsOut,
     ModelConnectionUpdate,
+    OperatorResumeIn,
     PublishIn,
     PublishOut,
     ResolveIn,
@@ -315,6 +317,14 @@ def _session_routes(app: ApiResolver, svc: SessionService) -> None:
     def operator_cancel(space_id: str, run_id: str, body: CancelIn) -> RunView:
         return svc.operator_cancel(app.principal(), space_id, run_id, body.reason)
 
+    @app.post(f"{P}/spaces/<space_id>/runs/<run_id>/resume", tags=["operators"],
+              responses=declare(403, 404, 409, body=True))
+    def operator_resume(space_id: str, run_id: str, body: OperatorResumeIn) -> RunView:
+        raised = body.raise_budget or BudgetRaiseIn()
+        return svc.operator_resume(app.principal(), space_id, run_id,
+                                   max_tokens=raised.max_tokens, max_cost=raised.max_cost,
+                                   note=raised.note)
+
     @app.get(f"{P}/sessions/<session_id>", tags=["sessions"], responses=declare(404))
     def get_session(session_id: str) -> Session:
         return svc.session(app.principal(), session_id)
@@ -351,11 +361,13 @@ def _run_routes(app: ApiResolver, svc: SessionService) -> None:
         return svc.run(app.principal(), session_id, run_id)
 
     @app.post(f"{P}/sessions/<session_id>/runs/<run_id>/resume", tags=["runs"],
-              responses=declare(404, 409, body=True))
+              responses=declare(403, 404, 409, body=True))
     def resume(session_id: str, run_id: str, body: ResumeIn) -> RunView:
+        raised = body.raise_budget or BudgetRaiseIn()
         return svc.resume(app.principal(), session_id, run_id,
                           retry_unknown_models=body.retry_unknown_models,
-                          confirm_hooks=body.confirm_hooks)
+                          confirm_hooks=body.confirm_hooks, max_tokens=raised.max_tokens,
+                          max_cost=raised.max_cost, note=raised.note)
 
     @app.post(f"{P}/sessions/<session_id>/runs/<run_id>/resolve", tags=["runs"],
               responses=declare(404, 409, body=True))

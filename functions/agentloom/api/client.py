@@ -166,10 +166,17 @@ class Client:
         return self._get(RunView, f"/sessions/{session_id}/runs/{run_id}")
 
     def resume(self, session_id: str, run_id: str, *, retry_unknown_models: bool = False,
-               confirm_hooks: bool = False) -> RunView:
+               confirm_hooks: bool = False, raise_tokens: int | None = None,
+               raise_cost: float | None = None, note: str = "") -> RunView:
+        """``raise_tokens`` / ``raise_cost``: the run's new max_tokens / max_cost (space
+        admins and owners only)."""
+        body: dict[str, Any] = {"retry_unknown_models": retry_unknown_models,
+                                "confirm_hooks": confirm_hooks}
+        raised = _raise(raise_tokens, raise_cost, note)
+        if raised:
+            body["raise_budget"] = raised
         return self._send(RunView, "POST", f"/sessions/{session_id}/runs/{run_id}/resume",
-                          {"retry_unknown_models": retry_unknown_models,
-                           "confirm_hooks": confirm_hooks})
+                          body)
 
     def resolve(self, session_id: str, run_id: str, verdict: str, *, note: str = "",
                 output: str | None = None, exit_code: int | None = None,
@@ -215,3 +222,15 @@ class Client:
     def operator_cancel(self, space_id: str, run_id: str, reason: str = "") -> RunView:
         return self._send(RunView, "POST", f"/spaces/{space_id}/runs/{run_id}/cancel",
                           {"reason": reason})
+
+    def operator_resume(self, space_id: str, run_id: str, *, raise_tokens: int | None = None,
+                        raise_cost: float | None = None, note: str = "") -> RunView:
+        raised = _raise(raise_tokens, raise_cost, note)
+        return self._send(RunView, "POST", f"/spaces/{space_id}/runs/{run_id}/resume",
+                          {"raise_budget": raised} if raised else {})
+
+
+def _raise(tokens: int | None, cost: float | None, note: str) -> dict[str, Any] | None:
+    if tokens is None and cost is None:
+        return None
+    return {"max_tokens": tokens, "max_cost": cost, "note": note}

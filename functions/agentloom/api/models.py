@@ -122,11 +122,26 @@ class AskOut(BaseModel):
                           "Idempotency-Key made this run.")
 
 
+class BudgetRaiseIn(_In):
+    """A run's new budget (space admins and owners only): each figure given must exceed
+    the current one, and the version must set that budget."""
+
+    max_tokens: StrictInt | None = Field(default=None, ge=1, le=10**12)
+    max_cost: float | None = Field(default=None, gt=0, le=10**9, allow_inf_nan=False)
+    note: StrictStr = Field(default="", max_length=500)
+
+
 class ResumeIn(_In):
     retry_unknown_models: StrictBool = Field(default=False, description="Send a model "
                                              "request of unknown outcome again.")
     confirm_hooks: StrictBool = Field(default=False, description="Run an interrupted hook "
                                       "again.")
+    raise_budget: BudgetRaiseIn | None = Field(default=None, description="Raise the run's "
+                                               "token and/or cost budget (admins, owners).")
+
+
+class OperatorResumeIn(_In):
+    raise_budget: BudgetRaiseIn | None = None
 
 
 class ResolveIn(_In):

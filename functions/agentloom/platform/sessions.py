@@ -12,7 +12,7 @@
   operator's verdict, then the run is driven on) take the lease for the run itself;
   ``supplement`` queues an input durably; ``cancel`` stops the driver (an in-flight
   command is killed) and records the cancellation; operators (admins) list the space's
-  runs by status and may cancel them.
+  runs by status and may cancel or resume them (raising the budget: ``budgets``).
 - ``run`` is the status with its detail: the engine's status, error and way out, what
   is unknown when it is blocked on an unknown outcome, the answer, and usage.
 - ``messages``: the session's record stream, paged by session seq (``after``,
@@ -29,6 +29,7 @@ from typing import Any
 
 from agentloom.platform.access import check_id, member_of, own_session
 from agentloom.platform.agents import snapshot_of
+from agentloom.platform.budgets import budget_raise
 from agentloom.platform.domain import (
     ACTIVE_STATES,
     ENDED_STATES,
@@ -298,12 +299,19 @@ class SessionService:
             time.sleep(0.01)
 
     def resume(self, who: Principal, session_id: str, run_id: str, *,
-               retry_unknown_models: bool = False, confirm_hooks: bool = False) -> RunView:
+               retry_unknown_models: bool = False, confirm_hooks: bool = False,
+               max_tokens: int | None = None, max_cost: float | None = None,
+               note: str = "") -> RunView:
+        """A new execution of a stopped run; ``max_tokens`` / ``max_cost`` raise its
+        budget (admins and owners only: ``budgets``)."""
         found = self._own_run(who, session_id, run_id)
+        snapshot = self._snapshot(found.value.agent_id, found.value.version)
+        raised = budget_raise(self.store, self.checkpoints, who, found.value, snapshot,
+                              max_tokens=max_tokens, max_cost=max_cost, note=note)
         run = self._take_lease(found, doing="resumed")
-        self._launch(RunJob("resume", run, self._snapshot(run.agent_id, run.version),
+        self._launch(RunJob("resume", run, snapshot,
                             retry_unknown_models=retry_unknown_models,
-                            confirm_hooks=confirm_hooks))
+                            confirm_hooks=confirm_hooks, raise_budget=raised))
         return self._view(run, detail=False)
 
     def resolve(self, who: Principal, session_id: str, run_id: str, kind: VerdictKind, *,
@@ -373,13 +381,29 @@ class SessionService:
 
     def operator_cancel(self, who: Principal, space_id: str, run_id: str,
                         reason: str = "") -> RunView:
+        found = self._space_run(who, space_id, run_id)
+        view = self._cancel(found.value, who, reason or f"cancelled by operator {who.user_id}")
+        return _operator_view(view)
+
+    def operator_resume(self, who: Principal, space_id: str, run_id: str, *,
+                        max_tokens: int | None = None, max_cost: float | None = None,
+                        note: str = "") -> RunView:
+        """An operator (admin) resumes any run of the space, raising its budget."""
+        found = self._space_run(who, space_id, run_id)
+        snapshot = self._snapshot(found.value.agent_id, found.value.version)
+        raised = budget_raise(self.store, self.checkpoints, who, found.value, snapshot,
+                              max_tokens=max_tokens, max_cost=max_cost, note=note)
+        run = self._take_lease(found, doing="resumed")
+        self._launch(RunJob("resume", run, snapshot, raise_budget=raised))
+        return _operator_view(self._view(run, detail=False))
+
+    def _space_run(self, who: Principal, space_id: str, run_id: str) -> Versioned[Run]:
         member_of(self.store, who, space_id, "admin")
         check_id(run_id, "run", "run")
         found = self.store.find_run(run_id)
         if found is None or found.value.space_id != space_id:
             raise NotFound(f"run {run_id} not found", code="run_not_found")
-        view = self._cancel(found.value, who, reason or f"cancelled by operator {who.user_id}")
-        return view.model_copy(update={"answer": None, "unknown": None, "pending": []})
+        return found
 
     def recover(self) -> int:
         """After a restart: runs that held their session but that nothing here drives
@@ -474,3 +498,7 @@ def _cap_message(message: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         return {**message, "content": content[:MAX_MESSAGE_CHARS]}, True
     return message, False
 
+
+def _operator_view(view: RunView) -> RunView:
+    """An operator sees a run's status, never its content."""
+    return view.model_copy(update={"answer": None, "unknown": None, "pending": []})
