@@ -20,7 +20,6 @@ from moto import mock_aws
 from agentloom.crypto import EnvelopeCodec, Keyring, LocalKeyring, fixed_scope
 from agentloom.crypto.kms_keyring import KmsKeyring
 from agentloom.stores.dynamodb_checkpoints import (
-    MAX_ENTRIES_PER_COMMIT,
     DynamoDbCheckpointStore,
     create_table,
 )
@@ -99,7 +98,7 @@ def dynamodb_backend(fake_aws_env: None) -> Iterator[Backend]:
         yield Backend(
             "dynamodb", DynamoDbCheckpointStore(DYNAMODB_TABLE, client=client),
             thread_race="moto runs in-process; the race is tested sequentially",
-            max_entries_per_commit=MAX_ENTRIES_PER_COMMIT, client=client,
+            client=client,
             reopen=lambda c: DynamoDbCheckpointStore(DYNAMODB_TABLE, client=client, codec=c))
 
 
@@ -119,7 +118,7 @@ def kms_dynamodb_backend(fake_aws_env: None) -> Iterator[Backend]:
         yield Backend(
             "dynamodb+kms", DynamoDbCheckpointStore(DYNAMODB_TABLE, client=client, codec=codec),
             thread_race="moto runs in-process; the race is tested sequentially",
-            max_entries_per_commit=MAX_ENTRIES_PER_COMMIT, client=client, codec=codec,
+            client=client, codec=codec,
             kms=kms, other_keyring=other_keyring,
             reopen=lambda c: DynamoDbCheckpointStore(DYNAMODB_TABLE, client=client, codec=c))
 

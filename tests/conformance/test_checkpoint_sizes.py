@@ -234,14 +234,14 @@ def test_spilled_values_are_stored_before_the_conditional_write(
         put_blob(run_id, key, data)
 
     def checking_write(run_id: str, expected: int, new: int, head: str,
-                       rows: list[tuple[str, int, str]]) -> None:
+                       rows: list[tuple[str, int, str]], joined: Any = None) -> None:
         for item, text in [(ItemId.head(run_id, new), head),
                            *((ItemId.log(run_id, s, n), t) for s, n, t in rows)]:
             ref = json.loads(store._open_row(item, text))
             if SPILL_KEY in ref:  # every reference resolves before the head moves
                 assert len(store.get_blob(run_id, ref[SPILL_KEY])) == ref["bytes"]
         calls.append("write")
-        write(run_id, expected, new, head, rows)
+        write(run_id, expected, new, head, rows, joined)
 
     monkeypatch.setattr(store, "_put_blob", recording_put)
     monkeypatch.setattr(store, "_write", checking_write)

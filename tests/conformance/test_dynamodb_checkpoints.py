@@ -199,6 +199,7 @@ def test_transaction_limit_guard_if_the_inline_limits_were_raised(
     store = dynamodb_backend.store
     store.commit(Commit(RUN, 0, {"v": 1}))
     monkeypatch.setattr(store_module, "ENTRY_INLINE_BYTES", 300_000)
+    monkeypatch.setattr(store_module, "COMMIT_INLINE_BYTES", 10**9)
     big = Commit(RUN, 1, {"v": 2}, [LogEntry("s", n, {"pad": "x" * 290_000})
                                     for n in range(1, 16)])
     with pytest.raises(ConfigError, match="4 MB"):

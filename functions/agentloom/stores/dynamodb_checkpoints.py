@@ -11,11 +11,20 @@ Items (``pk`` and ``sk`` are strings)::
 keys fall inside another's range.
 
 A commit is one TransactWriteItems: a Put of the head conditioned on the version it read
-(``attribute_not_exists(pk)`` for a new run) and a Put per entry conditioned on
-``attribute_not_exists(pk)``. A failed condition cancels the whole transaction, which
-becomes ``CheckpointConflict``. A transaction holds at most 100 actions (a commit of more
-entries raises ``ConfigError``) and 4 MB; it is never split (that would break
-atomicity). botocore's retries reuse the request's ``ClientRequestToken``, so a retry
+(``attribute_not_exists(pk)`` for a new run), a Put per LOG item conditioned on
+``attribute_not_exists(pk)``, then the companion's actions (``companion=``: its ``join``
+receives a ``DynamoDbTransaction`` and appends actions on any table, e.g. the platform
+table's session stream). A failed condition cancels the whole transaction: on the head
+or a LOG item it becomes ``CheckpointConflict``; on a companion's item only,
+``CompanionConflict`` (the base class asks the companion again). A transaction holds at
+most 100 actions and 4 MB; it is never split (that would break atomicity). Instead,
+when the entries and the companion's actions would exceed 100 actions, consecutive
+entries of a stream are *packed* into one item ``LOG#{stream}#{last seq}`` (``seq`` =
+the first, ``pack`` = the JSON list of ``[seq, body]``; at most ``PACK_BYTES``), keyed by
+the last seq so that a range read from any seq finds the pack that holds it; and the
+base class spills the largest bodies of a commit above 1 MiB in total, so any number of
+entries fits (a commit of 300 entries is a head and two packs).
+botocore's retries reuse the request's ``ClientRequestToken``, so a retry
 after a lost response does not turn our own success into a conflict.
 
 Sizes. A head or entry body above 32 KiB reaches this adapter already spilled by
@@ -50,6 +59,7 @@ call adds nothing; reads are not counted):
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -57,7 +67,13 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from agentloom_runtime.checkpoint.store import BaseCheckpointStore, RecordCodec
+from agentloom_runtime.checkpoint.store import (
+    BaseCheckpointStore,
+    CommitCompanion,
+    CompanionConflict,
+    CompanionWrites,
+    RecordCodec,
+)
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 
 try:
@@ -67,7 +83,8 @@ except ImportError as exc:
                       "pip install 'agentloom[aws]'") from exc
 
 MAX_TRANSACT_ACTIONS = 100  # TransactWriteItems: actions per transaction
-MAX_ENTRIES_PER_COMMIT = MAX_TRANSACT_ACTIONS - 1  # one action is the head
+MAX_ENTRIES_PER_COMMIT = MAX_TRANSACT_ACTIONS - 1  # one item each; more are packed
+PACK_BYTES = 128 * 1024  # row bytes packed into one LOG item (escaped <= 2x: < 400 KB)
 MAX_TRANSACT_BYTES = 4 * 1024 * 1024  # TransactWriteItems: aggregate item size
 BLOB_PART_BYTES = 256 * 1024  # an item is at most 400 KB, names and keys included
 BATCH_WRITE_ITEMS = 25  # BatchWriteItem: put requests per call
@@ -82,13 +99,28 @@ DynamoDbClient = Any
 Item = dict[str, Any]
 
 
+class DynamoDbTransaction:
+    """What a companion's ``join`` receives: TransactWriteItems actions (on any table)
+    appended after the commit's own, each with its item's size (0 for a condition
+    check or a delete) for the 4 MB check and the counters."""
+
+    def __init__(self) -> None:
+        self.actions: list[dict[str, Any]] = []
+        self.sizes: list[int] = []
+
+    def add(self, action: dict[str, Any], size: int) -> None:
+        self.actions.append(action)
+        self.sizes.append(size)
+
+
 class DynamoDbCheckpointStore(BaseCheckpointStore):
     """Checkpoints in one DynamoDB table (``pk``/``sk`` strings), client injected.
     ``codec``: encrypt what is stored with it (``None``: plaintext)."""
 
     def __init__(self, table_name: str, *, client: DynamoDbClient,
-                 codec: RecordCodec | None = None) -> None:
-        super().__init__(codec=codec)
+                 codec: RecordCodec | None = None,
+                 companion: CommitCompanion | None = None) -> None:
+        super().__init__(codec=codec, companion=companion)
         if not table_name:
             raise ConfigError("table_name is required")
         self.table_name = table_name
@@ -107,7 +139,7 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         return int(item["version"]["N"]), str(item["body"]["S"])
 
     def _write(self, run_id: str, expected: int, new: int, head: str,
-               rows: list[tuple[str, int, str]]) -> None:
+               rows: list[tuple[str, int, str]], joined: CompanionWrites | None = None) -> None:
         _check_entries(run_id, rows)
         pk = _pk(run_id)
         head_item: Item = {"pk": {"S": pk}, "sk": {"S": "HEAD"}, "version": {"N": str(new)},
@@ -120,27 +152,28 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
             head_put["ConditionExpression"] = "#v = :expected"
             head_put["ExpressionAttributeNames"] = {"#v": "version"}
             head_put["ExpressionAttributeValues"] = {":expected": {"N": str(expected)}}
+        companion = DynamoDbTransaction()
+        if joined is not None:
+            joined.join(companion)
+        items = _log_items(pk, rows, MAX_TRANSACT_ACTIONS - 1 - len(companion.actions))
         actions: list[dict[str, Any]] = [{"Put": head_put}]
-        for stream, seq, body in rows:
-            actions.append({"Put": {
-                "TableName": self.table_name,
-                "Item": {"pk": {"S": pk}, "sk": {"S": _log_sk(stream, seq)},
-                         "stream": {"S": stream}, "seq": {"N": str(seq)},
-                         "body": {"S": body}},
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }})
+        actions += [{"Put": {"TableName": self.table_name, "Item": item,
+                             "ConditionExpression": "attribute_not_exists(pk)"}}
+                    for item in items]
         sizes = [item_size(action["Put"]["Item"]) for action in actions]
-        if sum(sizes) > MAX_TRANSACT_BYTES:  # unreachable with the base's inline limits
+        total = sum(sizes) + sum(companion.sizes)
+        if total > MAX_TRANSACT_BYTES:  # unreachable with the base's inline limits
             raise ConfigError(
-                f"run {run_id}: a commit of {sum(sizes)} bytes exceeds the DynamoDB "
+                f"run {run_id}: a commit of {total} bytes exceeds the DynamoDB "
                 f"TransactWriteItems limit of 4 MB ({MAX_TRANSACT_BYTES} bytes)",
-                details={"run_id": run_id, "bytes": sum(sizes)})
+                details={"run_id": run_id, "bytes": total})
         try:
-            self._client.transact_write_items(TransactItems=actions,
+            self._client.transact_write_items(TransactItems=actions + companion.actions,
                                               ClientRequestToken=str(uuid.uuid4()))
         except ClientError as exc:
-            raise _translate_write_error(exc, run_id, expected, rows) from exc
-        self._count(sizes, transactional=True)
+            raise _translate_write_error(exc, run_id, expected, items) from exc
+        self._count([*sizes, *(size for size in companion.sizes if size)],
+                    transactional=True)
 
     def _query(self, run_id: str, stream: str, after: int,
                limit: int | None) -> list[tuple[int, str]]:
@@ -151,7 +184,9 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         # (one key condition on sk is all DynamoDB allows): seqs are fixed-width.
         items = self._query_range(run_id, _log_sk(stream, after + 1),
                                   _log_sk(stream, _MAX_SEQ), limit)
-        return [(int(item["seq"]["N"]), str(item["body"]["S"])) for item in items]
+        found = [(seq, body) for item in items for seq, body in _item_rows(item)
+                 if seq > after]
+        return found if limit is None else found[:limit]
 
     def _put_blob(self, run_id: str, key: str, data: bytes) -> None:
         if self._get_item(run_id, f"BLOB#{key}", projection="pk") is not None:
@@ -303,16 +338,45 @@ def _log_sk(stream: str, seq: int) -> str:
     return f"LOG#{escaped}#{seq:0{_SEQ_DIGITS}d}"
 
 
+def _log_items(pk: str, rows: list[tuple[str, int, str]], room: int) -> list[Item]:
+    """The LOG items of ``rows``: one per entry when they fit ``room`` actions, else
+    packs — consecutive entries of a stream in one item of at most ``PACK_BYTES``, keyed
+    by its *last* seq (so a range read from any seq finds the pack holding it)."""
+    if len(rows) <= room:
+        return [{"pk": {"S": pk}, "sk": {"S": _log_sk(stream, seq)}, "stream": {"S": stream},
+                 "seq": {"N": str(seq)}, "body": {"S": body}} for stream, seq, body in rows]
+    packs: list[list[tuple[str, int, str]]] = []
+    size = 0
+    for row in rows:
+        length = len(row[2].encode()) + 24  # the JSON of [seq, "body"], escapes aside
+        if packs and packs[-1][-1][0] == row[0] and size + length <= PACK_BYTES:
+            packs[-1].append(row)
+            size += length
+        else:
+            packs.append([row])
+            size = length
+    if len(packs) > room:
+        raise ConfigError(f"a commit of {len(rows)} entries needs {len(packs)} items; "
+                          f"{room} fit one transaction", details={"entries": len(rows)})
+    return [{"pk": {"S": pk}, "sk": {"S": _log_sk(pack[0][0], pack[-1][1])},
+             "stream": {"S": pack[0][0]}, "seq": {"N": str(pack[0][1])},
+             "pack": {"S": json.dumps([[seq, body] for _, seq, body in pack],
+                                      ensure_ascii=False, separators=(",", ":"))}}
+            for pack in packs]
+
+
+def _item_rows(item: Item) -> list[tuple[int, str]]:
+    """(seq, body) of a LOG item: one entry, or every entry of a pack."""
+    if "pack" in item:
+        return [(int(seq), str(body)) for seq, body in json.loads(item["pack"]["S"])]
+    return [(int(item["seq"]["N"]), str(item["body"]["S"]))]
+
+
 def _is_blob_key(key: str) -> bool:
     return _BLOB_KEY.fullmatch(key) is not None
 
 
 def _check_entries(run_id: str, rows: list[tuple[str, int, str]]) -> None:
-    if len(rows) > MAX_ENTRIES_PER_COMMIT:
-        raise ConfigError(
-            f"run {run_id}: a commit holds at most {MAX_ENTRIES_PER_COMMIT} log entries "
-            f"(DynamoDB TransactWriteItems: {MAX_TRANSACT_ACTIONS} actions, one is the "
-            f"head); got {len(rows)}", details={"run_id": run_id, "entries": len(rows)})
     for _, seq, _ in rows:
         if seq > _MAX_SEQ:
             raise ConfigError(f"run {run_id}: seq {seq} exceeds {_MAX_SEQ}")
@@ -323,10 +387,17 @@ def _error_code(exc: Any) -> str:
 
 
 def _translate_write_error(exc: Any, run_id: str, expected: int,
-                           rows: list[tuple[str, int, str]]) -> Exception:
+                           items: list[Item]) -> Exception:
     code = _error_code(exc)
     reasons: list[dict[str, Any]] = list(exc.response.get("CancellationReasons") or [])
     codes = [str(reason.get("Code", "None")) for reason in reasons]
+    own = 1 + len(items)  # the head and the LOG items come first, the companion's after
+    if code == "TransactionCanceledException" and any(
+            c in ("ConditionalCheckFailed", "TransactionConflict") for c in codes[own:]) \
+            and "ConditionalCheckFailed" not in codes[:own]:
+        return CompanionConflict(f"run {run_id}: the companion's writes conflicted "
+                                 f"({codes[own:]})", details={"run_id": run_id,
+                                                              "retryable": True})
     if code == "TransactionCanceledException" and "ConditionalCheckFailed" in codes:
         index = codes.index("ConditionalCheckFailed")
         if index == 0:
@@ -335,7 +406,7 @@ def _translate_write_error(exc: Any, run_id: str, expected: int,
             return CheckpointConflict(
                 f"run {run_id}: head is at version {actual}, step expected {expected}",
                 details={"run_id": run_id, "expected": expected, "actual": actual})
-        stream, seq, _ = rows[index - 1]
+        stream, seq = items[index - 1]["stream"]["S"], int(items[index - 1]["seq"]["N"])
         return CheckpointConflict(f"run {run_id}: {stream}#{seq} exists",
                                   details={"run_id": run_id, "stream": stream, "seq": seq})
     # e.g. TransactionConflict (a concurrent transaction on an item): nothing was

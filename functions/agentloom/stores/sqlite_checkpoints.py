@@ -24,6 +24,12 @@ Encrypted (``codec=``, e.g. ``agentloom.crypto.EnvelopeCodec`` with a ``LocalKey
 ``blobs`` also holds the runs' key records (wrapped data keys); ``run_id``, ``stream``,
 ``seq``, ``version`` and blob keys stay plaintext. The base class does all of it.
 
+Companion writes (``companion=``, ``agentloom_runtime.checkpoint.CommitCompanion``):
+``join`` receives this store's ``sqlite3.Connection`` inside the commit's ``BEGIN
+IMMEDIATE``, after the head and rows were written and before ``COMMIT``: the host's
+writes (the platform store's items in the same file: ``agentloom.platform.store``) are
+part of the same transaction, and any failure rolls everything back.
+
 Counters, for benchmarks (UTF-8 bytes, counted once the transaction has committed; a
 conflict or a rollback adds nothing): ``bytes_written`` — the head and row texts of each
 commit; ``blob_bytes_written`` — blobs newly inserted (an existing key adds nothing).
@@ -41,7 +47,12 @@ from types import TracebackType
 from typing import Literal
 
 from agentloom.stores.sqlite_connections import ThreadConnections
-from agentloom_runtime.checkpoint.store import BaseCheckpointStore, RecordCodec
+from agentloom_runtime.checkpoint.store import (
+    BaseCheckpointStore,
+    CommitCompanion,
+    CompanionWrites,
+    RecordCodec,
+)
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 
 SCHEMA_VERSION = 1
@@ -74,12 +85,13 @@ class SqliteCheckpointStore(BaseCheckpointStore):
     raises ``PersistenceError``. ``synchronous="FULL"`` (default) fsyncs every commit;
     ``"NORMAL"`` is faster but may lose the last commits on power loss (never on a
     process crash) — never a torn one. ``codec``: encrypt what is stored with it
-    (``None``: plaintext).
+    (``None``: plaintext). ``companion``: the host's writes joined to every commit.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0,
-                 synchronous: Synchronous = "FULL", codec: RecordCodec | None = None) -> None:
-        super().__init__(codec=codec)
+                 synchronous: Synchronous = "FULL", codec: RecordCodec | None = None,
+                 companion: CommitCompanion | None = None) -> None:
+        super().__init__(codec=codec, companion=companion)
         text = os.fspath(path)
         if not text or text == ":memory:" or text.startswith("file:"):
             raise ConfigError("SqliteCheckpointStore needs a file path; use "
@@ -157,7 +169,7 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         return None if row is None else (int(row[0]), str(row[1]))
 
     def _write(self, run_id: str, expected: int, new: int, head: str,
-               rows: list[tuple[str, int, str]]) -> None:
+               rows: list[tuple[str, int, str]], joined: CompanionWrites | None = None) -> None:
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE")  # the write lock, or wait busy_timeout
@@ -167,6 +179,8 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         try:
             _put_head(conn, run_id, expected, new, head)
             _insert_rows(conn, run_id, rows)
+            if joined is not None:
+                joined.join(conn)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             _rollback(conn)

@@ -1,4 +1,13 @@
 from .memory import InMemoryCheckpointStore
-from .store import BaseCheckpointStore, Commit, Head, LogEntry
+from .store import (
+    BaseCheckpointStore,
+    Commit,
+    CommitCompanion,
+    CompanionConflict,
+    CompanionWrites,
+    Head,
+    LogEntry,
+)
 
-__all__ = ["BaseCheckpointStore", "Commit", "Head", "InMemoryCheckpointStore", "LogEntry"]
+__all__ = ["BaseCheckpointStore", "Commit", "CommitCompanion", "CompanionConflict",
+           "CompanionWrites", "Head", "InMemoryCheckpointStore", "LogEntry"]

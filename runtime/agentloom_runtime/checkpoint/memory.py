@@ -1,5 +1,10 @@
 """In-memory reference store: the behaviour every adapter must match.
 
+Companion writes (``CommitCompanion``): ``join`` receives ``None`` — the host's writes
+apply themselves (atomically, in their own in-memory store) while this store holds its
+lock, after its own conditions were checked and before its state changes; a
+``CompanionConflict`` leaves both unchanged.
+
 Counters, for benchmarks (UTF-8 bytes of what committed; a conflict adds nothing):
 ``bytes_written`` — head and row texts as stored (a spilled body counts as its
 reference); ``blob_bytes_written`` — blobs newly stored, spilled bodies included.
@@ -11,11 +16,12 @@ import threading
 
 from agentloom_runtime.errors import CheckpointConflict
 
-from .store import BaseCheckpointStore
+from .store import BaseCheckpointStore, CommitCompanion, CompanionWrites
 
 
 class InMemoryCheckpointStore(BaseCheckpointStore):
-    def __init__(self) -> None:
+    def __init__(self, *, companion: CommitCompanion | None = None) -> None:
+        super().__init__(companion=companion)
         self._lock = threading.Lock()
         self._heads: dict[str, tuple[int, str]] = {}
         self._rows: dict[tuple[str, str], dict[int, str]] = {}
@@ -27,7 +33,7 @@ class InMemoryCheckpointStore(BaseCheckpointStore):
         return self._heads.get(run_id)
 
     def _write(self, run_id: str, expected: int, new: int, head: str,
-               rows: list[tuple[str, int, str]]) -> None:
+               rows: list[tuple[str, int, str]], joined: CompanionWrites | None = None) -> None:
         with self._lock:
             current = self._heads.get(run_id, (0, ""))[0]
             if current != expected:
@@ -38,6 +44,8 @@ class InMemoryCheckpointStore(BaseCheckpointStore):
                 if seq in self._rows.get((run_id, stream), {}):
                     raise CheckpointConflict(f"run {run_id}: {stream}#{seq} exists",
                                              details={"run_id": run_id})
+            if joined is not None:
+                joined.join(None)
             self._heads[run_id] = (new, head)
             for stream, seq, text in rows:
                 self._rows.setdefault((run_id, stream), {})[seq] = text

@@ -43,6 +43,20 @@ is ``_inline_bytes(limit)``: about 3/4 of the limit, less the envelope's overhea
 The codec keeps its key records (wrapped data keys, never plaintext ones) in the run's
 blob space through ``KeySlots``, under names no content hash takes; the store writes
 them, like spilled values, before the conditional write that refers to them.
+
+**Companion writes: a host's records ride in the run's commit.** A store given a
+``companion`` (``CommitCompanion``) asks it, before each commit's transaction, for the
+host's writes that belong with this commit (``prepare``: e.g. the session stream's new
+record references, its head, the run's usage totals) and writes them in the *same*
+transaction as the head: the same SQLite transaction, the same TransactWriteItems.
+So a crash leaves either the head and the host's writes or neither. The runtime never
+looks inside them: ``CompanionWrites.join`` adds them to the backend's transaction
+(each adapter documents what its ``transaction`` object is), and raises
+``CompanionConflict`` when one of their own conditions fails (the host's data changed
+since ``prepare`` read it); the store then asks the companion again and retries, up to
+``COMPANION_ATTEMPTS`` times, without touching the run's own compare-and-set.
+``committed`` runs once the transaction holds (notifications; it must not raise). A
+commit whose head conflicts changes nothing, the host's writes included.
 """
 
 from __future__ import annotations
@@ -51,6 +65,7 @@ import base64
 import binascii
 import hashlib
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,6 +76,8 @@ from agentloom_runtime.errors import ConfigError, PersistenceError
 HEAD_INLINE_BYTES = 32 * 1024  # a larger head is spilled (heads are normally <= 2 KB)
 ENTRY_INLINE_BYTES = 32 * 1024  # a larger entry body is spilled
 SPILL_KEY = "$spill"  # the reference's key: {"$spill": <blob key>, "bytes": <n>}
+COMMIT_INLINE_BYTES = 1024 * 1024  # rows of one commit above this total: largest spilled
+COMPANION_ATTEMPTS = 20  # prepare + write again while the companion's writes conflict
 
 
 @dataclass(frozen=True)
@@ -150,6 +167,35 @@ class RecordCodec(Protocol):
         ...
 
 
+class CompanionConflict(PersistenceError):
+    """A condition of a companion's writes failed: the host's data changed since
+    ``prepare`` read it. Nothing was written; the store retries the commit."""
+
+    code = "companion_conflict"
+
+
+class CompanionWrites(Protocol):
+    """A host's writes, joined to one commit's transaction."""
+
+    def join(self, transaction: object) -> None:
+        """Add the writes to ``transaction`` (what it is depends on the backend: see its
+        adapter). Raise ``CompanionConflict`` when one of their conditions fails."""
+        ...
+
+    def committed(self) -> None:
+        """The transaction committed (notify, emit); must not raise."""
+        ...
+
+
+class CommitCompanion(Protocol):
+    """The host port of a checkpoint store (see "Companion writes")."""
+
+    def prepare(self, store: BaseCheckpointStore, commit: Commit) -> CompanionWrites | None:
+        """The host's writes for ``commit``, computed before its transaction (``store``
+        may be read: entries of ``commit`` are not stored yet); None: nothing to add."""
+        ...
+
+
 def dumps(value: Any) -> str:
     """The stored JSON text of ``value``; ``ConfigError`` on a lone surrogate."""
     return _serialize(value)[0]
@@ -168,8 +214,16 @@ class BaseCheckpointStore(ABC):
 
     _codec: RecordCodec | None = None  # for adapters whose constructor predates the hook
 
-    def __init__(self, *, codec: RecordCodec | None = None) -> None:
+    _companion: CommitCompanion | None = None
+
+    def __init__(self, *, codec: RecordCodec | None = None,
+                 companion: CommitCompanion | None = None) -> None:
         self._codec = codec
+        self._companion = companion
+
+    @property
+    def companion(self) -> CommitCompanion | None:
+        return self._companion
 
     def load_head(self, run_id: str) -> Head | None:
         _check_name(run_id, "run_id")
@@ -189,16 +243,7 @@ class BaseCheckpointStore(ABC):
         _check_name(run_id, "run_id")
         spilled: dict[str, bytes] = {}  # blob key -> text, written before the commit
         head_text = self._inline_or_spill(commit.head, HEAD_INLINE_BYTES, spilled)
-        seen: set[tuple[str, int]] = set()
-        rows: list[tuple[str, int, str]] = []
-        for entry in commit.entries:
-            key = (entry.stream, entry.seq)
-            if entry.seq < 1 or key in seen:
-                raise ConfigError(f"bad log entry {entry.stream}#{entry.seq}")
-            _check_name(entry.stream, "stream")
-            seen.add(key)
-            rows.append((entry.stream, entry.seq,
-                         self._inline_or_spill(entry.body, ENTRY_INLINE_BYTES, spilled)))
+        rows = self._entry_rows(commit, spilled)
         # Everything is validated: from here on the backend may be written to.
         new_version = commit.expected_version + 1
         sealer = self._sealer(run_id)  # may store the run's key record first
@@ -207,8 +252,51 @@ class BaseCheckpointStore(ABC):
                   for stream, seq, text in rows]
         for blob, data in spilled.items():
             self._put_blob(run_id, blob, _seal_blob(sealer, ItemId.blob(run_id, blob), data))
-        self._write(run_id, commit.expected_version, new_version, head_row, sealed)
+        for attempt in range(COMPANION_ATTEMPTS):
+            joined = None if self._companion is None else self._companion.prepare(self,
+                                                                                  commit)
+            try:
+                self._write(run_id, commit.expected_version, new_version, head_row, sealed,
+                            joined)
+            except CompanionConflict:
+                if attempt == COMPANION_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.001 * (attempt + 1))
+                continue
+            if joined is not None:
+                joined.committed()
+            break
         return new_version
+
+    def _entry_rows(self, commit: Commit, spilled: dict[str, bytes]
+                    ) -> list[tuple[str, int, str]]:
+        """The rows of the commit's entries; past ``COMMIT_INLINE_BYTES`` in total the
+        largest bodies are spilled, so a commit of any number of entries fits a
+        transaction (a reference is ~100 bytes)."""
+        seen: set[tuple[str, int]] = set()
+        texts: list[tuple[str, int, str]] = []
+        for entry in commit.entries:
+            key = (entry.stream, entry.seq)
+            if entry.seq < 1 or key in seen:
+                raise ConfigError(f"bad log entry {entry.stream}#{entry.seq}")
+            _check_name(entry.stream, "stream")
+            seen.add(key)
+            texts.append((entry.stream, entry.seq,
+                          self._inline_or_spill(entry.body, ENTRY_INLINE_BYTES, spilled)))
+        total = sum(len(text.encode()) for _, _, text in texts)
+        if total <= COMMIT_INLINE_BYTES:
+            return texts
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i][2].encode()))
+        for index in order:
+            if total <= COMMIT_INLINE_BYTES:
+                break
+            stream, seq, text = texts[index]
+            if text.startswith('{"$spill"'):
+                continue
+            ref = self._spill_text(text, spilled)
+            total += len(ref.encode()) - len(text.encode())
+            texts[index] = (stream, seq, ref)
+        return texts
 
     def read(self, run_id: str, stream: str, after: int = 0,
              limit: int | None = None) -> list[LogEntry]:
@@ -270,6 +358,11 @@ class BaseCheckpointStore(ABC):
         if len(data) <= self._inline_bytes(limit) and not (
                 isinstance(body, dict) and SPILL_KEY in body):
             return text
+        return self._spill_text(text, spilled)
+
+    @staticmethod
+    def _spill_text(text: str, spilled: dict[str, bytes]) -> str:
+        data = text.encode()
         key = blob_key(data)
         spilled[key] = data
         return _serialize({SPILL_KEY: key, "bytes": len(data)})[0]
@@ -304,10 +397,12 @@ class BaseCheckpointStore(ABC):
 
     @abstractmethod
     def _write(self, run_id: str, expected: int, new: int, head: str,
-               rows: list[tuple[str, int, str]]) -> None:
+               rows: list[tuple[str, int, str]], joined: CompanionWrites | None = None) -> None:
         """Atomically: check the version (0 = absent), put the head, insert rows that do
-        not exist yet. Raise ``CheckpointConflict`` on a version or row clash. The head
-        and rows are at most a spill reference larger than the inline limits."""
+        not exist yet, and ``joined.join(<the transaction>)``. Raise ``CheckpointConflict``
+        on a version or row clash (nothing written), let ``CompanionConflict`` through.
+        The head and rows are at most a spill reference larger than the inline limits;
+        the rows total at most ``COMMIT_INLINE_BYTES`` plus a reference per row."""
 
     @abstractmethod
     def _query(self, run_id: str, stream: str, after: int,
