@@ -9,14 +9,11 @@ workspaces (``workspaces/``). Runs are driven by ``LocalRunLauncher`` in a worke
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from agentloom.capabilities import Capabilities
-from agentloom.crypto import EnvelopeCodec, LocalKeyring
+from agentloom.crypto import LocalKeyring
 from agentloom.local.app import DATABASE, KEY_FILE, open_checkpoint_store
 from agentloom.local.redaction import Redactor
 from agentloom.models import ModelDiscovery
@@ -25,14 +22,12 @@ from agentloom.platform.agents import DraftRules
 from agentloom.platform.identity import BearerTokens
 from agentloom.platform.launcher import ModelFactory
 from agentloom.platform.local_launcher import LocalEngines, LocalRunLauncher
+from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.sessions import SessionService
-from agentloom.platform.store import PlatformStore, SqlitePlatformStore, WriteConflict
-from agentloom.platform.store.base import ABSENT, put
+from agentloom.platform.store import SqlitePlatformStore
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
-from agentloom_runtime.checkpoint.store import ItemId
 from agentloom_runtime.contracts import ModelGateway
-from agentloom_runtime.errors import PersistenceError
 from agentloom_runtime.snapshot import AgentSnapshot
 
 
@@ -44,62 +39,7 @@ def default_model_factory(snapshot: AgentSnapshot) -> ModelGateway:
     return gateway_for(snapshot)
 
 
-class _KeyRecord(BaseModel):
-    record: str  # base64 of the codec's key record (a wrapped data key; no secret)
-
-
-class _StoreKeySlots:
-    """The codec's ``KeySlots`` on the platform store: item ``secret#{document}`` /
-    ``key#{name}`` holds a key record."""
-
-    def __init__(self, store: PlatformStore) -> None:
-        self.store = store
-
-    def get(self, run_id: str, name: str) -> bytes | None:
-        found = self.store.get(f"secret#{run_id}", f"key#{name}", _KeyRecord)
-        return None if found is None else base64.b64decode(found.value.record)
-
-    def put(self, run_id: str, name: str, data: bytes) -> None:
-        record = _KeyRecord(record=base64.b64encode(data).decode("ascii"))
-        try:
-            self.store.transact([put(f"secret#{run_id}", f"key#{name}", record, ABSENT)])
-        except WriteConflict:  # present already: a no-op, as KeySlots.put promises
-            pass
-
-
-class CodecSecrets:
-    """``SecretSealer`` through the envelope codec: the document of a connection's key is
-    ``model:{space}:{connection}``, its key scope ``{"space", "connection"}`` and the AAD
-    binds the value to that document (``["blob", "model:…", "api_key", 0]``), so a sealed
-    key moved to another connection or space fails to open. The codec's key records live
-    in the platform store (``_StoreKeySlots``)."""
-
-    def __init__(self, keyring: LocalKeyring, store: PlatformStore) -> None:
-        self._codec = EnvelopeCodec(keyring, scope=self._scope)
-        self._slots = _StoreKeySlots(store)
-
-    @staticmethod
-    def _scope(document: str) -> dict[str, str]:
-        _, space_id, connection_id = document.split(":", 2)
-        return {"space": space_id, "connection": connection_id}
-
-    @staticmethod
-    def _item(space_id: str, connection_id: str) -> ItemId:
-        return ItemId.blob(f"model:{space_id}:{connection_id}", "api_key")
-
-    def seal(self, space_id: str, connection_id: str, secret: str) -> str:
-        item = self._item(space_id, connection_id)
-        sealed = self._codec.sealer(item.run_id, self._slots).seal(item, secret.encode())
-        return base64.b64encode(sealed).decode("ascii")
-
-    def open(self, space_id: str, connection_id: str, sealed: str) -> str:
-        try:
-            envelope = base64.b64decode(sealed, validate=True)
-        except ValueError:
-            raise PersistenceError(f"the key of model connection {connection_id} is not "
-                                   "an encrypted envelope") from None
-        item = self._item(space_id, connection_id)
-        return self._codec.open(item, envelope, self._slots).decode()
+__all__ = ["CodecSecrets", "EmbeddedPlatform", "default_model_factory"]
 
 
 @dataclass
