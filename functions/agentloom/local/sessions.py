@@ -289,10 +289,13 @@ class LocalSessions:
                 "for it or cancel it")
 
     def acquire(self, session: str, run_id: str, *, agent: AgentBinding | None = None,
-                new: bool = True, driver: Driver | None = None) -> Driver:
+                new: bool = True, driver: Driver | None = None,
+                record: bool = True) -> Driver:
         """Take the session's lease for ``run_id`` (a new question when ``new``: the run
         is registered in the same commit, and ``agent`` bound or checked). Raises
-        ``ConfigError`` naming who holds it. Returns the driver identity to release with."""
+        ``ConfigError`` naming who holds it. Returns the driver identity to release with.
+        ``record=False``: the lease only — the run is not registered in this document's
+        record stream (a host that keeps its session records elsewhere: the platform)."""
         me = driver or this_process()
 
         def change(head: SessionHead) -> list[tuple[str, Any]]:
@@ -309,6 +312,8 @@ class LocalSessions:
             if stale is not None and stale != run_id and self._summary(stale) is None:
                 head["open"].pop(stale, None)  # a lease taken by a run that never started
             head["active_run"], head["driver"] = run_id, me
+            if not record:
+                return []
             if new or (run_id not in head["open"] and run_id not in self.runs(session)):
                 head["open"][run_id] = OpenRun(src=0, noted="")
                 return [("runs", {"run_id": run_id})]

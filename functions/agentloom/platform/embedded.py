@@ -4,7 +4,9 @@ One state directory (``--home``) holds one SQLite file, ``agentloom.sqlite3`` (m
 0600), shared by the checkpoint store (runs, encrypted under the key file
 ``agentloom.key``: ``agentloom.local.app.open_checkpoint_store``) and the platform store
 (spaces, agents, sessions, tokens, the session record streams, run events), and the run
-workspaces (``workspaces/``). Runs are driven by ``LocalRunLauncher`` in a worker thread.
+workspaces (``workspaces/``). Each run commit writes its session records in the same
+SQLite transaction (``SessionCommits``, attached to the checkpoint store). Runs are
+driven by ``LocalRunLauncher`` in a worker thread.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from agentloom.platform.local_launcher import LocalEngines, LocalRunLauncher
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.sessions import SessionService
 from agentloom.platform.store import SqlitePlatformStore
+from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.contracts import ModelGateway
@@ -65,7 +68,10 @@ class EmbeddedPlatform:
         capabilities = capabilities or Capabilities()
         checkpoints = open_checkpoint_store(home)
         store = SqlitePlatformStore(home / DATABASE)
-        tracker = RunTracker(store, checkpoints, redactor=Redactor.from_environment())
+        redactor = Redactor.from_environment()
+        commits = SessionCommits(store, redactor=redactor)  # one transaction, one file
+        checkpoints.attach(commits)
+        tracker = RunTracker(store, checkpoints, redactor=redactor, commits=commits)
         engines = LocalEngines(home, checkpoints, tracker,
                                model_factory or default_model_factory, capabilities)
         launcher = LocalRunLauncher(engines)

@@ -5,9 +5,11 @@
 checkpoints, a local workspace per instance, the bubblewrap sandbox for commands — a
 clear ``sandbox_unavailable`` result when it cannot run, never the host shell — and the
 agent's trusted hooks), with the model gateway from the server's ``ModelFactory``. It
-drives a job with the embedded session lease and history of ``agentloom.local.sessions``
-(the run's history is what that stream gives; the lease says which process drives it),
-and keeps the platform's records current after every step (``RunTracker.sync``).
+drives a job under the embedded session lease of ``agentloom.local.sessions`` (which
+process drives it); the run's history is the platform's session stream
+(``RunTracker.history``), and each step's records, usage and the run's reusable view are
+written in the step's own checkpoint commit by the store's companion (``SessionCommits``,
+to which a new question's engine offers its main view: ``watch``).
 
 ``LocalRunLauncher`` owns one background thread with its own event loop; each job is a
 task on it. ``stop`` cancels the task (an in-flight model call is abandoned, an
@@ -161,26 +163,27 @@ class LocalEngines:
         sid = run.session_id
         sessions = LocalSessions(self.checkpoints, redactor=self.redactor)
         if job.kind == "ask":
-            lease = sessions.acquire(sid, run.run_id, agent=agent_binding(snapshot))
+            lease = sessions.acquire(sid, run.run_id, agent=agent_binding(snapshot),
+                                     record=False)
         else:
-            lease = sessions.acquire(sid, run.run_id, new=False)
+            lease = sessions.acquire(sid, run.run_id, new=False, record=False)
         try:
             if job.kind == "ask":
-                await self._ask(job, sessions)
+                await self._ask(job)
             else:
-                await self._continue(job, sessions)
+                await self._continue(job)
         finally:
             with contextlib.suppress(PersistenceError):
-                sessions.sync(sid, runs=[run.run_id])
-            with contextlib.suppress(PersistenceError):
                 sessions.release(sid, run.run_id, lease)
-            self.tracker.sync(sid, runs=[run.run_id])
 
-    async def _ask(self, job: RunJob, sessions: LocalSessions) -> None:
+    async def _ask(self, job: RunJob) -> None:
         run, sid = job.run, job.run.session_id
-        history = sessions.history(sid, abandon=True)
-        self.tracker.sync(sid, abandon=True)
+        history = self.tracker.history(sid, abandon=True)
         engine, workspaces = self.engine(run, job.snapshot, attach=False)
+        commits = self.tracker.commits
+        if commits is not None:  # the completing commit saves the view it may
+            commits.watch(run.run_id, view=engine.main_view,
+                          inherited_seqs=history.inherited_seqs)
         try:
             await engine.start(job.question or "", run_id=run.run_id,
                                labels={"session": sid, "space": run.space_id,
@@ -188,14 +191,13 @@ class LocalEngines:
                                history=history.messages, counters=history.counters,
                                history_watermark=history.history_watermark)
             self.tracker.started(sid, run.run_id)
-            await self._drive(engine, workspaces, sessions, sid)
-            view = engine.main_view()
-            if engine.status == "completed" and view.compacted:
-                sessions.save_view(sid, run.run_id, history, view.messages, view.counters)
+            await self._drive(engine, workspaces)
         finally:
+            if commits is not None:
+                commits.unwatch(run.run_id)
             await engine.close()
 
-    async def _continue(self, job: RunJob, sessions: LocalSessions) -> None:
+    async def _continue(self, job: RunJob) -> None:
         run, sid = job.run, job.run.session_id
         engine, workspaces = self.engine(run, job.snapshot, attach=True)
         try:
@@ -204,21 +206,14 @@ class LocalEngines:
                                              confirm_hooks=job.confirm_hooks,
                                              raise_budget=job.raise_budget)
             self.tracker.started(sid, run.run_id)
-            await self._drive(engine, workspaces, sessions, sid)
+            await self._drive(engine, workspaces)
         finally:
             await engine.close()
 
-    async def _drive(self, engine: Engine, workspaces: LocalWorkspaces,
-                     sessions: LocalSessions, sid: str) -> StepResult | None:
+    async def _drive(self, engine: Engine, workspaces: LocalWorkspaces) -> StepResult | None:
         run_id = engine.run_id
-
-        def on_step(_: StepResult) -> None:
-            with contextlib.suppress(PersistenceError):  # the next sync catches up
-                sessions.sync(sid, runs=[run_id])
-            self.tracker.sync(sid, runs=[run_id])
-
         try:
-            return await drive(engine, runner=workspaces.runner(), on_step=on_step)
+            return await drive(engine, runner=workspaces.runner())
         except CheckpointConflict:
             summary = read_run(self.checkpoints, run_id)
             if summary is None or summary.status == "running":

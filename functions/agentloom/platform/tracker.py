@@ -1,20 +1,24 @@
 """RunTracker: what the platform records about runs as they are driven — the same in
-the embedded worker and (later) the step Lambda.
+the embedded worker and the step Lambda.
 
-**The session record stream** (seed 000 §2, §4; the approach of
-``agentloom.local.sessions``, generalized to every instance). ``sync`` copies references
-to a run's new source records (``src:<instance>``, for ``main`` and each child; the run's
-own prompt and history copies left out) into the session's stream and advances the
-run's cursors in the same compare-and-set transaction on the stream head, so each
-record gets exactly one session seq, in the order it reached the session (a resumed old
-run's records land at the end), deduplicated by (run_id, instance, entry_key). A run is
-opened in the stream when it is asked (``start_run``), and leaves it once it completed,
-failed or was cancelled and is fully synced. Runs that stop without completing get one
-status record per (execution, status): failed and cancelled at once, blocked when a
-new question is asked instead (``abandon``). The content stays in the run's logs (stored
-once); the stream holds references and the platform's status notes.
+**The session record stream** (seed 000 §2, §4) is written *in each run's checkpoint
+commit*: the checkpoint store's companion ``SessionCommits``
+(``agentloom.platform.store.session_commits``) turns what a commit appends into record
+references, cursors, usage totals, status records and a reusable view, in the same
+transaction. ``sync`` is the catch-up for what was committed without the companion
+(older data, a store opened without it) and the one writer of what no commit implies: a
+blocked run's status record when a new question is asked instead (``abandon``). Both
+go through ``advance``, so a record gets exactly one session seq in the order it
+reached the session, deduplicated by (run_id, instance, entry_key). A run is opened in
+the stream when it is asked (``start_run``), and leaves it once it completed, failed or
+was cancelled. The content stays in the run's logs (stored once); the stream holds
+references and the platform's status notes.
 
-**Usage.** The same sync reads the provider usage of every model call: an action's on
+**History.** ``history`` is what a new run inherits: the session's main records (their
+messages read from the runs' logs, credentials redacted) after the highest compliant
+reusable view (``build_run_history``).
+
+**Usage.** The same pass reads the provider usage of every model call: an action's on
 its assistant source record (``call.usage``), a compaction's or review's in its ``ops``
 entry. It is summed on the run (all purposes, all instances) in the same transaction,
 and each call becomes a ``model.usage`` event (with its ``cost`` when the version's
@@ -37,58 +41,56 @@ messages) are capped and known credentials redacted.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from agentloom.local.redaction import Redactor
 from agentloom.platform.domain import (
     ACTIVE_STATES,
-    OpenRun,
-    Run,
     RunState,
     SessionRecord,
     StreamHead,
     now,
     usage_tokens,
 )
-from agentloom.platform.store import PlatformStore, Versioned, WriteConflict, retry_conflicts
+from agentloom.platform.store import PlatformStore, WriteConflict, retry_conflicts
+from agentloom.platform.store.session_commits import Pass, SessionCommits, advance
 from agentloom.platform.views import RunCost, StepCost
-from agentloom_runtime.checkpoint.store import BaseCheckpointStore
-from agentloom_runtime.context.history import SKIPPED_KINDS, run_status_record
+from agentloom_runtime.checkpoint.store import BaseCheckpointStore, LogEntry
+from agentloom_runtime.context.history import (
+    RunHistory,
+    SessionView,
+    build_run_history,
+    choose_view,
+)
 from agentloom_runtime.engine import RunSummary, read_run
 from agentloom_runtime.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-NOTED_AT_ONCE = ("failed", "cancelled")
-CLOSED = ("completed", "failed", "cancelled")
+HISTORY_PAGE = 1000
 EVENT_TEXT_CHARS = 2_000
 MAX_COST_STEPS = 200
 CONTENT_KEYS = frozenset({"task", "content", "arguments", "result", "answer", "output",
                           "reasoning_content", "text", "reason", "next_action"})
 
 
-@dataclass
-class _Pass:
-    """What one sync attempt found."""
-
-    seq: int
-    records: list[SessionRecord] = field(default_factory=list)
-    runs: list[tuple[Versioned[Run], Run]] = field(default_factory=list)
-    usage_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    changed: bool = False
-
-
 class RunTracker:
     def __init__(self, store: PlatformStore, checkpoints: BaseCheckpointStore, *,
-                 redactor: Redactor | None = None) -> None:
+                 redactor: Redactor | None = None,
+                 commits: SessionCommits | None = None) -> None:
+        """``commits``: the companion ``checkpoints`` was opened with (its usage events
+        then go through ``event``)."""
         self.store = store
         self.checkpoints = checkpoints
         self.redactor = redactor or Redactor()
+        self.commits = commits
         self._appended = threading.Condition()
+        if commits is not None:
+            commits.bind_events(self.event)
 
     def summary(self, run_id: str) -> RunSummary | None:
         try:
@@ -100,19 +102,27 @@ class RunTracker:
 
     def sync(self, session_id: str, *, runs: Iterable[str] | None = None,
              abandon: bool = False) -> int:
-        """Append the new records of the session's open runs (or of ``runs``); returns how
-        many were appended."""
+        """Append what is committed but not yet in the stream for the session's open runs
+        (or ``runs``); returns how many records were appended."""
         wanted = None if runs is None else set(runs)
 
-        def attempt() -> _Pass:
+        def attempt() -> Pass:
             head = self.store.get_stream(session_id)
             if head is None:
-                return _Pass(0)
-            found = _Pass(head.value.seq)
+                return Pass(0)
+            found = Pass(head.value.seq)
             open_runs = {k: v.model_copy(deep=True) for k, v in head.value.open.items()}
             for run_id in list(open_runs):
-                if wanted is None or run_id in wanted:
-                    self._sync_run(session_id, run_id, open_runs, found, abandon)
+                summary = self.summary(run_id) if wanted is None or run_id in wanted \
+                    else None
+                if summary is None:
+                    continue  # asked, not started yet (or not wanted)
+
+                def read(stream: str, after: int, run_id: str = run_id) -> list[LogEntry]:
+                    return self.checkpoints.read(run_id, stream, after)
+
+                advance(self.store, session_id, run_id, summary, read, open_runs, found,
+                        abandon=abandon, redactor=self.redactor)
             if found.changed:
                 self.store.append_records(
                     head, StreamHead(session_id=session_id, seq=found.seq, open=open_runs),
@@ -124,71 +134,50 @@ class RunTracker:
             self.event(run_id, "model.usage", data)
         return len(done.records)
 
-    def _sync_run(self, session_id: str, run_id: str, open_runs: dict[str, OpenRun],
-                  found: _Pass, abandon: bool) -> None:
-        cursor = open_runs[run_id]
-        summary = self.summary(run_id)  # before the records: a closed run adds no more
-        if summary is None:
-            return  # asked, not started yet
-        usage: list[tuple[str, str, Mapping[str, Any]]] = []
-        for instance in summary.instances:
-            for entry in self.checkpoints.read(run_id, f"src:{instance}",
-                                               cursor.src.get(instance, 0)):
-                cursor.src[instance], found.changed = entry.seq, True
-                kind = str(entry.body.get("kind"))
-                if kind in SKIPPED_KINDS:
-                    continue
-                found.seq += 1
-                found.records.append(SessionRecord(
-                    seq=found.seq, run_id=run_id, instance=instance, kind=kind,
-                    entry_key=f"src:{entry.seq}", src=entry.seq, at=now()))
-                call = entry.body.get("call")
-                if kind == "assistant" and isinstance(call, Mapping) and call.get("usage"):
-                    usage.append(("action", instance, call))
-        for entry in self.checkpoints.read(run_id, "ops", cursor.ops):
-            cursor.ops, found.changed = entry.seq, True
-            body = entry.body
-            if "raw_output" in body and body.get("purpose") != "action" and body.get("usage"):
-                usage.append((str(body.get("purpose")), str(body.get("instance", "main")),
-                              body))
-        self._status_record(run_id, summary, cursor, found, abandon)
-        if summary.status in CLOSED:
-            del open_runs[run_id]
-            found.changed = True
-        if usage:
-            self._add_usage(session_id, run_id, usage, found)
+    def history(self, session_id: str, *, abandon: bool = False) -> RunHistory:
+        """What a new run of the session inherits, after a ``sync`` (``abandon``: a new
+        question is being asked, so a blocked run's status becomes a record)."""
+        self.sync(session_id, abandon=abandon)
+        records = self._main_records(session_id)
+        refs = self.store.views(session_id)
+        bare = [SessionView(messages=[], **ref.model_dump(exclude={"format", "blob"}))
+                for ref in refs]
+        chosen = choose_view(bare, [int(r["seq"]) for r in records])
+        views = []
+        if chosen is not None:
+            ref = refs[bare.index(chosen)]
+            messages = json.loads(self.checkpoints.get_blob(ref.run_id, ref.blob))
+            views.append(chosen.model_copy(update={"messages": self.redactor.scrub(messages)}))
+        return build_run_history(records, views)
 
-    def _status_record(self, run_id: str, summary: RunSummary, cursor: OpenRun,
-                       found: _Pass, abandon: bool) -> None:
-        status = summary.status
-        noted = f"{summary.execution}:{status}"
-        if not (status in NOTED_AT_ONCE or (status == "blocked" and abandon)) \
-                or cursor.noted == noted:
-            return
-        error = summary.error or {}
-        note = run_status_record(run_id, status, code=error.get("code", ""),
-                                 message=error.get("message", ""),
-                                 abandoned=status == "blocked")
-        found.seq += 1
-        found.records.append(SessionRecord(
-            seq=found.seq, run_id=run_id, instance="main", kind="status",
-            entry_key=f"status:{noted}", note=self.redactor.scrub(note), at=now()))
-        cursor.noted, found.changed = noted, True
-
-    def _add_usage(self, session_id: str, run_id: str,
-                   calls: list[tuple[str, str, Mapping[str, Any]]], found: _Pass) -> None:
-        stored = self.store.get_run(session_id, run_id)
-        if stored is None:
-            return
-        total = stored.value.usage
-        for purpose, instance, call in calls:
-            total = total.add(purpose, call.get("usage"))
-            given, produced, _ = usage_tokens(call.get("usage"))
-            found.usage_events.append((run_id, {
-                "op_id": call.get("op_id"), "purpose": purpose, "instance": instance,
-                "input_tokens": given, "output_tokens": produced,
-                "cost": _cost(call)}))
-        found.runs.append((stored, stored.value.model_copy(update={"usage": total})))
+    def _main_records(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's main records as ``build_run_history`` reads them."""
+        refs: list[SessionRecord] = []
+        while True:
+            page = self.store.records(session_id, after=refs[-1].seq if refs else 0,
+                                      limit=HISTORY_PAGE, instance="main")
+            refs += page
+            if len(page) < HISTORY_PAGE:
+                break
+        first: dict[str, int] = {}
+        for ref in refs:
+            if ref.src is not None:
+                first.setdefault(ref.run_id, ref.src)
+        bodies = {(run_id, e.seq): e.body for run_id, low in first.items()
+                  for e in self.checkpoints.read(run_id, "src:main", low - 1)}
+        out: list[dict[str, Any]] = []
+        for ref in refs:
+            if ref.src is None:
+                out.append({**(ref.note or {}), "seq": ref.seq})
+                continue
+            body = bodies.get((ref.run_id, ref.src), {})
+            record = {"seq": ref.seq, "run_id": ref.run_id, "instance": ref.instance,
+                      "kind": ref.kind, "message": body.get("message") or {}}
+            for key in ("visible", "name"):
+                if body.get(key):
+                    record[key] = body[key]
+            out.append(record)
+        return [self.redactor.scrub(r) for r in out]
 
     # -- cost ----------------------------------------------------------------------------
 

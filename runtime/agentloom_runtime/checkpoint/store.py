@@ -225,6 +225,13 @@ class BaseCheckpointStore(ABC):
     def companion(self) -> CommitCompanion | None:
         return self._companion
 
+    def attach(self, companion: CommitCompanion) -> None:
+        """Join ``companion``'s writes to every later commit — for a host whose
+        companion needs a store opened after this one; attach before the first commit."""
+        if self._companion is not None and self._companion is not companion:
+            raise ConfigError("this checkpoint store already has a companion")
+        self._companion = companion
+
     def load_head(self, run_id: str) -> Head | None:
         _check_name(run_id, "run_id")
         raw = self._get_head(run_id)

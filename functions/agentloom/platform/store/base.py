@@ -26,8 +26,10 @@ Item layout (``{x}`` = an id; seqs are zero-padded to 12 digits so they sort)::
     session#{session}         run#{run}                       Run
     session#{session}         idem#{sha256 of the key}        Idempotency
     session#{session}         stream                          StreamHead (seq, cursors)
-    session#{session}         rec#{seq}                       SessionRecord
-    session#{session}#i#{instance}  rec#{seq}                 SessionRecord (by instance)
+    session#{session}         rec#{last seq}                  RecordBatch (<= 100 records)
+    session#{session}#i#{instance}  rec#{last seq}            RecordBatch (by instance)
+    session#{session}         view#{watermark}#{run}          ViewRef (a reusable view;
+                                                              its messages: a run blob)
     run#{run}                 run                             {"session_id"} (run by id)
     active                    run#{run}                       {"session_id"} (runs that hold
                                                               a session: queued, running,
@@ -40,6 +42,19 @@ One active run per session is the compare-and-set on the session item: ``start_r
 writes the session (``active_run`` set, expecting the version it read), the run, its
 index and lookup items, the stream cursor and the idempotency key in one transaction.
 Of concurrent asks exactly one commits; the others see the winner.
+
+**The record stream in batches.** Records appended together are stored as batches of at
+most ``RECORDS_PER_ITEM`` (``{"records": [SessionRecord, …]}``), each keyed by the seq of
+its *last* record, so that a range read from any seq finds the batch holding it (an
+item of one older ``SessionRecord`` reads the same way). A step's records therefore
+cost a few items, however many they are, and fit one transaction with the run's commit
+(``agentloom.platform.store.session_commits``).
+
+**Joining a checkpoint commit.** ``join_writes(writes, transaction)`` adds platform writes
+to a checkpoint store's transaction (``CompanionWrites.join``): each adapter knows its
+checkpoint counterpart's transaction (SQLite: the connection of the same file; DynamoDB:
+the TransactWriteItems being built; memory: none, it transacts itself under the
+checkpoint store's lock). A failed condition raises ``CompanionConflict``.
 """
 
 from __future__ import annotations
@@ -51,9 +66,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from agentloom.platform.domain import (
     ACTIVE_STATES,
@@ -74,11 +89,14 @@ from agentloom.platform.domain import (
     now,
 )
 from agentloom.platform.errors import Invalid, PlatformError
+from agentloom_runtime.errors import ConfigError
 
 ABSENT = 0  # expect: the item must not exist
 ANY = -1  # expect: no condition
 SEQ_DIGITS = 12
 EVENT_ATTEMPTS = 100
+RECORDS_PER_ITEM = 100  # session records in one batch item (~25 KB) ...
+RECORD_BATCH_BYTES = 32 * 1024  # ... and about this many bytes at most
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -133,6 +151,24 @@ def _dumps(value: BaseModel | dict[str, Any]) -> str:
         raise Invalid("the text is not valid Unicode (a lone surrogate)",
                       code="invalid_text") from None
     return text
+
+
+class ViewRef(BaseModel):
+    """A reusable session view (seed 000 §4): what ``SessionView`` holds, the messages
+    apart — they are the blob ``blob`` of run ``run_id`` in the checkpoint store (stored
+    once, encrypted with the run's logs, chunked where items are small)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal[1] = 1
+    run_id: str
+    watermark: int
+    observed_seqs: list[list[int]]
+    blob: str
+    user_turns: int
+    model_steps: int
+    baseline_user_turns: int
+    baseline_model_steps: int
 
 
 def put(pk: str, sk: str, value: BaseModel | dict[str, Any], expect: int = ANY) -> Write:
@@ -335,10 +371,13 @@ class PlatformStore(ABC):
         return self.get(f"session#{session_id}", f"run#{run_id}", Run)
 
     def find_run(self, run_id: str) -> Versioned[Run] | None:
+        session_id = self.run_session(run_id)
+        return None if session_id is None else self.get_run(session_id, run_id)
+
+    def run_session(self, run_id: str) -> str | None:
+        """The session of a run the platform knows (None: not a platform run)."""
         found = self._get(f"run#{run_id}", "run")
-        if found is None:
-            return None
-        return self.get_run(json.loads(found[1])["session_id"], run_id)
+        return None if found is None else str(json.loads(found[1])["session_id"])
 
     def session_runs(self, session_id: str) -> list[Run]:
         return self.query(f"session#{session_id}", "run#", Run)
@@ -386,20 +425,25 @@ class PlatformStore(ABC):
                        runs: Iterable[tuple[Versioned[Run], Run]] = ()) -> None:
         """New records (seqs after the head's), the head (cursors, seq) and runs (their
         usage) in one transaction conditioned on the head's version."""
-        sid = new_head.session_id
-        writes = [put(f"session#{sid}", "stream", new_head, head.version)]
-        for record in records:
-            writes.append(put(f"session#{sid}", seq_key("rec", record.seq), record, ABSENT))
-            writes.append(put(f"session#{sid}#i#{record.instance}", seq_key("rec", record.seq),
-                              record, ABSENT))
-        for old, new in runs:
-            writes.append(put(f"session#{sid}", f"run#{new.run_id}", new, old.version))
-        self.transact(writes)
+        self.transact(record_writes(head, new_head, records, runs))
 
     def records(self, session_id: str, *, after: int = 0, limit: int = 100,
                 instance: str | None = None) -> list[SessionRecord]:
         pk = f"session#{session_id}" + (f"#i#{instance}" if instance else "")
-        return self.query(pk, "rec#", SessionRecord, after=seq_key("rec", after), limit=limit)
+        # each batch read holds at least one record after ``after`` (its last)
+        found = [record for stored in self._query(pk, "rec#", seq_key("rec", after),
+                                                  limit, False)
+                 for record in _batch(stored.text) if record.seq > after]
+        return found[:limit]
+
+    def views(self, session_id: str) -> list[ViewRef]:
+        return self.query(f"session#{session_id}", "view#", ViewRef)
+
+    def join_writes(self, writes: Sequence[Write], transaction: object) -> None:
+        """Add ``writes`` to a checkpoint store's transaction (see the module docstring);
+        raise ``CompanionConflict`` when a condition fails."""
+        raise ConfigError(f"{type(self).__name__} cannot join a checkpoint store's "
+                          "transaction")
 
     # -- run events ----------------------------------------------------------------------
 
@@ -457,6 +501,55 @@ class PlatformStore(ABC):
         self.transact([put(pk, "token", found.value.model_copy(update={"revoked": True}),
                            found.version)])
         return True
+
+
+def record_writes(head: Versioned[StreamHead], new_head: StreamHead,
+                  records: Sequence[SessionRecord],
+                  runs: Iterable[tuple[Versioned[Run], Run]] = ()) -> list[Write]:
+    """The writes of an append to a session's record stream: the head conditioned on the
+    version read, the records in batches (all of them and per instance), the runs."""
+    sid = new_head.session_id
+    writes = [put(f"session#{sid}", "stream", new_head, head.version)]
+    by_instance: dict[str, list[SessionRecord]] = {}
+    for record in records:
+        by_instance.setdefault(record.instance, []).append(record)
+    groups = [(f"session#{sid}", list(records))]
+    groups += [(f"session#{sid}#i#{instance}", found) for instance, found in
+               by_instance.items()]
+    for pk, group in groups:
+        for batch in _batches([r.model_dump(mode="json") for r in group]):
+            writes.append(put(pk, seq_key("rec", batch[-1]["seq"]), {"records": batch},
+                              ABSENT))
+    for old, new in runs:
+        writes.append(put(f"session#{sid}", f"run#{new.run_id}", new, old.version))
+    return writes
+
+
+def view_write(session_id: str, view: ViewRef) -> Write:
+    return put(f"session#{session_id}", f"view#{view.watermark:0{SEQ_DIGITS}d}#{view.run_id}",
+               view, ABSENT)
+
+
+def _batches(records: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
+    """Consecutive runs of at most RECORDS_PER_ITEM records and ~RECORD_BATCH_BYTES."""
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for record in records:
+        length = len(_dumps(record).encode())
+        if batch and (len(batch) == RECORDS_PER_ITEM or size + length > RECORD_BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(record)
+        size += length
+    if batch:
+        yield batch
+
+
+def _batch(text: str) -> list[SessionRecord]:
+    body = json.loads(text)
+    if "records" in body:
+        return [SessionRecord.model_validate(r) for r in body["records"]]
+    return [SessionRecord.model_validate(body)]  # an item of one record, as first stored
 
 
 def retry_conflicts(fn: Callable[[], T], attempts: int = 50) -> T:

@@ -23,6 +23,8 @@ store's are uppercase (``RUN#``), so both stores may share one table (see
   (``ConditionalCheckFailed``) or a concurrent transaction on one of the items
   (``TransactionConflict``: the other may have won) is ``WriteConflict`` naming the
   write, so callers read again (``retry_conflicts``).
+- ``join_writes``: the same actions, appended to a ``DynamoDbCheckpointStore`` commit's
+  TransactWriteItems (one transaction across the two tables).
 - TTL: items whose body carries ``expires_at`` (idempotency keys, tokens with an expiry)
   get ``ttl`` = that second; the table's TTL attribute is ``ttl`` (``create_table``).
   DynamoDB deletes expired items within days, so readers still check ``expires_at``.
@@ -45,7 +47,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentloom.stores.dynamodb_checkpoints import item_size, write_units
+from agentloom.stores.dynamodb_checkpoints import DynamoDbTransaction, item_size, write_units
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
 from .base import ABSENT, ANY, PlatformStore, Stored, Write, WriteConflict
@@ -167,6 +169,17 @@ class DynamoDbPlatformStore(PlatformStore):
             raise self._conflict(exc, writes, [index for index, _, _ in actions]) from exc
         self._count((size, kind) for _, action, size in actions
                     for kind in action if kind != "ConditionCheck")
+
+    def join_writes(self, writes: Sequence[Write], transaction: object) -> None:
+        """In a ``DynamoDbCheckpointStore`` commit: the writes' actions are appended to its
+        TransactWriteItems (the checkpoint adapter translates a failed condition on them
+        into ``CompanionConflict`` and counts their write units)."""
+        if not isinstance(transaction, DynamoDbTransaction):
+            raise ConfigError("the DynamoDB platform store joins only the commits of a "
+                              "DynamoDbCheckpointStore")
+        for w in writes:
+            if not (w.check and w.expect == ANY):
+                transaction.add(*self._action(w))
 
     # -- helpers -------------------------------------------------------------------------
 

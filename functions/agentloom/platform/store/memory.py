@@ -6,6 +6,8 @@ import bisect
 import threading
 from collections.abc import Sequence
 
+from agentloom_runtime.checkpoint.store import CompanionConflict
+
 from .base import ABSENT, ANY, PlatformStore, Stored, Write, WriteConflict
 
 
@@ -38,6 +40,13 @@ class InMemoryPlatformStore(PlatformStore):
             if limit is not None:
                 chosen = chosen[:limit]
             return [Stored(sk, *items[sk]) for sk in chosen]
+
+    def join_writes(self, writes: Sequence[Write], transaction: object) -> None:
+        """In an ``InMemoryCheckpointStore`` commit (under its lock): transact now."""
+        try:
+            self.transact(writes)
+        except WriteConflict as err:
+            raise CompanionConflict(f"session stream: {err.message}") from err
 
     def _transact(self, writes: Sequence[Write]) -> None:
         with self._lock:

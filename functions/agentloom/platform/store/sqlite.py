@@ -11,6 +11,8 @@ for its own schema; this adapter records its schema in ``platform_schema``::
 A transaction is one ``BEGIN IMMEDIATE``: it takes the write lock, checks every
 condition, applies every write, commits; a failed condition rolls it all back and raises
 ``WriteConflict``. The rules hold across threads (a connection per thread) and processes.
+``join_writes`` applies writes inside a ``SqliteCheckpointStore`` commit on the same
+file (its connection, its transaction): the session stream rides in the run's commit.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentloom.stores.sqlite_connections import ThreadConnections
+from agentloom_runtime.checkpoint.store import CompanionConflict
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
 from .base import ABSENT, ANY, PlatformStore, Stored, Write, WriteConflict
@@ -46,6 +49,7 @@ class SqlitePlatformStore(PlatformStore):
             raise ConfigError("SqlitePlatformStore needs a file path; use "
                               "InMemoryPlatformStore for a store in memory")
         self.path = Path(text)
+        self._file = self.path.resolve()
         self._busy_ms = int(busy_timeout * 1000)
         self._pool = ThreadConnections(self.path, busy_ms=self._busy_ms, synchronous="FULL",
                                        what="platform store")
@@ -90,6 +94,18 @@ class SqlitePlatformStore(PlatformStore):
     def close(self) -> None:
         self._pool.close()
 
+    def join_writes(self, writes: Sequence[Write], transaction: object) -> None:
+        """In a ``SqliteCheckpointStore`` commit on the same file: ``transaction`` is its
+        connection inside ``BEGIN IMMEDIATE``; the writes become part of it."""
+        if not isinstance(transaction, sqlite3.Connection) \
+                or _database_file(transaction) != self._file:
+            raise ConfigError(f"the platform store {self.path} joins only the commits of a "
+                              "SqliteCheckpointStore on the same file")
+        try:
+            _apply(transaction, writes)
+        except WriteConflict as err:
+            raise CompanionConflict(f"session stream: {err.message}") from err
+
     # -- primitives ----------------------------------------------------------------------
 
     def _get(self, pk: str, sk: str) -> tuple[int, str] | None:
@@ -118,23 +134,7 @@ class SqlitePlatformStore(PlatformStore):
         except sqlite3.Error as exc:
             raise PersistenceError(f"cannot lock {self.path}: {exc}") from exc
         try:
-            for index, w in enumerate(writes):
-                row = conn.execute("SELECT version FROM platform_items WHERE pk = ? AND sk = ?",
-                                   (w.pk, w.sk)).fetchone()
-                version = ABSENT if row is None else int(row[0])
-                if w.expect != ANY and w.expect != version:
-                    raise WriteConflict(f"{w.pk} {w.sk}: version {version}, expected "
-                                        f"{w.expect}", index=index, pk=w.pk, sk=w.sk)
-                if w.check:
-                    continue
-                if w.body is None:
-                    conn.execute("DELETE FROM platform_items WHERE pk = ? AND sk = ?",
-                                 (w.pk, w.sk))
-                else:
-                    conn.execute(
-                        "INSERT INTO platform_items (pk, sk, version, body) VALUES (?, ?, ?, ?)"
-                        " ON CONFLICT (pk, sk) DO UPDATE SET version = excluded.version, "
-                        "body = excluded.body", (w.pk, w.sk, version + 1, w.body))
+            _apply(conn, writes)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             _rollback(conn)
@@ -142,6 +142,33 @@ class SqlitePlatformStore(PlatformStore):
         except BaseException:
             _rollback(conn)
             raise
+
+
+def _apply(conn: sqlite3.Connection, writes: Sequence[Write]) -> None:
+    """Check every condition and apply every write, inside the caller's transaction."""
+    for index, w in enumerate(writes):
+        row = conn.execute("SELECT version FROM platform_items WHERE pk = ? AND sk = ?",
+                           (w.pk, w.sk)).fetchone()
+        version = ABSENT if row is None else int(row[0])
+        if w.expect != ANY and w.expect != version:
+            raise WriteConflict(f"{w.pk} {w.sk}: version {version}, expected "
+                                f"{w.expect}", index=index, pk=w.pk, sk=w.sk)
+        if w.check:
+            continue
+        if w.body is None:
+            conn.execute("DELETE FROM platform_items WHERE pk = ? AND sk = ?", (w.pk, w.sk))
+        else:
+            conn.execute(
+                "INSERT INTO platform_items (pk, sk, version, body) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (pk, sk) DO UPDATE SET version = excluded.version, "
+                "body = excluded.body", (w.pk, w.sk, version + 1, w.body))
+
+
+def _database_file(conn: sqlite3.Connection) -> Path | None:
+    for _, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main" and file:
+            return Path(file).resolve()
+    return None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -1,0 +1,337 @@
+"""SessionCommits: a run's session records ride in its checkpoint commit.
+
+The platform's ``CommitCompanion`` (``agentloom_runtime.checkpoint``). Given to the
+checkpoint store, it is asked before each commit's transaction what the commit means
+for the run's session (``prepare``), and its writes join the same transaction
+(``PlatformStore.join_writes``): the same SQLite transaction when both stores share
+the file (embedded), the same TransactWriteItems across the two tables (AWS). So a
+crash leaves the run's head *and* what it implies for the session, or neither:
+
+- a reference to each new source record (``src:<instance>``, every instance; the run's
+  own prompt and history copies left out), with the next session seq (seed 000 §2, §4:
+  the order of commits, so a resumed old run's records land at the end), deduplicated
+  by (run_id, instance, entry_key) through the run's cursors in the stream head;
+- the stream head (seq, cursors) conditioned on the version read — a concurrent writer
+  (a status record, another process) makes the join fail with ``CompanionConflict``
+  and the checkpoint store asks again;
+- the run's usage totals (provider usage of the commit's model calls: an action's on
+  its assistant record, a compaction's or review's in ``ops``), and once committed one
+  ``model.usage`` event per call;
+- a status record when the run failed or was cancelled (once per execution and status),
+  and the run's leaving the stream's ``open`` set once it completed, failed or was
+  cancelled;
+- a reusable view, when the commit completes a run whose main view was compacted and the
+  host ``watch`` es it: its messages become a blob of the run in the checkpoint store
+  (content-addressed and written before the transaction, so a lost commit leaves only an
+  unreferenced blob; chunked on DynamoDB, encrypted with the run's logs) and a small
+  ``ViewRef`` item joins the transaction, when the run observed a contiguous prefix of
+  the session (``can_save_view``).
+
+Runs the platform does not track (no ``run#{id}`` item, or no longer ``open``) and
+documents that are not run heads get no writes. ``advance`` is also what
+``RunTracker.sync`` uses to catch up on data written before this companion existed.
+
+Wiring (one object per process; the step Lambda does the same)::
+
+    commits = SessionCommits(platform_store, redactor=redactor)
+    checkpoints = SqliteCheckpointStore(path, codec=codec, companion=commits)
+    tracker = RunTracker(platform_store, checkpoints, redactor=redactor, commits=commits)
+    ...
+    commits.watch(run_id, view=engine.main_view, inherited_seqs=history.inherited_seqs)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentloom.local.redaction import Redactor
+from agentloom.platform.domain import OpenRun, Run, SessionRecord, StreamHead, now, usage_tokens
+from agentloom_runtime.checkpoint.store import BaseCheckpointStore, Commit, LogEntry
+from agentloom_runtime.context.history import (
+    SKIPPED_KINDS,
+    can_save_view,
+    make_view,
+    run_status_record,
+)
+from agentloom_runtime.engine import MainView
+
+from .base import (
+    PlatformStore,
+    Versioned,
+    ViewRef,
+    Write,
+    check,
+    record_writes,
+    view_write,
+)
+
+NOTED_AT_ONCE = ("failed", "cancelled")
+CLOSED = ("completed", "failed", "cancelled")
+_PAGE = 1000
+
+Reader = Callable[[str, int], list[LogEntry]]  # (stream, after) -> entries, ascending
+Events = Callable[[str, str, Mapping[str, Any]], None]  # (run_id, topic, data)
+
+
+class Progress(Protocol):
+    """What the stream needs of a run's head (``RunSummary`` has it)."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def error(self) -> Mapping[str, str] | None: ...
+
+    @property
+    def execution(self) -> int: ...
+
+    @property
+    def instances(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class HeadProgress:
+    status: str
+    error: Mapping[str, str] | None
+    execution: int
+    instances: tuple[str, ...]
+
+
+def progress_of(head: Mapping[str, Any]) -> HeadProgress | None:
+    """The progress of a runtime head; None for another document (a session's)."""
+    frames, status = head.get("frames"), head.get("status")
+    if not isinstance(frames, Mapping) or not isinstance(status, str):
+        return None
+    error = head.get("error")
+    return HeadProgress(status=status, execution=int(head.get("execution") or 0),
+                        error={"code": str(error.get("code", "")),
+                               "message": str(error.get("message", ""))}
+                        if isinstance(error, Mapping) else None,
+                        instances=tuple(frames))
+
+
+@dataclass
+class Pass:
+    """What one pass over a session's runs found."""
+
+    seq: int
+    records: list[SessionRecord] = field(default_factory=list)
+    runs: list[tuple[Versioned[Run], Run]] = field(default_factory=list)
+    usage_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    changed: bool = False
+
+
+def advance(store: PlatformStore, session_id: str, run_id: str, progress: Progress,
+            read: Reader, open_runs: dict[str, OpenRun], found: Pass, *, abandon: bool,
+            redactor: Redactor) -> None:
+    """Append to ``found`` the run's records after its cursor (moved in ``open_runs``),
+    its status record, its usage; close it when it stopped for good."""
+    cursor = open_runs[run_id]
+    usage: list[tuple[str, str, Mapping[str, Any]]] = []
+    for instance in progress.instances:
+        for entry in read(f"src:{instance}", cursor.src.get(instance, 0)):
+            cursor.src[instance], found.changed = entry.seq, True
+            kind = str(entry.body.get("kind"))
+            if kind in SKIPPED_KINDS:
+                continue
+            found.seq += 1
+            found.records.append(SessionRecord(
+                seq=found.seq, run_id=run_id, instance=instance, kind=kind,
+                entry_key=f"src:{entry.seq}", src=entry.seq, at=now()))
+            call = entry.body.get("call")
+            if kind == "assistant" and isinstance(call, Mapping) and call.get("usage"):
+                usage.append(("action", instance, call))
+    for entry in read("ops", cursor.ops):
+        cursor.ops, found.changed = entry.seq, True
+        body = entry.body
+        if "raw_output" in body and body.get("purpose") != "action" and body.get("usage"):
+            usage.append((str(body.get("purpose")), str(body.get("instance", "main")), body))
+    _status_record(run_id, progress, cursor, found, abandon, redactor)
+    if progress.status in CLOSED:
+        del open_runs[run_id]
+        found.changed = True
+    if usage:
+        _add_usage(store, session_id, run_id, usage, found)
+
+
+def _status_record(run_id: str, progress: Progress, cursor: OpenRun, found: Pass,
+                   abandon: bool, redactor: Redactor) -> None:
+    status = progress.status
+    noted = f"{progress.execution}:{status}"
+    if not (status in NOTED_AT_ONCE or (status == "blocked" and abandon)) \
+            or cursor.noted == noted:
+        return
+    error = progress.error or {}
+    note = run_status_record(run_id, status, code=error.get("code", ""),
+                             message=error.get("message", ""),
+                             abandoned=status == "blocked")
+    found.seq += 1
+    found.records.append(SessionRecord(
+        seq=found.seq, run_id=run_id, instance="main", kind="status",
+        entry_key=f"status:{noted}", note=redactor.scrub(note), at=now()))
+    cursor.noted, found.changed = noted, True
+
+
+def _add_usage(store: PlatformStore, session_id: str, run_id: str,
+               calls: list[tuple[str, str, Mapping[str, Any]]], found: Pass) -> None:
+    stored = store.get_run(session_id, run_id)
+    if stored is None:
+        return
+    total = stored.value.usage
+    for purpose, instance, call in calls:
+        total = total.add(purpose, call.get("usage"))
+        given, produced, _ = usage_tokens(call.get("usage"))
+        cost = call.get("cost")
+        found.usage_events.append((run_id, {
+            "op_id": call.get("op_id"), "purpose": purpose, "instance": instance,
+            "input_tokens": given, "output_tokens": produced,
+            "cost": float(cost) if isinstance(cost, int | float)
+            and not isinstance(cost, bool) else None}))
+    found.runs.append((stored, stored.value.model_copy(update={"usage": total})))
+
+
+@dataclass(frozen=True)
+class _Watched:
+    view: Callable[[], MainView]
+    inherited_seqs: Sequence[Sequence[int]]
+
+
+class _Joined:
+    """The companion's writes for one commit."""
+
+    def __init__(self, store: PlatformStore, writes: list[Write],
+                 events: list[tuple[str, dict[str, Any]]], emit: Events | None) -> None:
+        self.store, self.writes, self.events, self.emit = store, writes, events, emit
+
+    def join(self, transaction: object) -> None:
+        self.store.join_writes(self.writes, transaction)
+
+    def committed(self) -> None:
+        for run_id, data in self.events:
+            if self.emit is not None:
+                self.emit(run_id, "model.usage", data)
+            else:
+                self.store.append_events(run_id, [("model.usage", data)])
+
+
+class SessionCommits:
+    """The checkpoint store's companion for the platform's sessions (module docstring)."""
+
+    def __init__(self, store: PlatformStore, *, redactor: Redactor | None = None) -> None:
+        self.store = store
+        self.redactor = redactor or Redactor()
+        self._sessions: dict[str, str] = {}  # run -> session (immutable once known)
+        self._watched: dict[str, _Watched] = {}
+        self._lock = threading.Lock()
+        self._emit: Events | None = None
+
+    def bind_events(self, emit: Events) -> None:
+        """Where the usage events of committed writes go (``RunTracker.event``)."""
+        self._emit = emit
+
+    def watch(self, run_id: str, *, view: Callable[[], MainView],
+              inherited_seqs: Sequence[Sequence[int]]) -> None:
+        """Offer ``view`` (the engine's ``main_view``) as the session's reusable view
+        when a commit completes ``run_id`` (``inherited_seqs``: its history's)."""
+        with self._lock:
+            self._watched[run_id] = _Watched(view, [list(r) for r in inherited_seqs])
+
+    def unwatch(self, run_id: str) -> None:
+        with self._lock:
+            self._watched.pop(run_id, None)
+
+    def prepare(self, store: BaseCheckpointStore, commit: Commit) -> _Joined | None:
+        progress = progress_of(commit.head)
+        if progress is None:
+            return None
+        sid = self._session_of(commit.run_id)
+        head = None if sid is None else self.store.get_stream(sid)
+        if sid is None or head is None or commit.run_id not in head.value.open:
+            return None
+        open_runs = {k: v.model_copy(deep=True) for k, v in head.value.open.items()}
+        found = Pass(head.value.seq)
+        advance(self.store, sid, commit.run_id, progress, _reader(store, commit), open_runs,
+                found, abandon=False, redactor=self.redactor)
+        writes = record_writes(head, StreamHead(session_id=sid, seq=found.seq,
+                                                open=open_runs),
+                               found.records, found.runs) if found.changed else \
+            [check(f"session#{sid}", "stream", head.version)]
+        view = self._view(store, sid, commit.run_id, progress, found) \
+            if progress.status == "completed" else None
+        if view is not None:
+            writes.append(view_write(sid, view))
+        if not found.changed and view is None:
+            return None
+        return _Joined(self.store, writes, found.usage_events, self._emit)
+
+    def _session_of(self, run_id: str) -> str | None:
+        with self._lock:
+            known = self._sessions.get(run_id)
+        if known is None:
+            known = self.store.run_session(run_id)
+            if known is not None:
+                with self._lock:
+                    self._sessions[run_id] = known
+        return known
+
+    def _view(self, store: BaseCheckpointStore, sid: str, run_id: str, progress: Progress,
+              found: Pass) -> ViewRef | None:
+        with self._lock:
+            watched = self._watched.get(run_id)
+        if watched is None:
+            return None
+        main = watched.view()
+        if not main.compacted:
+            return None
+        records = [{"seq": r.seq, "run_id": r.run_id, "instance": r.instance, "kind": r.kind}
+                   for r in [*self._main_records(sid), *found.records] if r.instance == "main"]
+        verdict = can_save_view(records, run_id=run_id, inherited_seqs=watched.inherited_seqs,
+                                pending_tools=False, queued_inputs=False)
+        if not verdict.allowed:
+            return None
+        view = make_view(verdict, run_id=run_id, messages=self.redactor.scrub(main.messages),
+                         counters=main.counters)
+        data = json.dumps(view.messages, ensure_ascii=False, sort_keys=True,
+                          separators=(",", ":")).encode()
+        blob = store.put_blob(run_id, data)
+        return ViewRef(run_id=run_id, watermark=view.watermark,
+                       observed_seqs=view.observed_seqs, blob=blob,
+                       user_turns=view.user_turns, model_steps=view.model_steps,
+                       baseline_user_turns=view.baseline_user_turns,
+                       baseline_model_steps=view.baseline_model_steps)
+
+    def _main_records(self, sid: str) -> list[SessionRecord]:
+        out: list[SessionRecord] = []
+        while True:
+            page = self.store.records(sid, after=out[-1].seq if out else 0, limit=_PAGE,
+                                      instance="main")
+            out += page
+            if len(page) < _PAGE:
+                return out
+
+
+def _reader(store: BaseCheckpointStore, commit: Commit) -> Reader:
+    """Entries of the committing run: those stored after ``after``, then the commit's own
+    (not stored yet). The store is read only when the cursor is behind what is stored
+    (the head's ``streams`` counters tell), i.e. for data from before this companion."""
+    pending: dict[str, list[LogEntry]] = {}
+    for entry in commit.entries:
+        pending.setdefault(entry.stream, []).append(entry)
+    counters = commit.head.get("streams")
+
+    def read(stream: str, after: int) -> list[LogEntry]:
+        mine = sorted(pending.get(stream, []), key=lambda e: e.seq)
+        if not isinstance(counters, Mapping):
+            stored_last = 1 << 62  # unknown: read what is stored
+        elif mine:
+            stored_last = mine[0].seq - 1
+        else:
+            stored_last = int(counters.get(stream, 0))
+        stored = store.read(commit.run_id, stream, after) if after < stored_last else []
+        return stored + [e for e in mine if e.seq > after]
+
+    return read
