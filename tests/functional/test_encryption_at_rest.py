@@ -336,3 +336,52 @@ async def test_kms_calls_per_100_step_run_are_constant(aws: Aws) -> None:
     for run_id in ("run-100", "run-100b"):
         assert len(records(cold, run_id)) > 100
     assert aws.kms_calls == {"GenerateDataKey": 1, "Decrypt": 1}
+
+
+# -- the embedded platform: a run on a model connection with a stored key ---------------
+
+PROVIDER_KEY = "sk-at-rest-5b0e93d1c7"
+PLATFORM_QUESTION = "Q what did the Heron committee decide"
+PLATFORM_ANSWER = "The Heron committee postponed the vote"
+
+
+def test_embedded_platform_run_on_a_connection_leaves_no_key_or_text(tmp_path: Path) -> None:
+    """After a run on a platform connection (the provider on 127.0.0.1 requires the
+    key), no row of the one SQLite file — checkpoints, platform items, session records,
+    events, the sealed key — nor the raw file and its WAL holds the provider key, the
+    question or the answer in plaintext."""
+    import time
+
+    from agentloom.local.app import DATABASE
+    from agentloom.platform.embedded import EmbeddedPlatform
+    from agentloom.platform.identity import Principal
+    from agentloom_runtime.testing import OpenAICompatibleServer
+
+    alice = Principal("alice", "token")
+    script = [ScriptedModel.answer(PLATFORM_ANSWER), ScriptedModel.verdict("complete")]
+    with OpenAICompatibleServer(script, model="m", api_key=PROVIDER_KEY) as provider:
+        platform = EmbeddedPlatform.open(tmp_path / "home")
+        try:
+            space = platform.admin.create_space(alice, "Team").space_id
+            cid = platform.admin.create_model_connection(alice, space, "Local", {
+                "provider": "openai_compatible", "base_url": provider.base_url,
+                "model_id": "m"}, PROVIDER_KEY).connection_id
+            agent, _ = platform.admin.create_agent(alice, space, "A", {
+                "prompt": "You answer.", "model": {"api_key_ref": cid}})
+            platform.admin.publish(alice, space, agent.agent_id)
+            session = platform.sessions.create_session(alice, space, agent.agent_id)
+            run, _ = platform.sessions.ask(alice, session.session_id, PLATFORM_QUESTION)
+            deadline = time.monotonic() + 20
+            while platform.sessions.run(alice, session.session_id, run.run_id).status \
+                    not in ("completed", "failed", "blocked") and time.monotonic() < deadline:
+                time.sleep(0.02)
+            view = platform.sessions.run(alice, session.session_id, run.run_id)
+            assert view.status == "completed" and view.answer == PLATFORM_ANSWER, view
+            assert [r.headers.get("authorization") for r in provider.received] == \
+                [f"Bearer {PROVIDER_KEY}"] * 2
+        finally:
+            platform.close()
+    needles = [PROVIDER_KEY, PLATFORM_QUESTION, PLATFORM_ANSWER, "Heron"]
+    found = sorted({n for value in sqlite_values(tmp_path / "home" / DATABASE)
+                    for n in needles if n.encode() in value})
+    assert found == []

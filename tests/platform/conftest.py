@@ -171,3 +171,14 @@ def api(platform: EmbeddedPlatform) -> Iterator[Api]:
         for client in made.clients:
             client.close()
         server.close()
+
+
+def stopped_view(client: Client, session_id: str, run_id: str,
+                 wait: Callable[..., Any] = wait_for) -> Any:
+    """The run's view once it stopped (not queued or running, and no longer driven)."""
+    def stopped() -> Any:
+        view = client.run(session_id, run_id)
+        return view if view.status not in ("queued", "running") and not view.driven \
+            else None
+
+    return wait(stopped, what=f"run {run_id} to stop")

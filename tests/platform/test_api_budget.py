@@ -13,9 +13,8 @@ import pytest
 
 from agentloom.api.client import ApiError, Client
 from agentloom.cli import main
-from agentloom.platform.views import RunView
 
-from .conftest import Api
+from .conftest import Api, stopped_view
 
 Wait = Callable[..., Any]
 # one action call uses 15 tokens (the test model's usage): the completion review then
@@ -35,20 +34,11 @@ def _blocked(api: Api, user: str, agent_id: str, wait: Wait) -> tuple[Client, st
     client = api.client(user)
     session = client.create_session(api.space_id, agent_id).session_id
     run = client.ask(session, "Q how far can I go?")
-    view = _stopped(client, session, run.run_id, wait)
+    view = stopped_view(client, session, run.run_id, wait)
     assert (view.status, view.way_out) == ("blocked", "raise_budget"), view
     assert view.error is not None and view.error["code"] == "budget_exceeded"
     return client, session, run.run_id
 
-
-def _stopped(client: Client, session: str, run_id: str, wait: Wait) -> RunView:
-    def stopped() -> RunView | None:
-        view = client.run(session, run_id)
-        return view if view.status not in ("queued", "running") and not view.driven \
-            else None
-
-    result: RunView = wait(stopped, what=f"run {run_id} to stop")
-    return result
 
 
 def _error(call: Callable[[], Any]) -> ApiError:
@@ -75,7 +65,7 @@ def test_a_run_blocked_on_its_token_budget_completes_with_a_raised_budget(
     assert client.run(session, run_id).status == "blocked", "refused raises change nothing"
 
     client.resume(session, run_id, raise_tokens=1_000, note="one more review")
-    view = _stopped(client, session, run_id, wait)
+    view = stopped_view(client, session, run_id, wait)
     assert view.status == "completed" and view.answer == "Answer to: Q how far can I go?"
     assert view.usage.total_tokens > 10
     assert view.execution == 2  # the same run, a new execution
@@ -101,7 +91,7 @@ def test_only_admins_and_owners_raise_and_operators_raise_any_run_of_the_space(
                                                      raise_tokens=1_000)).status == 404
     view = api.client("carol").operator_resume(api.space_id, run_id, raise_tokens=1_000)
     assert view.answer is None and view.unknown is None, "an operator sees no content"
-    done = _stopped(member, session, run_id, wait)
+    done = stopped_view(member, session, run_id, wait)
     assert done.status == "completed" and done.answer == "Answer to: Q how far can I go?"
 
 

@@ -24,7 +24,15 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from agentloom.api.models import AgentOut, AskOut, InputOut, PublishOut, SpaceOut
+from agentloom.api.models import (
+    AgentOut,
+    AskOut,
+    DiscoverOut,
+    InputOut,
+    ModelConnectionOut,
+    PublishOut,
+    SpaceOut,
+)
 from agentloom.platform.domain import (
     AgentVersion,
     Draft,
@@ -142,6 +150,39 @@ class Client:
     def versions(self, space_id: str, agent_id: str) -> list[AgentVersion]:
         return self._items(AgentVersion, f"/spaces/{space_id}/agents/{agent_id}/versions")
 
+    # -- model connections (admins; the key is sent, never returned) -----------------------
+
+    def create_model_connection(self, space_id: str, name: str, spec: dict[str, Any],
+                                api_key: str | None = None) -> ModelConnectionOut:
+        return _connection(self.request("POST", f"/spaces/{space_id}/models/connections",
+                                        json={"name": name, "spec": spec,
+                                              "api_key": api_key}))
+
+    def model_connections(self, space_id: str) -> list[ModelConnectionOut]:
+        data = self.request("GET", f"/spaces/{space_id}/models/connections").json()
+        return [ModelConnectionOut.model_validate(item, context=STORED)
+                for item in data["items"]]
+
+    def model_connection(self, space_id: str, connection_id: str) -> ModelConnectionOut:
+        return _connection(self.request(
+            "GET", f"/spaces/{space_id}/models/connections/{connection_id}"))
+
+    def update_model_connection(self, space_id: str, connection_id: str,
+                                spec: dict[str, Any], *, name: str | None = None,
+                                api_key: str | None = None,
+                                revision: int | None = None) -> ModelConnectionOut:
+        """``api_key`` None or empty keeps the stored key (same provider and base URL)."""
+        return _connection(self.request(
+            "PUT", f"/spaces/{space_id}/models/connections/{connection_id}",
+            json={"spec": spec, "name": name, "api_key": api_key, "revision": revision}))
+
+    def discover_models(self, space_id: str, provider: str, base_url: str, *,
+                        api_key: str | None = None,
+                        resource_id: str | None = None) -> DiscoverOut:
+        return self._send(DiscoverOut, "POST", f"/spaces/{space_id}/models/discover",
+                          {"provider": provider, "base_url": base_url, "api_key": api_key,
+                           "resource_id": resource_id})
+
     # -- sessions and runs ---------------------------------------------------------------
 
     def create_session(self, space_id: str, agent_id: str, version: int | None = None,
@@ -228,6 +269,13 @@ class Client:
         raised = _raise(raise_tokens, raise_cost, note)
         return self._send(RunView, "POST", f"/spaces/{space_id}/runs/{run_id}/resume",
                           {"raise_budget": raised} if raised else {})
+
+
+STORED = {"stored": True}  # a connection as saved: no re-check against today's catalogue
+
+
+def _connection(response: httpx.Response) -> ModelConnectionOut:
+    return ModelConnectionOut.model_validate(response.json(), context=STORED)
 
 
 def _raise(tokens: int | None, cost: float | None, note: str) -> dict[str, Any] | None:

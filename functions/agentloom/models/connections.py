@@ -265,7 +265,13 @@ class ModelConnectionSpec(BaseModel):
             dialect="deepseek" if self.provider == "deepseek" else "openai",
             base_url=self.base_url, model=self.model_id, api_key_ref=self.api_key_ref,
             context_window=self.context_window, max_output_tokens=self.max_output_tokens,
-            safety_margin_tokens=self.safety_margin_tokens, **options)
+            safety_margin_tokens=self.safety_margin_tokens,
+            input_price_per_million=_price(self.input_price_per_million),
+            output_price_per_million=_price(self.output_price_per_million), **options)
+
+
+def _price(value: Decimal | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _present(figure: Sourced | None) -> Sourced:

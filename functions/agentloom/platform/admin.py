@@ -14,14 +14,16 @@ sent): ``ModelConnectionSpec`` records in the space (item ``space#{space}`` /
 ``model#{connection}``), the key sealed by a ``SecretSealer`` and never returned; an
 empty key on update reuses the stored one only under ``key_for_update`` (provider and
 base URL unchanged). ``discover_models`` lists a provider's models without saving the
-key (with ``resource_id``: a saved connection's key, under the same rule).
+key (with ``resource_id``: a saved connection's key, under the same rule). A draft on a
+connection (``"model": {"api_key_ref": "mdl_…"}``) takes its model section from it on
+every save and publish, and runs open its key through ``run_key`` (``model_links``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -63,8 +65,10 @@ from agentloom.platform.errors import (
     field_errors,
 )
 from agentloom.platform.identity import Principal, check_user_id
+from agentloom.platform.model_links import link_model, run_key
 from agentloom.platform.store import PlatformStore, WriteConflict, retry_conflicts
 from agentloom.platform.store.base import ABSENT, put
+from agentloom_runtime.snapshot import ModelConnection
 
 MAX_NAME = 200
 MAX_KEY = 4_096
@@ -196,7 +200,7 @@ class AdminService:
                      config: Mapping[str, Any]) -> tuple[Agent, Draft]:
         member_of(self.store, who, space_id, "admin")
         agent_id = new_id("agt")
-        stored = validate_draft(config, space_id=space_id, agent_id=agent_id, rules=self.rules)
+        stored = self._validate(config, space_id, agent_id)
         at = now()
         agent = Agent(space_id=space_id, agent_id=agent_id, name=_name(name, "name"),
                       created_by=who.user_id, created_at=at)
@@ -228,7 +232,7 @@ class AdminService:
     def save_draft(self, who: Principal, space_id: str, agent_id: str,
                    config: Mapping[str, Any], revision: int | None = None) -> Draft:
         self.agent(who, space_id, agent_id, "admin")
-        stored = validate_draft(config, space_id=space_id, agent_id=agent_id, rules=self.rules)
+        stored = self._validate(config, space_id, agent_id)
         found = self.store.get_draft(agent_id)
         if found is None:  # pragma: no cover
             raise NotFound(f"agent {agent_id} has no draft", code="draft_not_found")
@@ -263,6 +267,7 @@ class AdminService:
             latest = agent.value.latest_version
             # bound resources pinned first: a changed skill or schema is a new version
             config = self.capabilities.pin(space_id, draft.value.config)
+            config, _ = link_model(self.store, space_id, config)  # the connection as it is
             if latest:
                 previous = self.store.get_version(agent_id, latest)
                 if previous is not None and \
@@ -279,6 +284,18 @@ class AdminService:
             return version, True
 
         return retry_conflicts(attempt)
+
+    def _validate(self, config: Mapping[str, Any], space_id: str,
+                  agent_id: str) -> dict[str, Any]:
+        """A draft as stored; a model section on a connection of the space is taken from
+        it (``model_links``), its reference allowed as the key reference."""
+        if not isinstance(config, Mapping):
+            return validate_draft(config, space_id=space_id, agent_id=agent_id,
+                                  rules=self.rules)
+        linked, ref = link_model(self.store, space_id, config)
+        rules = self.rules if ref is None else replace(
+            self.rules, key_refs=self.rules.key_refs | {ref})
+        return validate_draft(linked, space_id=space_id, agent_id=agent_id, rules=rules)
 
     def versions(self, who: Principal, space_id: str, agent_id: str) -> list[AgentVersion]:
         self.agent(who, space_id, agent_id)
@@ -372,6 +389,11 @@ class AdminService:
                 key = self._open(current)
         discovery = self.discovery or ModelDiscovery()
         return asyncio.run(discovery.discover(provider, base_url, key))
+
+    def run_key(self, space_id: str, connection_id: str, model: ModelConnection) -> str:
+        """The key a run of a version on ``connection_id`` calls its provider with
+        (``model_links.run_key``; no access check: for the model gateway only)."""
+        return run_key(self.store, self.secrets, space_id, connection_id, model)
 
     def connection_key(self, space_id: str, connection_id: str) -> str | None:
         """The stored key of a connection, for the code that calls the provider (no

@@ -241,10 +241,14 @@ class SessionService:
         status: RunState = summary.status
         if status == "running" and not driven:
             status = "queued" if run.status == "queued" else "interrupted"
+        elif run.status == "queued" and not driven:
+            status = "queued"  # resumed or resolved: its driver has not begun yet
         error = summary.error
+        way_out = "resume" if status == "interrupted" else \
+            None if status == "queued" else summary.way_out
         fields.update(status=status, engine_status=summary.status,
                       execution=summary.execution, instances=list(summary.instances),
-                      way_out="resume" if status == "interrupted" else summary.way_out,
+                      way_out=way_out,
                       error=None if not error else self.tracker.redactor.scrub(
                           {"code": error["code"], "message": error["message"]}))
         if detail:

@@ -1,0 +1,44 @@
+"""``ConnectionModels``: the model factory of a platform. A published snapshot whose
+``api_key_ref`` names a platform model connection (``mdl_…``) gets a chat-completions
+gateway holding that connection's stored key, opened here, at the gateway's
+construction, and kept only in the gateway (never logged, never in an event, snapshot or
+checkpoint: those hold the reference). Every other snapshot (an agent file's
+environment-variable reference, a test model) goes to ``fallback``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from agentloom_runtime.contracts import ModelGateway
+from agentloom_runtime.snapshot import AgentSnapshot, ModelConnection
+
+PREFIX = "mdl_"
+
+
+class ConnectionKeys(Protocol):
+    def run_key(self, space_id: str, connection_id: str, model: ModelConnection) -> str:
+        """The connection's key ("" when keyless); ``ConfigError`` when it cannot be
+        used for ``model`` any more."""
+        ...
+
+
+class ConnectionModels:
+    def __init__(self, keys: ConnectionKeys,
+                 fallback: Callable[[AgentSnapshot], ModelGateway]) -> None:
+        self.keys = keys
+        self.fallback = fallback
+
+    def __call__(self, snapshot: AgentSnapshot) -> ModelGateway:
+        m = snapshot.model
+        ref = m.api_key_ref
+        if ref is None or not ref.startswith(PREFIX):
+            return self.fallback(snapshot)
+        from agentloom_runtime.model import ChatCompletionsGateway
+
+        key = self.keys.run_key(snapshot.space_id, ref, m)
+        return ChatCompletionsGateway(base_url=m.base_url, model=m.model, api_key=key,
+                                      dialect=m.dialect,
+                                      max_output_tokens=m.max_output_tokens,
+                                      timeout=m.timeout_seconds)
