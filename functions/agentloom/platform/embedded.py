@@ -19,6 +19,7 @@ from agentloom.crypto import LocalKeyring
 from agentloom.local.app import DATABASE, KEY_FILE, open_checkpoint_store
 from agentloom.local.redaction import Redactor
 from agentloom.models import ModelDiscovery
+from agentloom.models.gateway import ConnectionModels
 from agentloom.platform.admin import AdminService
 from agentloom.platform.agents import DraftRules
 from agentloom.platform.identity import BearerTokens
@@ -72,17 +73,17 @@ class EmbeddedPlatform:
         commits = SessionCommits(store, redactor=redactor)  # one transaction, one file
         checkpoints.attach(commits)
         tracker = RunTracker(store, checkpoints, redactor=redactor, commits=commits)
-        engines = LocalEngines(home, checkpoints, tracker,
-                               model_factory or default_model_factory, capabilities)
+        admin = AdminService(store, rules,
+                             secrets=CodecSecrets(LocalKeyring(home / KEY_FILE), store),
+                             discovery=ModelDiscovery(allow_loopback=allow_loopback_discovery),
+                             capabilities=capabilities)
+        # a version on a platform connection calls its provider with the stored key
+        models = ConnectionModels(admin, model_factory or default_model_factory)
+        engines = LocalEngines(home, checkpoints, tracker, models, capabilities)
         launcher = LocalRunLauncher(engines)
         sessions = SessionService(store, tracker, launcher, engines)
         return cls(home=home, store=store, checkpoints=checkpoints, tracker=tracker,
-                   launcher=launcher, sessions=sessions,
-                   admin=AdminService(
-                       store, rules,
-                       secrets=CodecSecrets(LocalKeyring(home / KEY_FILE), store),
-                       discovery=ModelDiscovery(allow_loopback=allow_loopback_discovery),
-                       capabilities=capabilities),
+                   launcher=launcher, sessions=sessions, admin=admin,
                    tokens=BearerTokens(store))
 
     def close(self) -> None:
