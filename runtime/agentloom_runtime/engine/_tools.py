@@ -41,8 +41,31 @@ def tool_context(ctx: StepContext, frame: Frame, call: PendingCall,
         config=ctx.tools.config, instance=frame["instance"], run_id=ctx.run_id,
         call_id=call["call_id"], request_id=call["request_id"], uncertain=uncertain,
         emit=ctx.emit, plan=FramePlan(frame), workspace=workspace,  # type: ignore[arg-type]
-        services={**host.services, "results": ResultReader(ctx, frame["instance"])},
+        services={**host.services, "results": ResultReader(ctx, frame["instance"]),
+                  "hooks": ToolHooks(HookRunner(ctx), frame["instance"], call["request_id"])},
         template=frame["template"])
+
+
+class ToolHooks:
+    """Hook stages a handler runs inside its call (``services["hooks"]``) for an operation
+    of its own — e.g. ``model.embedding.before/after`` around a tool's embedding request.
+    Durable like the engine's stages: keyed by point and call, so a call run again after
+    an interruption continues the stage at its saved cursor (a binding that is not
+    ``replay_safe`` is not repeated unseen)."""
+
+    def __init__(self, runner: HookRunner, instance: str, request_id: str) -> None:
+        self._runner, self._instance, self._request_id = runner, instance, request_id
+
+    def has(self, point: str, **fields: Any) -> bool:
+        return self._runner.has(point, self._instance, **fields)
+
+    async def run(self, point: str, payload: dict[str, Any],
+                  **fields: Any) -> tuple[dict[str, Any], Any]:
+        return await self._runner.run(point, payload, instance=self._instance,
+                                      key=f"{point}:{self._request_id}", **fields)
+
+    async def observe(self, point: str, payload: dict[str, Any], **fields: Any) -> None:
+        await self._runner.observe(point, payload, instance=self._instance, **fields)
 
 
 def _authorize(ctx: StepContext, frame: Frame) -> Any:
