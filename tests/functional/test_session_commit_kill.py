@@ -1,0 +1,102 @@
+"""A process killed inside a run's commit, on the embedded pair (checkpoints and platform
+in one SQLite file): ``os._exit`` after the session records joined the transaction and
+before ``COMMIT`` leaves neither the head nor the records; after ``COMMIT`` both. The
+next process reads a consistent file and commits on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agentloom.platform.domain import Run, Session, now
+from agentloom.platform.store import SqlitePlatformStore
+from agentloom.platform.store.session_commits import SessionCommits
+from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
+from agentloom_runtime.checkpoint import Commit, LogEntry
+
+CHILD = textwrap.dedent('''
+    import os, sys
+    from agentloom.platform.store import SqlitePlatformStore
+    from agentloom.platform.store.session_commits import SessionCommits
+    from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
+    from agentloom_runtime.checkpoint import Commit, LogEntry
+
+    path, where = sys.argv[1], sys.argv[2]
+    platform = SqlitePlatformStore(path)
+    commits = SessionCommits(platform)
+    store = SqliteCheckpointStore(path, companion=commits)
+    prepare = commits.prepare
+
+    def dying_prepare(checkpoints, commit):
+        joined = prepare(checkpoints, commit)
+        join = joined.join
+        def dying_join(conn):
+            join(conn)
+            if where == "before-commit":
+                os._exit(9)  # the records are in the open transaction, not committed
+        joined.join = dying_join
+        return joined
+
+    commits.prepare = dying_prepare
+    write = store._write
+    def dying_write(*args):
+        write(*args)
+        os._exit(9)  # committed; the process dies before it hears so
+    store._write = dying_write
+    head = {"status": "running", "frames": {"main": {}}, "execution": 1, "error": None,
+            "streams": {"src:main": 2}}
+    entries = [LogEntry("src:main", n, {"kind": "user", "message": {"role": "user",
+               "content": "secret question"}}) for n in (1, 2)]
+    store.commit(Commit("run_1", 0, head, entries))
+''')
+
+
+def _pair(path: Path) -> tuple[SqlitePlatformStore, SqliteCheckpointStore]:
+    platform = SqlitePlatformStore(path)
+    store = SqliteCheckpointStore(path, companion=SessionCommits(platform))
+    return platform, store
+
+
+@pytest.mark.parametrize(("where", "committed"), [("before-commit", False),
+                                                  ("after-commit", True)])
+def test_killed_inside_the_commit(tmp_path: Path, where: str, committed: bool) -> None:
+    path = tmp_path / "agentloom.sqlite3"
+    platform, store = _pair(path)
+    session = Session(session_id="ses_1", space_id="spc_1", agent_id="agt_1", version=1,
+                      user_id="alice", created_at=now())
+    platform.create_session(session)
+    stored = platform.get_session("ses_1")
+    assert stored is not None
+    platform.start_run(stored, Run(run_id="run_1", session_id="ses_1", space_id="spc_1",
+                                   agent_id="agt_1", version=1, user_id="alice",
+                                   created_at=now(), updated_at=now()))
+    platform.close()
+    store.close()
+    done = subprocess.run([sys.executable, "-c", CHILD, str(path), where], timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 9, done.stderr
+
+    platform, store = _pair(path)
+    head = store.load_head("run_1")
+    records = platform.records("ses_1")
+    stream = platform.get_stream("ses_1")
+    assert stream is not None
+    if committed:
+        assert head is not None and [r.src for r in records] == [1, 2]
+        assert stream.value.seq == 2 and stream.value.open["run_1"].src == {"main": 2}
+    else:
+        assert head is None and records == [] and stream.value.seq == 0
+    # the next process commits on (or again) from what is there
+    version = head.version if head else 0
+    store.commit(Commit("run_1", version, {
+        "status": "running", "frames": {"main": {}}, "execution": 1, "error": None,
+        "streams": {"src:main": 3 if committed else 1}},
+        [LogEntry("src:main", 3 if committed else 1,
+                  {"kind": "user", "message": {"role": "user", "content": "more"}})]))
+    assert [r.seq for r in platform.records("ses_1")] == list(range(1, 4 if committed else 2))
+    platform.close()
+    store.close()
