@@ -13,9 +13,13 @@ Run: .venv/bin/python tests/benchmarks/bench_platform.py   (prints figures; asse
   TransactWriteItems, so 200 appends take minutes there).
 - **DynamoDB write units per model+tool cycle, session records included**: a run driven
   the way ``LocalRunLauncher`` drives it — ``Engine.step()`` on a DynamoDB checkpoint
-  store, and after each step ``RunTracker.sync`` (session records + usage on the run)
-  with the engine's events going to ``RunTracker.event`` — on a DynamoDB platform store;
-  both stores on one moto table. The session and the run are created with
+  store whose companion (``SessionCommits``) writes the session records, cursors and
+  usage in each commit's TransactWriteItems, with the engine's events going to
+  ``RunTracker.event`` — on a DynamoDB platform store; both stores on one moto table.
+  For comparison, the earlier path: no companion, ``RunTracker.sync`` after each step
+  (its own transaction; a crash in between left the records to a later catch-up). With
+  the companion, its items are counted by the checkpoint adapter (they are in its
+  transaction). The session and the run are created with
   ``PlatformStore.create_session`` / ``start_run`` (what ``SessionService.ask`` writes),
   not through the service. Units are the adapters' counters (ceil(KB) per item, twice in
   a transaction), averaged over 10 cycles after 2 warm-up cycles.
@@ -172,22 +176,25 @@ class CountingModel:
         return None
 
 
-async def units_per_cycle(warmup: int = 2, measured: int = 10) -> dict[str, float]:
+async def units_per_cycle(warmup: int = 2, measured: int = 10, *,
+                          atomic: bool = True) -> dict[str, float]:
     aws_env()
     import boto3
     from moto import mock_aws
 
     from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
     from agentloom.platform.store.dynamodb import create_table as create_platform_table
+    from agentloom.platform.store.session_commits import SessionCommits
     from agentloom.platform.tracker import RunTracker
     from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_platform_table(client, TABLE)  # one table: RUN#… checkpoints, lowercase platform
-        checkpoints = DynamoDbCheckpointStore(TABLE, client=client)
         platform = DynamoDbPlatformStore(TABLE, client=client)
-        tracker = RunTracker(platform, checkpoints)
+        commits = SessionCommits(platform) if atomic else None
+        checkpoints = DynamoDbCheckpointStore(TABLE, client=client, companion=commits)
+        tracker = RunTracker(platform, checkpoints, commits=commits)
         session = new_session(platform)
         current = platform.get_session(session.session_id)
         assert current is not None
@@ -208,7 +215,8 @@ async def units_per_cycle(warmup: int = 2, measured: int = 10) -> dict[str, floa
         async def cycle() -> None:
             for _ in range(2):  # the model step, then the tool step
                 await engine.step()
-                tracker.sync(session.session_id, runs=[run.run_id])
+                if not atomic:
+                    tracker.sync(session.session_id, runs=[run.run_id])
 
         for _ in range(warmup):
             await cycle()
@@ -243,10 +251,12 @@ def main() -> None:
         print(f"  {name}: filled in {filled:.1f} s")
         for case, ms in pages.items():
             print(f"    {case:<28} {ms:7.2f} ms", flush=True)
-    figures = asyncio.run(units_per_cycle())
+    atomic = asyncio.run(units_per_cycle())
+    synced = asyncio.run(units_per_cycle(atomic=False))
     print("DynamoDB write units per model+tool cycle (moto, one table, 10 cycles):")
-    for name, value in figures.items():
-        print(f"  {name:<18} {value:6.1f}")
+    print(f"  {'':<18} {'in the commit':>14} {'sync after':>11}")
+    for name, value in atomic.items():
+        print(f"  {name:<18} {value:14.1f} {synced[name]:11.1f}")
 
 
 if __name__ == "__main__":

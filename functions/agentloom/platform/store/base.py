@@ -430,10 +430,19 @@ class PlatformStore(ABC):
     def records(self, session_id: str, *, after: int = 0, limit: int = 100,
                 instance: str | None = None) -> list[SessionRecord]:
         pk = f"session#{session_id}" + (f"#i#{instance}" if instance else "")
-        # each batch read holds at least one record after ``after`` (its last)
-        found = [record for stored in self._query(pk, "rec#", seq_key("rec", after),
-                                                  limit, False)
-                 for record in _batch(stored.text) if record.seq > after]
+        # each batch read holds at least one record after ``after`` (its last); read a
+        # few batches first (one may hold 100 records), then what may still be missing
+        found: list[SessionRecord] = []
+        cursor, want = seq_key("rec", after), min(limit, 10)
+        while len(found) < limit and want > 0:
+            page = self._query(pk, "rec#", cursor, want, False)
+            for stored in page:
+                found += [r for r in _batch(stored.text) if r.seq > after]
+                if len(found) >= limit:
+                    break
+            if len(page) < want:
+                break
+            cursor, want = page[-1].sk, limit - len(found)
         return found[:limit]
 
     def views(self, session_id: str) -> list[ViewRef]:
