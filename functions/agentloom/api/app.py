@@ -76,7 +76,7 @@ from agentloom.platform.errors import (
     field_errors,
 )
 from agentloom.platform.identity import Authenticator
-from agentloom.platform.sessions import SessionService
+from agentloom.platform.sessions import INSTANCE_PATTERN, SessionService
 from agentloom.platform.views import EventPage, MessagePage, RunView
 from agentloom_runtime.errors import AgentLoomError, ConfigError, PersistenceError, SnapshotError
 
@@ -332,7 +332,8 @@ def _session_routes(app: ApiResolver, svc: SessionService) -> None:
     @app.get(f"{P}/sessions/<session_id>/messages", tags=["sessions"], responses=declare(404))
     def messages(session_id: str, after: Annotated[int, Query(ge=0)] = 0,
                  limit: Annotated[int, Query(ge=1, le=200)] = 100,
-                 instance: Annotated[str | None, Query(max_length=64)] = None
+                 instance: Annotated[str | None, Query(pattern=INSTANCE_PATTERN,
+                                                       max_length=64)] = None
                  ) -> MessagePage:
         return svc.messages(app.principal(), session_id, after=after, limit=limit,
                             instance=instance)

@@ -376,6 +376,7 @@ class AdminService:
         client); the key is used for that request only. With ``resource_id`` and no key,
         the saved connection's key — only for its own provider and base URL."""
         member_of(self.store, who, space_id, "admin")
+        base_url = base_url or DEFAULT_BASE_URLS.get(provider, "")  # empty: the provider's
         key = api_key or ""
         if resource_id is not None:
             current, _ = self._connection(who, space_id, resource_id)

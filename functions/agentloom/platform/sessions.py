@@ -58,7 +58,8 @@ PAGE_CHARS = 4_000_000  # a page stops early past this much content (Lambda: 6 M
 MAX_WAIT_S = 20.0  # API Gateway's integration timeout is 29 s
 IDEMPOTENCY_TTL_S = 24 * 3600
 _KEY = re.compile(r"[!-~]{1,200}")
-_INSTANCE = re.compile(r"main|sub-[0-9]{1,3}|[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+INSTANCE_PATTERN = r"^(main|sub-[0-9]{1,3}|[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$"
+_INSTANCE = re.compile(INSTANCE_PATTERN)
 
 
 def _text(value: str, what: str, limit: int) -> str:
