@@ -49,10 +49,10 @@ CHECKS = [checks.not_a_server_error, checks.status_code_conformance,
 
 
 def offline_discovery() -> ModelDiscovery:
-    """Discovery that reaches no network: every host resolves to a documentation address
+    """Discovery that reaches no network: every host resolves to a public address (never dialled)
     and the transport answers a model list (the address checks still apply)."""
     async def resolve(host: str, port: int) -> list[str]:
-        return ["203.0.113.7"]
+        return ["93.184.215.14"]
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"data": [{"id": "gpt-4o-mini"}]})

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentloom.models import AddressNotAllowed
+from agentloom.models import AddressNotAllowed, ModelDiscovery
 from agentloom.platform.embedded import CodecSecrets, EmbeddedPlatform
 from agentloom_runtime.errors import PersistenceError
 
@@ -319,3 +319,23 @@ def test_outside_test_mode_discovery_refuses_loopback(tmp_path: Path,
     finally:
         production.close()
     assert provider.seen == []
+
+
+def test_discovery_with_no_base_url_asks_the_providers_own(platform: EmbeddedPlatform) -> None:
+    """An empty base_url is the provider's own (DiscoverIn's promise); no network: the
+    resolver gives a public address and the transport answers."""
+    seen: list[tuple[str, str]] = []
+
+    async def resolve(host: str, port: int) -> list[str]:
+        return ["93.184.215.14"]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.headers["host"], request.url.path))
+        return httpx.Response(200, json={"data": [{"id": "deepseek-chat"}]})
+
+    platform.admin.discovery = ModelDiscovery(resolver=resolve,
+                                              transport=httpx.MockTransport(answer))
+    space = platform.admin.create_space(ALICE, "Team").space_id
+    found = platform.admin.discover_models(ALICE, space, "deepseek", "", "sk-test")
+    assert [m.id for m in found] == ["deepseek-chat"]
+    assert seen == [("api.deepseek.com", "/models")]
