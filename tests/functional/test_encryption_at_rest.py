@@ -379,6 +379,16 @@ def test_embedded_platform_run_on_a_connection_leaves_no_key_or_text(tmp_path: P
             assert view.status == "completed" and view.answer == PLATFORM_ANSWER, view
             assert [r.headers.get("authorization") for r in provider.received] == \
                 [f"Bearer {PROVIDER_KEY}"] * 2
+            # decrypted, the run's head, records and events hold the reference, not the key
+            head = platform.checkpoints.load_head(run.run_id)
+            assert head is not None
+            readable = repr(head.body) + repr([e.body for stream in ("src:main", "ops")
+                                               for e in platform.checkpoints.read(
+                                                   run.run_id, stream)])
+            readable += platform.sessions.events(alice, session.session_id,
+                                                 run.run_id).model_dump_json()
+            assert PLATFORM_ANSWER in readable, "the check can fail: decrypted, texts show"
+            assert PROVIDER_KEY not in readable
         finally:
             platform.close()
     needles = [PROVIDER_KEY, PLATFORM_QUESTION, PLATFORM_ANSWER, "Heron"]
