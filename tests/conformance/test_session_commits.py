@@ -358,7 +358,7 @@ def test_a_1_mb_reusable_view_on_dynamodb(joint_dynamodb: Joint) -> None:
     session, run = ask(joint)
     big = [{"role": "user", "content": "q " * 250_000},
            {"role": "assistant", "content": "é" * 250_000}]
-    joint.commits.watch(run.run_id, inherited_seqs=[], view=lambda: MainView(
+    joint.commits.watch(run.run_id, view=lambda: MainView(
         compacted=True, messages=big, counters={"user_turns": 1, "model_steps": 1}))
     user = {"kind": "user", "message": {"role": "user", "content": "q"}}
     answer = {"kind": "assistant", "message": {"role": "assistant", "content": "a"}}

@@ -20,12 +20,14 @@ crash leaves the run's head *and* what it implies for the session, or neither:
 - a status record when the run failed or was cancelled (once per execution and status),
   and the run's leaving the stream's ``open`` set once it completed, failed or was
   cancelled;
-- a reusable view, when the commit completes a run whose main view was compacted and the
-  host ``watch`` es it: its messages become a blob of the run in the checkpoint store
-  (content-addressed and written before the transaction, so a lost commit leaves only an
-  unreferenced blob; chunked on DynamoDB, encrypted with the run's logs) and a small
-  ``ViewRef`` item joins the transaction, when the run observed a contiguous prefix of
-  the session (``can_save_view``).
+- a reusable view, when the commit completes a run whose main view was compacted and
+  the host ``watch`` es it (the engine driving it offers its ``main_view``): its
+  messages become a blob of the run in the checkpoint store (content-addressed and
+  written before the transaction, so a lost commit leaves only an unreferenced blob;
+  chunked on DynamoDB, encrypted with the run's logs) and a small ``ViewRef`` item
+  joins the transaction, when the run observed a contiguous prefix of the session
+  (``can_save_view``; what it inherited is every main seq up to its main frame's
+  ``history_watermark``).
 
 Runs the platform does not track (no ``run#{id}`` item, or no longer ``open``) and
 documents that are not run heads get no writes. ``advance`` is also what
@@ -37,14 +39,14 @@ Wiring (one object per process; the step Lambda does the same)::
     checkpoints = SqliteCheckpointStore(path, codec=codec, companion=commits)
     tracker = RunTracker(platform_store, checkpoints, redactor=redactor, commits=commits)
     ...
-    commits.watch(run_id, view=engine.main_view, inherited_seqs=history.inherited_seqs)
+    commits.watch(run_id, view=engine.main_view)  # for each engine that drives a run
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -194,12 +196,6 @@ def _add_usage(store: PlatformStore, session_id: str, run_id: str,
     found.runs.append((stored, stored.value.model_copy(update={"usage": total})))
 
 
-@dataclass(frozen=True)
-class _Watched:
-    view: Callable[[], MainView]
-    inherited_seqs: Sequence[Sequence[int]]
-
-
 class _Joined:
     """The companion's writes for one commit."""
 
@@ -225,7 +221,7 @@ class SessionCommits:
         self.store = store
         self.redactor = redactor or Redactor()
         self._sessions: dict[str, str] = {}  # run -> session (immutable once known)
-        self._watched: dict[str, _Watched] = {}
+        self._watched: dict[str, Callable[[], MainView]] = {}
         self._lock = threading.Lock()
         self._emit: Events | None = None
 
@@ -233,12 +229,13 @@ class SessionCommits:
         """Where the usage events of committed writes go (``RunTracker.event``)."""
         self._emit = emit
 
-    def watch(self, run_id: str, *, view: Callable[[], MainView],
-              inherited_seqs: Sequence[Sequence[int]]) -> None:
-        """Offer ``view`` (the engine's ``main_view``) as the session's reusable view
-        when a commit completes ``run_id`` (``inherited_seqs``: its history's)."""
+    def watch(self, run_id: str, *, view: Callable[[], MainView]) -> None:
+        """Offer ``view`` (the engine driving ``run_id``: its ``main_view``) as the
+        session's reusable view when a commit completes the run. What the run inherited
+        is read from its head (the main frame's ``history_watermark``: every main seq up
+        to it, as no later record gets a lower seq)."""
         with self._lock:
-            self._watched[run_id] = _Watched(view, [list(r) for r in inherited_seqs])
+            self._watched[run_id] = view
 
     def unwatch(self, run_id: str) -> None:
         with self._lock:
@@ -260,7 +257,7 @@ class SessionCommits:
                                                 open=open_runs),
                                found.records, found.runs) if found.changed else \
             [check(f"session#{sid}", "stream", head.version)]
-        view = self._view(store, sid, commit.run_id, progress, found) \
+        view = self._view(store, sid, commit, found) \
             if progress.status == "completed" else None
         if view is not None:
             writes.append(view_write(sid, view))
@@ -278,18 +275,23 @@ class SessionCommits:
                     self._sessions[run_id] = known
         return known
 
-    def _view(self, store: BaseCheckpointStore, sid: str, run_id: str, progress: Progress,
+    def _view(self, store: BaseCheckpointStore, sid: str, commit: Commit,
               found: Pass) -> ViewRef | None:
+        run_id = commit.run_id
         with self._lock:
             watched = self._watched.get(run_id)
         if watched is None:
             return None
-        main = watched.view()
+        main = watched()
         if not main.compacted:
             return None
         records = [{"seq": r.seq, "run_id": r.run_id, "instance": r.instance, "kind": r.kind}
                    for r in [*self._main_records(sid), *found.records] if r.instance == "main"]
-        verdict = can_save_view(records, run_id=run_id, inherited_seqs=watched.inherited_seqs,
+        frame = commit.head["frames"].get("main") or {}
+        watermark = int(frame.get("history_watermark") or 0)
+        inherited = [[r["seq"], r["seq"]] for r in records if r["seq"] <= watermark
+                     and r["run_id"] != run_id]
+        verdict = can_save_view(records, run_id=run_id, inherited_seqs=inherited,
                                 pending_tools=False, queued_inputs=False)
         if not verdict.allowed:
             return None
