@@ -1,0 +1,189 @@
+"""McpService against real MCP servers on 127.0.0.1: both Streamable HTTP revisions,
+legacy SSE, credentials, content mapping, caps, errors, timeouts, the SSRF guard."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from functional.mcp.conftest import ALICE, BOB, EVE, Env
+from functional.mcp.servers import TOKEN, Running, change_lookup, serve
+
+from agentloom.mcp import McpPolicy, McpSchemaChanged, McpService, McpToolFailure
+from agentloom.mcp.connect import open_client
+from agentloom.platform.errors import Conflict, Forbidden, Invalid, NotFound
+from agentloom_runtime.snapshot import McpToolBinding
+
+
+def _binding(env: Env, resource_id: str, tool: str) -> McpToolBinding:
+    from agentloom.mcp.service import run_sync, tool_digest
+
+    resource = env.service.resource(env.space_id, resource_id)
+    assert resource is not None
+    listed = {t.name: t for t in run_sync(env.service.list_tools(resource))}
+    return McpToolBinding(resource_id=resource_id, tool=tool, alias=tool,
+                          parameters=dict(listed[tool].input_schema),
+                          schema_digest=tool_digest(listed[tool]))
+
+
+def _register(env: Env, url: str, **spec: Any) -> str:
+    return env.service.create(ALICE, env.space_id, "srv",
+                              {"transport": "streamable_http", "url": url, **spec}).resource_id
+
+
+@pytest.mark.parametrize("protocol,expected", [("auto", "2026-07-28"),
+                                               ("2026-07-28", "2026-07-28"),
+                                               ("2025-11-25", "2025-11-25")])
+async def test_streamable_http_both_revisions(env: Env, http_server: Running,
+                                              protocol: str, expected: str) -> None:
+    rid = _register(env, http_server.url, protocol=protocol)
+    resource = env.service.resource(env.space_id, rid)
+    assert resource is not None
+    async with open_client(resource.spec, None, env.service.policy) as client:
+        assert client.protocol_version == expected
+    value = await env.service.call(env.space_id, _binding(env, rid, "add"), {"a": 2, "b": 3})
+    assert value == {"content": ["5"], "structured": {"result": 5}}
+    assert http_server.state.calls[-1] == ("add", {"a": 2, "b": 3})
+
+
+
+def test_sse_and_bearer_credential(env: Env) -> None:
+    with serve("sse", auth=True) as running:
+        made = env.service.create(ALICE, env.space_id, "sse", {
+            "transport": "sse", "url": running.url},
+            credential={"kind": "bearer", "value": TOKEN})
+        assert made.credential_kind == "bearer" and made.sealed_credential
+        binding = _binding(env, made.resource_id, "add")
+        from agentloom.mcp.service import run_sync
+        assert run_sync(env.service.call(env.space_id, binding, {"a": 1, "b": 1})) == \
+            {"content": ["2"], "structured": {"result": 2}}
+        assert f"Bearer {TOKEN}" in running.state.auth_seen
+        # a wrong credential: the server says 401, the tool fails clearly
+        env.service.update(ALICE, env.space_id, made.resource_id, revision=1,
+                           credential={"kind": "bearer", "value": "wrong"})
+        with pytest.raises(McpToolFailure) as failed:
+            run_sync(env.service.call(env.space_id, binding, {"a": 1, "b": 1}))
+        assert failed.value.code == "mcp_unreachable"
+        assert "wrong" not in failed.value.message
+    # the token is stored sealed: not in the raw SQLite file
+    raw = env.path.read_bytes() + (env.path.with_name(env.path.name + "-wal").read_bytes()
+                                   if env.path.with_name(env.path.name + "-wal").exists()
+                                   else b"")
+    assert TOKEN.encode() not in raw and b"wrong" not in raw
+
+
+async def test_content_types_errors_and_caps(env: Env, http_server: Running) -> None:
+    rid = _register(env, http_server.url, max_result_chars=5_000)
+    svc = env.service
+    picture = await svc.call(env.space_id, _binding(env, rid, "picture"), {})
+    image = picture["content"][0]
+    assert image["type"] == "image" and image["mime_type"] == "image/png"
+    assert image["bytes"] == 8 and len(image["sha256"]) == 64
+    assert "iVBOR" not in str(picture) and picture["content"][1] == "a tiny picture"
+    big = await svc.call(env.space_id, _binding(env, rid, "big"), {"size": 20_000})
+    assert big["truncated"] is True and big["total_chars"] > 20_000
+    assert len(big["text"]) == 5_000
+    small = await svc.call(env.space_id, _binding(env, rid, "big"), {"size": 100})
+    assert small["content"] == ["x" * 100]
+    with pytest.raises(McpToolFailure) as failed:
+        await svc.call(env.space_id, _binding(env, rid, "fail"), {"reason": "because"})
+    assert failed.value.code == "mcp_tool_error" and "because" in failed.value.message
+
+
+async def test_hanging_server_times_out(env: Env, http_server: Running) -> None:
+    rid = _register(env, http_server.url, timeout_seconds=0.5)
+    started = time.monotonic()
+    with pytest.raises(McpToolFailure) as failed:
+        await env.service.call(env.space_id, _binding(env, rid, "hang"), {})
+    assert failed.value.code == "mcp_timeout"
+    assert time.monotonic() - started < 5
+
+
+async def test_changed_schema_is_refused_before_the_call(env: Env,
+                                                         http_server: Running) -> None:
+    rid = _register(env, http_server.url)
+    binding = _binding(env, rid, "lookup")
+    assert await env.service.call(env.space_id, binding, {"key": "k"}) == \
+        {"content": ["found k"], "structured": {"result": "found k"}}
+    assert env.service.drifted(env.space_id, (binding,)) == set()
+    change_lookup(http_server.server, http_server.state)
+    calls = len(http_server.state.calls)
+    with pytest.raises(McpSchemaChanged) as changed:
+        await env.service.call(env.space_id, binding, {"key": "k"})
+    assert "publish" in changed.value.message.lower()
+    assert len(http_server.state.calls) == calls  # not sent
+    assert env.service.drifted(env.space_id, (binding,)) == {"lookup"}
+
+
+async def test_unreachable_and_missing(env: Env) -> None:
+    rid = _register(env, "http://127.0.0.1:9/mcp", timeout_seconds=2)
+    binding = McpToolBinding(resource_id=rid, tool="add", alias="add", parameters={},
+                             schema_digest="x")
+    with pytest.raises(McpToolFailure) as failed:
+        await env.service.call(env.space_id, binding, {})
+    assert failed.value.code == "mcp_unreachable"
+    gone = binding.model_copy(update={"resource_id": "mcp_000000000000aaaaaaaa"})
+    with pytest.raises(McpToolFailure) as missing:
+        await env.service.call(env.space_id, gone, {})
+    assert missing.value.code == "mcp_resource_missing"
+
+
+@pytest.mark.parametrize("url,reason", [
+    ("http://169.254.169.254/mcp", "metadata"), ("http://[fe80::1]/mcp", "link_local"),
+    ("http://127.0.0.1:8000/mcp", "loopback"), ("http://10.0.0.8/mcp", "private")])
+async def test_ssrf_guard(env: Env, url: str, reason: str) -> None:
+    strict = McpService(env.store, env.service.secrets, McpPolicy())
+    rid = _register(env, url)
+    binding = McpToolBinding(resource_id=rid, tool="t", alias="t", parameters={},
+                             schema_digest="x")
+    with pytest.raises(McpToolFailure) as refused:
+        await strict.call(env.space_id, binding, {})
+    assert refused.value.code == "mcp_address_refused"
+    assert refused.value.details["reason"] == reason
+
+
+def test_resource_rules(env: Env) -> None:
+    svc, space = env.service, env.space_id
+    with pytest.raises(Forbidden):
+        svc.create(BOB, space, "x", {"transport": "sse", "url": "http://a.example/sse"})
+    with pytest.raises(NotFound):
+        svc.list(EVE, space)
+    for spec, field in [({"transport": "sse"}, "spec"),
+                        ({"transport": "streamable_http", "url": "ftp://x/"}, "spec"),
+                        ({"transport": "streamable_http", "url": "http://u:p@x/"}, "spec"),
+                        ({"transport": "stdio", "command": "x"}, None)]:
+        with pytest.raises(Invalid) as bad:
+            svc.create(ALICE, space, "x", spec)
+        if field:
+            assert bad.value.details["fields"][0]["field"].startswith(field)
+    with pytest.raises(Invalid) as bad:
+        svc.create(ALICE, space, "x", {"transport": "sse", "url": "http://a.example/sse"},
+                   credential={"kind": "header", "name": "Host", "value": "v"})
+    assert bad.value.details["fields"][0]["field"].startswith("credential")
+    made = svc.create(ALICE, space, "x", {"transport": "sse", "url": "http://a.example/s"},
+                      credential={"kind": "header", "name": "X-Api-Key", "value": "k1"})
+    assert [r.resource_id for r in svc.list(BOB, space)] == [made.resource_id]
+    with pytest.raises(Conflict):
+        svc.update(ALICE, space, made.resource_id, revision=7, name="y")
+    kept = svc.update(ALICE, space, made.resource_id, revision=1, name="y")
+    assert kept.sealed_credential == made.sealed_credential and kept.revision == 2
+    credential = svc.credential(kept)
+    assert credential is not None and credential.value == "k1"
+    assert credential.header_name() == "X-Api-Key"
+    svc.delete(ALICE, space, made.resource_id)
+    with pytest.raises(NotFound):
+        svc.get(ALICE, space, made.resource_id)
+
+
+def test_sealed_credential_does_not_open_elsewhere(env: Env) -> None:
+    made = env.service.create(ALICE, env.space_id, "x", {
+        "transport": "sse", "url": "http://a.example/s"},
+        credential={"kind": "bearer", "value": "tok"})
+    other = env.service.create(ALICE, env.space_id, "y", {
+        "transport": "sse", "url": "http://a.example/s"})
+    moved = other.model_copy(update={"sealed_credential": made.sealed_credential,
+                                     "credential_kind": "bearer"})
+    with pytest.raises(Exception) as failed:
+        env.service.credential(moved)
+    assert "tok" not in str(failed.value)
