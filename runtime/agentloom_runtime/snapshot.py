@@ -44,6 +44,10 @@ BUILTIN_TOOLS = (*WORKSPACE_GROUP, "workspace_command")
 ALWAYS_BOUND = ("update_plan", "read_result")  # naming them is allowed and changes nothing
 AGENT_TOOLS = frozenset({*TOOL_GROUPS, *BUILTIN_TOOLS, *ALWAYS_BOUND})
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the tool registry's rule
+# A skill binding: the name (a draft; a names-only snapshot) or, once published, the name
+# pinned to its content hash: "pdf-tools@sha256:<64 hex>" (agentloom.skills).
+SKILL_REF = re.compile(r"(?P<name>[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)"
+                       r"(?:@(?P<hash>sha256:[0-9a-f]{64}))?")
 _BUILTIN_PREFIX = "workspace"
 
 
@@ -126,6 +130,24 @@ def _check_agent_tools(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
+def skill_name(ref: str) -> str:
+    """The name of a skill binding (``name`` or ``name@sha256:…``)."""
+    return ref.split("@", 1)[0]
+
+
+def _check_skills(refs: tuple[str, ...]) -> tuple[str, ...]:
+    bad = [r for r in refs if not SKILL_REF.fullmatch(r)]
+    if bad:
+        raise ValueError(f"invalid skill reference(s) {_unknown(bad)}: a skill name (1-64 "
+                         "lowercase letters, digits, hyphens), optionally pinned as "
+                         "name@sha256:<64 hex>")
+    names = [skill_name(r) for r in refs]
+    doubled = sorted({n for n in names if names.count(n) > 1})
+    if doubled:
+        raise ValueError(f"skill(s) bound twice: {_unknown(doubled)}")
+    return refs
+
+
 def _check_template_tools(names: tuple[str, ...]) -> tuple[str, ...]:
     """A template may grant the main agent's tools, host-registered ones included, so a
     name outside the built-in ``workspace`` family is only checked for form."""
@@ -153,10 +175,13 @@ class SubAgentTemplate(_Frozen):
         default=(), description="What the sub-agent may use of the main agent's tools: "
         "built-in names or groups ('workspace') and host-registered tool names. Empty "
         "grants none (update_plan and read_result are always bound).")
-    skills: tuple[str, ...] = ()
+    skills: tuple[str, ...] = Field(
+        default=(), description="Which of the main agent's skills the sub-agent sees "
+        "(names); it also needs 'skill_load' (and 'skill_read') in tools.")
     knowledge_bases: tuple[str, ...] = ()
 
     _tools = field_validator("tools")(_check_template_tools)
+    _skills = field_validator("skills")(_check_skills)
 
 
 class McpToolBinding(_Frozen):
@@ -246,6 +271,7 @@ class AgentSnapshot(_Frozen):
     limits: Limits = Limits()
 
     _tools = field_validator("tools")(_check_agent_tools)
+    _skills = field_validator("skills")(_check_skills)
 
     @model_validator(mode="before")
     @classmethod
@@ -281,6 +307,21 @@ class AgentSnapshot(_Frozen):
             raise ValueError(f"mcp_tools aliases {_unknown(taken)} are built-in tool names")
         if len(aliases) != len(set(aliases)):
             raise ValueError("mcp_tools aliases must be unique")
+        return self
+
+    @model_validator(mode="after")
+    def _template_skills(self) -> AgentSnapshot:
+        """A template's skills are some of the agent's, and it can load them."""
+        bound = {skill_name(r) for r in self.skills}
+        for index, template in enumerate(self.subagents):
+            names = [skill_name(r) for r in template.skills]
+            unbound = [n for n in names if n not in bound]
+            if unbound:
+                raise ValueError(f"subagents[{index}].skills: {_unknown(unbound)} not among "
+                                 "the agent's skills")
+            if names and "skill_load" not in template.tools:
+                raise ValueError(f"subagents[{index}] lists skills but cannot load them: "
+                                 "add 'skill_load' (and 'skill_read') to its tools")
         return self
 
     @model_validator(mode="after")
