@@ -2,13 +2,15 @@
 
 In AWS, Step Functions plays this role, one Lambda invocation per step; here a few lines
 of asyncio do. Commands are handed to a CommandRunner and their outcome goes back into
-the next step.
+the next step. An ``observer`` (``agentloom.observability.Observer``) wraps each step:
+its span, duration and usage.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from agentloom_runtime.contracts import StepResult
@@ -19,13 +21,29 @@ class CommandRunner(Protocol):
     async def run(self, spec: dict[str, Any], instance: str) -> dict[str, Any]: ...
 
 
+class StepWatch(Protocol):
+    def finished(self, result: StepResult) -> StepResult: ...
+
+
+class StepObserver(Protocol):
+    def step(self, engine: Engine) -> AbstractContextManager[StepWatch]: ...
+
+
+class _Unwatched:
+    def finished(self, result: StepResult) -> StepResult:
+        return result
+
+
 async def drive(engine: Engine, *, runner: CommandRunner | None = None, pause: float = 0.0,
                 on_step: Callable[[StepResult], Awaitable[None] | None] | None = None,
-                max_steps: int = 100_000) -> StepResult:
+                max_steps: int = 100_000,
+                observer: StepObserver | None = None) -> StepResult:
     """Step until done. ``pause`` waits between steps (demos: time to interrupt)."""
     command_result: dict[str, Any] | None = None
     for _ in range(max_steps):
-        result = await engine.step(command_result=command_result)
+        watching = observer.step(engine) if observer else nullcontext(_Unwatched())
+        with watching as watch:
+            result = watch.finished(await engine.step(command_result=command_result))
         command_result = None
         if on_step is not None:
             maybe = on_step(result)

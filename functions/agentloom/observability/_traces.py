@@ -101,6 +101,8 @@ class GenAiSpans:
                 "agentloom.run.id": info.run_id, "agentloom.space.id": info.space_id}
             if info.generation is not None:
                 attrs["agentloom.execution.generation"] = info.generation
+            if self.resumed:
+                attrs["agentloom.resumed"] = True
             self.agent = self.tracer.start_span(
                 f"invoke_agent {info.name or info.agent_id}", kind=SpanKind.INTERNAL,
                 attributes=attrs)
@@ -242,7 +244,8 @@ class GenAiSpans:
 
     def _resumed(self, data: Mapping[str, Any]) -> None:
         self.resumed = True
-        self._agent().set_attribute("agentloom.resumed", True)
+        if self.agent is not None:
+            self.agent.set_attribute("agentloom.resumed", True)
 
     def _end_tools(self, phase: str) -> None:
         for span in self.tools.values():

@@ -3,7 +3,9 @@
 A host makes one per run it drives (``Observer.for_run``), passes ``observer.emit`` to
 ``create_engine(emit=...)`` (forwarding to its own event sink, e.g. the platform's
 ``RunTracker.event``), wraps each ``Engine.step()`` in ``with observer.step(engine) as
-s: s.finished(await engine.step(...))``, and closes it when it stops driving. The
+s: s.finished(await engine.step(...))`` (``agentloom.local.driver.drive(observer=...)``
+does), and closes it when it stops driving. ``watch``/``of`` keep the observer with its
+engine where the code that builds an engine is not the code that drives it. The
 embedded worker and the CLI drive many steps per observer; the step Lambda one
 (``host="lambda"``: Powertools Logger JSON lines, EMF metrics, tool spans that do not
 outlive the invocation).
@@ -20,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+from weakref import WeakKeyDictionary
 
 from opentelemetry import trace
 
@@ -27,6 +30,7 @@ from agentloom.observability._fields import safe_fields
 from agentloom.observability._logs import RunLog
 from agentloom.observability._metrics import EmfMetrics, LogMetrics, MetricsSink
 from agentloom.observability._traces import FAILED_TOOL, AgentInfo, GenAiSpans, StepUsage
+from agentloom.observability.tracing import configure_from_env
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.snapshot import AgentSnapshot
 
@@ -34,6 +38,7 @@ Host = Literal["embedded", "lambda"]
 Forward = Callable[[Any, Mapping[str, Any]], None]
 TRACER_NAME = "agentloom"
 log = logging.getLogger(__name__)
+_WATCHED: WeakKeyDictionary[Any, Observer] = WeakKeyDictionary()
 _LIFECYCLE = frozenset({"run.started", "run.resumed", "run.finished", "run.stopped",
                         "run.cancelled", "run.resolved", "subagent.started"})
 
@@ -95,12 +100,22 @@ class Observer:
         if generation is not None:
             keys["generation"] = generation
         stage = stage or os.environ.get("AGENTLOOM_STAGE", "local")
+        if host == "embedded" and tracer_provider is None:
+            configure_from_env()
         if metrics is None:
             metrics = EmfMetrics(stage=stage, metadata=keys) if host == "lambda" \
                 else LogMetrics(keys)
         tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(TRACER_NAME)
         return cls(info, log_=RunLog(keys, structured=host == "lambda"), metrics=metrics,
                    tracer=tracer, host=host, forward=forward)
+
+    def watch(self, engine: Any) -> None:
+        """Remember this observer as ``engine``'s (for the code that drives it later)."""
+        _WATCHED[engine] = self
+
+    @staticmethod
+    def of(engine: Any) -> Observer | None:
+        return _WATCHED.get(engine)
 
     # -- the engine's emit callback ------------------------------------------------------
 
