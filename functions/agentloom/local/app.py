@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
+from agentloom.observability import Observer
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.contracts import (
     RunOutcome,
@@ -167,15 +168,19 @@ class _Driving:
 
     async def drive(self, pause: float) -> StepResult:
         run_id = self.engine.run_id
+        observer = Observer.of(self.engine)
         try:
             return await drive(self.engine, runner=self.workspaces.runner(), pause=pause,
-                               on_step=self._synced)
+                               on_step=self._synced, observer=observer)
         except CheckpointConflict:
             summary = read_run(self.sessions.store, run_id)
             if summary is None or summary.status == "running":
                 raise
             # stopped by someone else (a cancel): this driver's step lost, nothing more
             return _done(summary)
+        finally:
+            if observer is not None:
+                observer.close()
 
 
 def _done(summary: RunSummary) -> StepResult:
@@ -229,18 +234,25 @@ class LocalApp:
             self.emit(topic, self.redactor.scrub(data))
 
     def engine(self, snapshot: AgentSnapshot, gateway: Any, *, session: str,
-               run_id: str | None = None) -> tuple[Engine, LocalWorkspaces]:
-        """An engine for ``snapshot`` with its hooks (attached to ``run_id`` if given)."""
+               run_id: str | None = None,
+               new_run: str | None = None) -> tuple[Engine, LocalWorkspaces]:
+        """An engine for ``snapshot`` with its hooks (attached to ``run_id`` if given;
+        ``new_run``: the id a new run will start with, for its observer)."""
         registry = self.hooks(snapshot)
         self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
         workspaces = LocalWorkspaces(self.home / "workspaces", snapshot, session)
-        engine = create_engine(snapshot, workspace=workspaces.for_instance, emit=self._emit,
+        observer = Observer.for_run(run_id=run_id or new_run or "unstarted",
+                                    session_id=session, space_id=snapshot.space_id,
+                                    snapshot=snapshot, forward=self._emit)
+        engine = create_engine(snapshot, workspace=workspaces.for_instance,
+                               emit=observer.emit,
                                save=self.store, checkpoint=run_id, model_gateway=gateway,
                                tools=workspaces.tools(),
                                workspace_provider=workspaces.provider,
                                commands=workspaces.commands, services=workspaces.services(),
                                hook_registry=registry)
         workspaces.bind(engine)
+        observer.watch(engine)
         return engine, workspaces
 
     # -- questions, resumes, verdicts, cancellations ---------------------------------------
@@ -254,7 +266,8 @@ class LocalApp:
         lease = sessions.acquire(session, run_id, agent=agent_binding(snapshot))
         try:
             history = sessions.history(session, abandon=True)
-            engine, workspaces = self.engine(snapshot, gateway, session=session)
+            engine, workspaces = self.engine(snapshot, gateway, session=session,
+                                             new_run=run_id)
             try:
                 await engine.start(question, run_id=run_id, labels={"session": session},
                                    history=history.messages, counters=history.counters,

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +34,7 @@ from agentloom.local.operator import hook_registry
 from agentloom.local.redaction import Redactor
 from agentloom.local.sessions import LocalSessions, agent_binding
 from agentloom.local.workspaces import LocalWorkspaces
+from agentloom.observability import Observer
 from agentloom.platform.domain import Run, RunState
 from agentloom.platform.errors import Conflict, Invalid
 from agentloom.platform.launcher import EngineDetail, ModelFactory, RunJob
@@ -73,10 +74,13 @@ class LocalEngines:
         def emit(topic: str, data: Any) -> None:
             self.tracker.event(run.run_id, topic, data)
 
+        observer = Observer.for_run(run_id=run.run_id, session_id=run.session_id,
+                                    space_id=run.space_id, snapshot=snapshot, forward=emit)
         scope = RunScope(space_id=run.space_id, agent_id=run.agent_id,
                          version=run.version, session_id=run.session_id, run_id=run.run_id)
         engine = create_engine(
-            snapshot, workspace=workspaces.for_instance, emit=emit, save=self.checkpoints,
+            snapshot, workspace=workspaces.for_instance, emit=observer.emit,
+            save=self.checkpoints,
             checkpoint=run.run_id if attach else None,
             model_gateway=self.model_factory(snapshot),
             tools=[*workspaces.tools(), *self.capabilities.tools(snapshot, scope)],
@@ -84,6 +88,7 @@ class LocalEngines:
             services={**workspaces.services(), **self.capabilities.services(snapshot, scope)},
             hook_registry=hook_registry(snapshot))
         workspaces.bind(engine)
+        observer.watch(engine)
         return engine, workspaces
 
     # -- what the API does itself (a request thread) -------------------------------------
@@ -180,6 +185,10 @@ class LocalEngines:
         run, sid = job.run, job.run.session_id
         history = self.tracker.history(sid, abandon=True)
         engine, workspaces = self.engine(run, job.snapshot, attach=False)
+        commits = self.tracker.commits
+        if commits is not None:  # the completing commit saves the view it may
+            commits.watch(run.run_id, view=engine.main_view,
+                          inherited_seqs=history.inherited_seqs)
         try:
             await engine.start(job.question or "", run_id=run.run_id,
                                labels={"session": sid, "space": run.space_id,
@@ -187,9 +196,10 @@ class LocalEngines:
                                history=history.messages, counters=history.counters,
                                history_watermark=history.history_watermark)
             self.tracker.started(sid, run.run_id)
-            with self._offering_view(engine):
-                await self._drive(engine, workspaces)
+            await self._drive(engine, workspaces)
         finally:
+            if commits is not None:
+                commits.unwatch(run.run_id)
             await engine.close()
 
     async def _continue(self, job: RunJob) -> None:
@@ -201,34 +211,23 @@ class LocalEngines:
                                              confirm_hooks=job.confirm_hooks,
                                              raise_budget=job.raise_budget)
             self.tracker.started(sid, run.run_id)
-            with self._offering_view(engine):
-                await self._drive(engine, workspaces)
+            await self._drive(engine, workspaces)
         finally:
             await engine.close()
 
-    @contextlib.contextmanager
-    def _offering_view(self, engine: Engine) -> Iterator[None]:
-        """While ``engine`` drives its run, its main view is the one the completing
-        commit may save as the session's reusable view (``SessionCommits.watch``)."""
-        commits = self.tracker.commits
-        if commits is None:
-            yield
-            return
-        commits.watch(engine.run_id, view=engine.main_view)
-        try:
-            yield
-        finally:
-            commits.unwatch(engine.run_id)
-
     async def _drive(self, engine: Engine, workspaces: LocalWorkspaces) -> StepResult | None:
         run_id = engine.run_id
+        observer = Observer.of(engine)
         try:
-            return await drive(engine, runner=workspaces.runner())
+            return await drive(engine, runner=workspaces.runner(), observer=observer)
         except CheckpointConflict:
             summary = read_run(self.checkpoints, run_id)
             if summary is None or summary.status == "running":
                 raise
             return None  # stopped by someone else (a cancel): this driver's step lost
+        finally:
+            if observer is not None:
+                observer.close()
 
 
 class LocalRunLauncher:
