@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -185,10 +185,6 @@ class LocalEngines:
         run, sid = job.run, job.run.session_id
         history = self.tracker.history(sid, abandon=True)
         engine, workspaces = self.engine(run, job.snapshot, attach=False)
-        commits = self.tracker.commits
-        if commits is not None:  # the completing commit saves the view it may
-            commits.watch(run.run_id, view=engine.main_view,
-                          inherited_seqs=history.inherited_seqs)
         try:
             await engine.start(job.question or "", run_id=run.run_id,
                                labels={"session": sid, "space": run.space_id,
@@ -196,10 +192,9 @@ class LocalEngines:
                                history=history.messages, counters=history.counters,
                                history_watermark=history.history_watermark)
             self.tracker.started(sid, run.run_id)
-            await self._drive(engine, workspaces)
+            with self._offering_view(engine):
+                await self._drive(engine, workspaces)
         finally:
-            if commits is not None:
-                commits.unwatch(run.run_id)
             await engine.close()
 
     async def _continue(self, job: RunJob) -> None:
@@ -211,9 +206,24 @@ class LocalEngines:
                                              confirm_hooks=job.confirm_hooks,
                                              raise_budget=job.raise_budget)
             self.tracker.started(sid, run.run_id)
-            await self._drive(engine, workspaces)
+            with self._offering_view(engine):
+                await self._drive(engine, workspaces)
         finally:
             await engine.close()
+
+    @contextlib.contextmanager
+    def _offering_view(self, engine: Engine) -> Iterator[None]:
+        """While ``engine`` drives its run, its main view is the one the completing
+        commit may save as the session's reusable view (``SessionCommits.watch``)."""
+        commits = self.tracker.commits
+        if commits is None:
+            yield
+            return
+        commits.watch(engine.run_id, view=engine.main_view)
+        try:
+            yield
+        finally:
+            commits.unwatch(engine.run_id)
 
     async def _drive(self, engine: Engine, workspaces: LocalWorkspaces) -> StepResult | None:
         run_id = engine.run_id
