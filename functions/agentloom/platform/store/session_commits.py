@@ -285,12 +285,14 @@ class SessionCommits:
         main = watched()
         if not main.compacted:
             return None
+        main_records = [r for r in [*self._main_records(sid), *found.records]
+                        if r.instance == "main"]
         records = [{"seq": r.seq, "run_id": r.run_id, "instance": r.instance, "kind": r.kind}
-                   for r in [*self._main_records(sid), *found.records] if r.instance == "main"]
+                   for r in main_records]
         frame = commit.head["frames"].get("main") or {}
         watermark = int(frame.get("history_watermark") or 0)
-        inherited = [[r["seq"], r["seq"]] for r in records if r["seq"] <= watermark
-                     and r["run_id"] != run_id]
+        inherited = [[r.seq, r.seq] for r in main_records
+                     if r.seq <= watermark and r.run_id != run_id]
         verdict = can_save_view(records, run_id=run_id, inherited_seqs=inherited,
                                 pending_tools=False, queued_inputs=False)
         if not verdict.allowed:
