@@ -30,6 +30,7 @@ class Env:
     store: SqlitePlatformStore
     space_id: str
     path: Path
+    admin_principal: Principal = ALICE
 
 
 @pytest.fixture
