@@ -65,10 +65,14 @@ class DynamoDbSkillItems:
         self._call("delete_item", Key=self._key(pk, sk))
 
     def query(self, pk: str, prefix: str) -> list[tuple[str, bytes]]:
-        request: dict[str, Any] = {
-            "ConsistentRead": True,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": {"S": pk}, ":prefix": {"S": prefix}}}
+        values: dict[str, Any] = {":pk": {"S": pk}}
+        condition = "pk = :pk"
+        if prefix:  # DynamoDB refuses begins_with with an empty string
+            condition += " AND begins_with(sk, :prefix)"
+            values[":prefix"] = {"S": prefix}
+        request: dict[str, Any] = {"ConsistentRead": True,
+                                   "KeyConditionExpression": condition,
+                                   "ExpressionAttributeValues": values}
         found: list[tuple[str, bytes]] = []
         while True:
             page = self._call("query", **request)

@@ -1,0 +1,27 @@
+"""Knowledge search (issue 12; seed 002 §9): knowledge bases of a space, documents
+chunked and embedded through a model connection's OpenAI-compatible embeddings endpoint,
+an index behind one port, and ``knowledge_search`` with citations saved on the run.
+
+Read in this order: ``parsing`` (text, Markdown, HTML, PDF) → ``chunking`` →
+``embeddings`` (the SSRF-guarded client, the ``Embedder`` port) and ``_hooks``
+(``model.embedding.before/after``) → ``index`` (the ``VectorIndex`` port, in-memory
+reference), ``sqlite_index`` (embedded), ``s3vectors_index`` (AWS) → ``store`` (records
+on the platform store, passages sealed) → ``indexing`` → ``search`` (passages; a run's
+search as a durable operation) → ``service`` (access rules, the API's operations) →
+``capability`` (pin at publish, the tool) → ``wiring`` (how hosts build it).
+User documentation: docs/knowledge.md; the AWS store: docs/adr/0005-knowledge-vector-store.md.
+"""
+
+from .capability import KnowledgeCapability
+from .embeddings import ConnectionEmbedder, Embedded, Embedder, Endpoint, OpenAIEmbeddings
+from .errors import DocumentInvalid, DocumentTooLarge, EmbeddingFailed
+from .index import Hit, IndexedVector, MemoryIndex, VectorIndex
+from .service import BaseSpec, KnowledgeService
+from .store import ContentSealer, KnowledgeStore
+
+__all__ = [
+    "BaseSpec", "ConnectionEmbedder", "ContentSealer", "DocumentInvalid", "DocumentTooLarge",
+    "Embedded", "Embedder", "EmbeddingFailed", "Endpoint", "Hit", "IndexedVector",
+    "KnowledgeCapability", "KnowledgeService", "KnowledgeStore", "MemoryIndex",
+    "OpenAIEmbeddings", "VectorIndex",
+]
