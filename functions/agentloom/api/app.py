@@ -20,6 +20,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
+from agentloom.api import routes_knowledge
 from agentloom.api._resolver import ApiResolver
 from agentloom.api.models import (
     AgentIn,
@@ -103,6 +104,7 @@ def _core_routes(app: ApiResolver, admin: AdminService, sessions: SessionService
 # Every route module (see agentloom.api.routing): one line per kind of resource.
 ROUTE_MODULES: tuple[RouteModule, ...] = (
     _core_routes,
+    routes_knowledge.register,
 )
 
 
