@@ -1,11 +1,12 @@
 """Lambda "api": API Gateway HTTP API (payload 2.0, JWT authorizer) → the resolver.
 
 Identity is the authorizer's verified ``sub`` claim (``JwtClaims``). The platform is
-wired once per container from the environment: ``AGENTLOOM_HOME`` (a state directory,
-e.g. on EFS) until the DynamoDB platform store lands, and no run launcher until the
-Step Functions launcher does (asks then answer 503 ``launcher_unavailable``; reading,
-admin routes, resolve, cancel and supplement work). ``configure`` replaces the wiring
-(tests, other deployments).
+wired once per container from the environment: in AWS (``AGENTLOOM_PLATFORM_TABLE`` set;
+``agentloom.aws.config``) the DynamoDB stores encrypted under KMS and the Step Functions
+run launcher (``agentloom.aws.platform.AwsPlatform``); otherwise a state directory
+(``AGENTLOOM_HOME``) whose asks answer 503 ``launcher_unavailable`` (no run launcher
+there; reading, admin routes, resolve, cancel and supplement work). ``configure``
+replaces the wiring (tests, other deployments).
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ _app: ApiResolver | None = None
 
 
 class NoLauncher:
-    """Runs cannot start from this function yet (the Step Functions launcher comes with
-    the orchestration issue)."""
+    """Runs cannot start from a function without Step Functions configured."""
 
     def launch(self, job: RunJob) -> None:
-        raise Unavailable("this deployment cannot start runs yet (no run launcher)",
-                          code="launcher_unavailable")
+        raise Unavailable("this deployment cannot start runs (no run launcher: set the AWS "
+                          "environment, docs/deploy.md)", code="launcher_unavailable")
 
     def stop(self, run_id: str, *, timeout: float = 30.0) -> bool:
         return False
@@ -41,8 +41,16 @@ class NoLauncher:
 
 
 def _wire() -> ApiResolver:
-    from agentloom.platform.embedded import EmbeddedPlatform
+    from agentloom.aws.config import is_aws
     from agentloom.platform.identity import JwtClaims
+
+    if is_aws(os.environ):
+        from agentloom.aws.config import AwsConfig
+        from agentloom.aws.platform import AwsPlatform
+
+        aws = AwsPlatform.open(AwsConfig.from_environ(os.environ))
+        return build_app(aws.admin, aws.sessions, JwtClaims())
+    from agentloom.platform.embedded import EmbeddedPlatform
     from agentloom.platform.sessions import SessionService
 
     platform = EmbeddedPlatform.open(Path(os.environ.get("AGENTLOOM_HOME", "/tmp/agentloom")))

@@ -70,9 +70,13 @@ class FargateTaskSpec:
         if not self.subnets or not self.security_groups:
             raise ValueError("subnets and security groups are required")
 
-    def run_task(self, spec: CommandSpec) -> dict[str, Any]:
+    def run_task(self, spec: CommandSpec, *, workspace: str = WORKSPACE) -> dict[str, Any]:
         """RunTask parameters. ``clientToken`` = request id: a retried call cannot start a
-        second task for the same command."""
+        second task for the same command. ``workspace``: the instance's directory inside
+        the task (the session's workspace is mounted at ``/workspace``; ``main`` or a
+        child's directory below it)."""
+        if workspace != WORKSPACE and not workspace.startswith(WORKSPACE + "/"):
+            raise WorkspaceError("invalid_argument", "the workspace must be under /workspace")
         if spec.skills:
             raise WorkspaceError("invalid_argument", "skills are not mounted in Fargate "
                                  "command tasks yet")
@@ -80,7 +84,7 @@ class FargateTaskSpec:
             "name": self.container_name,
             "command": ["--spec-json", json.dumps(spec.to_dict(), separators=(",", ":"))],
             "environment": [{"name": "REQUEST_ID", "value": spec.request_id},
-                            {"name": "WORKSPACE", "value": WORKSPACE}],
+                            {"name": "WORKSPACE", "value": workspace}],
         }]}
         if len(json.dumps(overrides)) > MAX_OVERRIDES_BYTES:
             raise WorkspaceError("too_large", "the command is too long for a Fargate task")
@@ -95,6 +99,21 @@ class FargateTaskSpec:
             "propagateTags": "TASK_DEFINITION",
             "tags": [{"key": "agentloom:request_id", "value": spec.request_id}],
         }
+
+
+def sfn_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """RunTask ``overrides`` in the casing of the Step Functions ECS integration
+    (``containerOverrides`` → ``ContainerOverrides``; keys only, never values)."""
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k[:1].upper() + k[1:]: convert(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [convert(v) for v in value]
+        return value
+
+    converted: dict[str, Any] = convert(overrides)
+    return converted
 
 
 def task_definition(*, family: str, image: str, execution_role_arn: str,
@@ -112,6 +131,7 @@ def task_definition(*, family: str, image: str, execution_role_arn: str,
     container: dict[str, Any] = {
         "name": "command", "image": image, "essential": True, "entryPoint": ENTRY,
         "user": user, "readonlyRootFilesystem": True, "workingDirectory": WORKSPACE,
+        "memory": memory_mb,
         "mountPoints": [
             {"sourceVolume": "workspace", "containerPath": WORKSPACE, "readOnly": False},
             {"sourceVolume": "results", "containerPath": RESULTS, "readOnly": False},

@@ -1,0 +1,164 @@
+"""``SfnRunLauncher``: the platform's ``RunLauncher`` on Step Functions.
+
+``launch`` does in the API function what the embedded worker does before its first
+step (``LocalEngines.execute``): takes the session's run lease (``LocalSessions``, held in
+the name of the run's executions, ``step_driver``), builds the run's history and starts
+the run (``ask``) or begins a new execution (``resume``; ``continue`` after a verdict
+needs nothing), then moves the run's fence to the next generation and calls
+``StartExecution`` with the derived name ``{run}-g{generation}`` and the tiny input
+``{"run_id", "generation", "command": null}`` — never the question. A duplicate start is
+``ExecutionAlreadyExists``: already started, not an error.
+
+``stop`` stops the run's current execution (``StopExecution``) and its sandbox task, if
+one runs (``ListTasks startedBy=run`` + ``StopTask`` in the cluster the step recorded on
+the fence). ``driving`` is ``DescribeExecution`` = ``RUNNING``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from agentloom.aws import fence
+from agentloom.local.sessions import Driver, LocalSessions, agent_binding
+from agentloom.platform.errors import Conflict, Unavailable
+from agentloom.platform.launcher import RunJob
+from agentloom.platform.local_launcher import LocalEngines, run_sync
+from agentloom.platform.store import PlatformStore
+from agentloom_runtime.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def step_driver(run_id: str) -> Driver:
+    """The lease holder of a run driven by Step Functions: no process of this host (its
+    liveness cannot be checked here: another question waits or cancels), the same
+    identity in every function so the step that ends the run releases it."""
+    return Driver(hostname="aws:stepfunctions", boot_id="", pid_ns=0, pid=0, start=run_id,
+                  since=time.time())
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """``arn:…:stateMachine:M`` → ``arn:…:execution:M:name``."""
+    prefix, _, machine = state_machine_arn.rpartition(":stateMachine:")
+    if not prefix:
+        raise ConfigError(f"not a state machine ARN: {state_machine_arn[:80]!r}")
+    return f"{prefix}:execution:{machine}:{name}"
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+class SfnRunLauncher:
+    def __init__(self, engines: LocalEngines, store: PlatformStore, *, sfn: Any, ecs: Any,
+                 state_machine_arn: str) -> None:
+        self.engines = engines
+        self.tracker = engines.tracker
+        self.store = store
+        self.sfn = sfn
+        self.ecs = ecs
+        self.state_machine_arn = state_machine_arn
+
+    # -- launch --------------------------------------------------------------------------
+
+    def launch(self, job: RunJob) -> None:
+        run = job.run
+        sessions = LocalSessions(self.engines.checkpoints, redactor=self.engines.redactor)
+        try:
+            sessions.acquire(run.session_id, run.run_id, new=job.kind == "ask",
+                             agent=agent_binding(job.snapshot) if job.kind == "ask" else None,
+                             driver=step_driver(run.run_id))
+        except ConfigError as err:
+            raise Conflict(err.message, code="run_active", details=err.details) from None
+        run_sync(self._prepare(job, sessions))
+        generation = fence.advance(self.store, run.run_id)
+        self.start(run.run_id, generation)
+        self.tracker.started(run.session_id, run.run_id)
+
+    async def _prepare(self, job: RunJob, sessions: LocalSessions) -> None:
+        run, sid = job.run, job.run.session_id
+        if job.kind == "continue":
+            return
+        engine, _ = self.engines.engine(run, job.snapshot, attach=job.kind != "ask")
+        try:
+            if job.kind == "ask":
+                history = sessions.history(sid, abandon=True)
+                self.tracker.sync(sid, abandon=True)
+                await engine.start(job.question or "", run_id=run.run_id,
+                                   labels={"session": sid, "space": run.space_id,
+                                           "user": run.user_id},
+                                   history=history.messages, counters=history.counters,
+                                   history_watermark=history.history_watermark)
+            else:
+                await engine.begin_execution(retry_unknown_models=job.retry_unknown_models,
+                                             confirm_hooks=job.confirm_hooks)
+        finally:
+            await engine.close()
+
+    def start(self, run_id: str, generation: int) -> str:
+        """StartExecution (idempotent by name); returns the execution name."""
+        import json
+
+        name = fence.execution_name(run_id, generation)
+        try:
+            self.sfn.start_execution(
+                stateMachineArn=self.state_machine_arn, name=name,
+                input=json.dumps({"run_id": run_id, "generation": generation,
+                                  "command": None}))
+        except Exception as exc:
+            if _error_code(exc) == "ExecutionAlreadyExists":
+                return name  # a retried start: that execution drives the run
+            log.warning("run %s: StartExecution failed (%s)", run_id, _error_code(exc))
+            raise Unavailable(f"the run could not be started on Step Functions "
+                              f"({_error_code(exc) or type(exc).__name__}); resume it to "
+                              "try again", code="launch_failed",
+                              details={"run_id": run_id, "way_out": "resume"}) from None
+        return name
+
+    # -- stop / driving ------------------------------------------------------------------
+
+    def _current(self, run_id: str) -> tuple[str, fence.Fence] | None:
+        found = fence.read(self.store, run_id)
+        if found is None or found.value.generation == 0:
+            return None
+        name = fence.execution_name(run_id, found.value.generation)
+        return execution_arn(self.state_machine_arn, name), found.value
+
+    def stop(self, run_id: str, *, timeout: float = 30.0) -> bool:
+        current = self._current(run_id)
+        if current is None:
+            return False
+        arn, state = current
+        stopped = False
+        try:
+            self.sfn.stop_execution(executionArn=arn, cause="cancelled through the API")
+            stopped = True
+        except Exception as exc:
+            if _error_code(exc) not in ("ExecutionDoesNotExist", "ExecutionNotRunning"):
+                raise
+        if state.cluster:
+            tasks = self.ecs.list_tasks(cluster=state.cluster, startedBy=run_id,
+                                        desiredStatus="RUNNING").get("taskArns", [])
+            for task in tasks:
+                self.ecs.stop_task(cluster=state.cluster, task=task,
+                                   reason="run cancelled")
+                stopped = True
+        return stopped
+
+    def driving(self, run_id: str) -> bool:
+        current = self._current(run_id)
+        if current is None:
+            return False
+        try:
+            status = self.sfn.describe_execution(executionArn=current[0])["status"]
+        except Exception as exc:
+            if _error_code(exc) == "ExecutionDoesNotExist":
+                return False
+            raise
+        return bool(status == "RUNNING")
+
+    def close(self) -> None:
+        return None  # executions outlive the function

@@ -1,0 +1,166 @@
+"""The AWS composition: what the api and step functions run on.
+
+Mirrors ``agentloom.platform.embedded.EmbeddedPlatform`` with the AWS adapters: the
+DynamoDB checkpoint store and platform store, both encrypted through the envelope codec
+under a ``KmsKeyring`` (the checkpoint documents' key scope is their space and session,
+looked up once per document in the platform table: a data key, and so a KMS call, per
+document and cache lifetime — docs/encryption.md); ``RunTracker``; ``AwsEngines`` (the
+embedded engine assembly on the EFS workspaces, or detached from them in the API
+function); ``SfnRunLauncher``; ``SessionService`` and ``AdminService``. Clients are
+injected (``AwsClients``), built once per container from the region otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentloom.aws.config import AwsConfig
+from agentloom.aws.workspaces import EfsWorkspaces
+from agentloom.capabilities import Capabilities, RunScope
+from agentloom.crypto import EnvelopeCodec, KeyScope
+from agentloom.crypto.kms_keyring import KmsKeyring
+from agentloom.local.operator import hook_registry
+from agentloom.local.redaction import Redactor
+from agentloom.models import ModelDiscovery
+from agentloom.platform.admin import AdminService
+from agentloom.platform.agents import DraftRules
+from agentloom.platform.domain import Run
+from agentloom.platform.embedded import CodecSecrets, default_model_factory
+from agentloom.platform.launcher import ModelFactory
+from agentloom.platform.local_launcher import LocalEngines
+from agentloom.platform.sessions import SessionService
+from agentloom.platform.store import PlatformStore
+from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
+from agentloom.platform.tracker import RunTracker
+from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore
+from agentloom_runtime.engine import Engine, create_engine
+from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.snapshot import AgentSnapshot
+
+SCOPE_CACHE = 1024
+
+
+@dataclass
+class AwsClients:
+    dynamodb: Any
+    kms: Any
+    sfn: Any
+    ecs: Any
+    efs: Any
+
+    @classmethod
+    def for_region(cls, region: str) -> AwsClients:
+        import boto3  # the aws extra; loaded when a container wires itself
+
+        session = boto3.session.Session(region_name=region)
+        return cls(*(session.client(name) for name in
+                     ("dynamodb", "kms", "stepfunctions", "ecs", "efs")))
+
+
+def document_scope(store: PlatformStore, stage: str) -> Callable[[str], KeyScope]:
+    """The key scope of a checkpoint document: ``run_…`` (and ``run_…/inbox``) and
+    ``session:ses_…`` belong to a session of a space. Unknown documents are refused (the
+    codec then writes nothing)."""
+    cache: dict[str, KeyScope] = {}
+
+    def scope(document: str) -> KeyScope:
+        if document in cache:
+            return cache[document]
+        base = document.split("/", 1)[0]
+        if base.startswith("session:"):
+            found = store.get_session(base.removeprefix("session:"))
+            space, session = (found.value.space_id, found.value.session_id) if found \
+                else (None, None)
+        else:
+            run = store.find_run(base)
+            space, session = (run.value.space_id, run.value.session_id) if run \
+                else (None, None)
+        if space is None or session is None:
+            raise ConfigError(f"no run or session owns the document {document[:80]!r}",
+                              details={"code": "unknown_document"})
+        if len(cache) >= SCOPE_CACHE:
+            cache.clear()
+        cache[document] = {"stage": stage, "space": space, "session": session}
+        return cache[document]
+
+    return scope
+
+
+class AwsEngines(LocalEngines):
+    """The embedded engine assembly (``LocalEngines``: detail, resolve, supplements,
+    cancel) over EFS workspaces: mounted in the step function, detached in the API."""
+
+    def __init__(self, config: AwsConfig, checkpoints: DynamoDbCheckpointStore,
+                 tracker: RunTracker, model_factory: ModelFactory,
+                 capabilities: Capabilities | None = None) -> None:
+        root = config.sandbox.workspace_root if config.sandbox else "/mnt/workspaces"
+        super().__init__(Path(root), checkpoints, tracker, model_factory, capabilities)
+        self.config = config
+        self.root = root
+
+    def workspaces(self, run: Run, snapshot: AgentSnapshot) -> EfsWorkspaces:
+        return EfsWorkspaces(self.root, self.config.volume_id, snapshot, run.session_id,
+                             mounted=self.config.sandbox is not None)
+
+    def engine(self, run: Run, snapshot: AgentSnapshot, *,
+               attach: bool) -> tuple[Engine, EfsWorkspaces]:  # type: ignore[override]
+        self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
+        workspaces = self.workspaces(run, snapshot)
+
+        def emit(topic: str, data: Any) -> None:
+            self.tracker.event(run.run_id, topic, data)
+
+        engine = create_engine(
+            snapshot, workspace=workspaces.for_instance, emit=emit, save=self.checkpoints,
+            checkpoint=run.run_id if attach else None,
+            model_gateway=self.model_factory(snapshot),
+            tools=[*workspaces.tools(), *self.capabilities.tools(snapshot, RunScope(
+                space_id=run.space_id, agent_id=run.agent_id, version=run.version,
+                session_id=run.session_id, run_id=run.run_id))],
+            workspace_provider=workspaces.provider,
+            commands=workspaces.commands if workspaces.mounted else None,
+            services=workspaces.services(), hook_registry=hook_registry(snapshot))
+        workspaces.bind(engine)
+        return engine, workspaces
+
+
+@dataclass
+class AwsPlatform:
+    config: AwsConfig
+    clients: AwsClients
+    store: DynamoDbPlatformStore
+    checkpoints: DynamoDbCheckpointStore
+    tracker: RunTracker
+    engines: AwsEngines
+    launcher: Any  # SfnRunLauncher (imported lazily: it pulls nothing heavy, but keeps order)
+    sessions: SessionService
+    admin: AdminService
+
+    @classmethod
+    def open(cls, config: AwsConfig, clients: AwsClients | None = None, *,
+             model_factory: ModelFactory | None = None, rules: DraftRules | None = None,
+             capabilities: Capabilities | None = None) -> AwsPlatform:
+        from agentloom.aws.launcher import SfnRunLauncher
+
+        clients = clients or AwsClients.for_region(config.region)
+        capabilities = capabilities or Capabilities()
+        store = DynamoDbPlatformStore(config.platform_table, client=clients.dynamodb)
+        keyring = KmsKeyring(config.kms_key_id, client=clients.kms)
+        codec = EnvelopeCodec(keyring, scope=document_scope(store, config.stage))
+        checkpoints = DynamoDbCheckpointStore(config.checkpoint_table,
+                                              client=clients.dynamodb, codec=codec)
+        tracker = RunTracker(store, checkpoints, redactor=Redactor.from_environment())
+        engines = AwsEngines(config, checkpoints, tracker,
+                             model_factory or default_model_factory, capabilities)
+        launcher = SfnRunLauncher(engines, store, sfn=clients.sfn, ecs=clients.ecs,
+                                  state_machine_arn=config.state_machine_arn)
+        sessions = SessionService(store, tracker, launcher, engines)
+        admin = AdminService(store, rules, secrets=CodecSecrets(keyring, store),  # type: ignore[arg-type]
+                             discovery=ModelDiscovery(), capabilities=capabilities)
+        return cls(config=config, clients=clients, store=store, checkpoints=checkpoints,
+                   tracker=tracker, engines=engines, launcher=launcher, sessions=sessions,
+                   admin=admin)

@@ -1,0 +1,331 @@
+"""The step function's service: one ``Engine.step()`` per invocation, fenced.
+
+Input (the state machine's payload): ``{"run_id", "generation", "command": null |
+{"request_id"}, "failure"?}``. Output (tiny: ids, the next move, the engine status —
+never text): ``{"run_id", "generation", "next", "status", "cycle", "command",
+"next_execution"}`` with ``next`` one of ``continue | command | rollover | done | blocked
+| stale``.
+
+1. Claim: the run's fence (``agentloom.aws.fence``) names the generation that may drive
+   it; an older generation's step returns ``stale`` and does nothing.
+2. Attach: a warm container keeps the engine of the run it stepped last and reuses it
+   while the checkpoint head version has not moved (one head read); otherwise it attaches
+   afresh.
+3. Step once, then keep the platform's records current as the embedded worker does (the
+   session stream of ``LocalSessions`` and ``RunTracker.sync``); a run that stopped gives
+   its session lease back (``RunTracker.stopped``).
+4. The next move: ``command`` — the marker is claimed on EFS and the payload carries the
+   session's task-definition revision and the RunTask overrides (``SandboxRegistry``); the
+   step after the task reads the ``CommandResult`` by request id from the session's
+   ``results/`` (a missing one with a marker is an unknown outcome: the run blocks);
+   ``rollover`` — after ``rollover_cycles`` commits in one generation the fence moves on
+   and the state machine starts the next execution.
+
+A step that finds an operation of its own execution in flight (its invocation died, e.g.
+a timeout mid model call; the state machine retried) raises ``OperationInFlight``: the
+state machine then records the failure (``failure`` input), and the in-flight operation
+is examined in a new execution by the engine's own rules — an unknown outcome blocks the
+run with the resolve way out, never leaves it ``running``. A step whose commit loses the
+head's compare-and-set (a concurrent duplicate) changed nothing and returns ``continue``
+(the next step goes on from the committed head).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentloom.aws import fence
+from agentloom.aws.launcher import step_driver
+from agentloom.aws.platform import AwsPlatform
+from agentloom.aws.sandbox import SandboxRegistry
+from agentloom.aws.workspaces import EfsWorkspaces
+from agentloom.local.sessions import LocalSessions
+from agentloom.platform.agents import snapshot_of
+from agentloom.platform.domain import Run
+from agentloom.platform.store import WriteConflict
+from agentloom_runtime.contracts import StepResult
+from agentloom_runtime.engine import Engine, RunSummary
+from agentloom_runtime.errors import (
+    AgentLoomError,
+    CheckpointConflict,
+    ConfigError,
+    PersistenceError,
+)
+from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.workspace import CommandSpec, WorkspaceError
+
+log = logging.getLogger(__name__)
+_RUN_ID = re.compile(r"run_[A-Za-z0-9]{1,64}")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+
+class StepInputError(ConfigError):
+    code = "invalid_step_input"
+
+
+class OperationInFlight(AgentLoomError):
+    """An operation of this execution is in flight and its step is gone."""
+
+    code = "operation_in_flight"
+
+
+@dataclass(frozen=True)
+class StepInput:
+    run_id: str
+    generation: int
+    request_id: str | None
+    failure: Mapping[str, Any] | None
+
+    @classmethod
+    def parse(cls, event: Mapping[str, Any]) -> StepInput:
+        run_id, generation = event.get("run_id"), event.get("generation")
+        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+            raise StepInputError("run_id must be a run id (run_…)")
+        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 1:
+            raise StepInputError("generation must be a positive integer")
+        command, request_id = event.get("command"), None
+        if command is not None:
+            request_id = command.get("request_id") if isinstance(command, dict) else None
+            if not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
+                raise StepInputError("command must be null or {\"request_id\": …}")
+        failure = event.get("failure")
+        if failure is not None and not isinstance(failure, dict):
+            raise StepInputError("failure must be an object (the state machine's Catch)")
+        return cls(run_id, generation, request_id, failure)
+
+
+@dataclass
+class _Attached:
+    engine: Engine
+    workspaces: EfsWorkspaces
+    version: int
+
+
+class StepService:
+    def __init__(self, platform: AwsPlatform, sandbox: SandboxRegistry) -> None:
+        self.platform = platform
+        self.store = platform.store
+        self.tracker = platform.tracker
+        self.engines = platform.engines
+        self.sandbox = sandbox
+        self.rollover_cycles = platform.config.rollover_cycles
+        self._loop = asyncio.new_event_loop()  # engines (and their HTTP clients) live on it
+        self._attached: dict[str, _Attached] = {}
+        self._snapshots: dict[tuple[str, int], AgentSnapshot] = {}
+        self.attaches = 0  # cold attachments (benchmarks)
+
+    def close(self) -> None:
+        """Close the attached engine and the loop (tests; a container just ends)."""
+        for run_id in list(self._attached):
+            self._loop.run_until_complete(self._drop(run_id))
+        self._loop.close()
+
+    # -- the invocation ------------------------------------------------------------------
+
+    def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        step = StepInput.parse(event)
+        found = self.store.find_run(step.run_id)
+        if found is None:
+            raise StepInputError(f"run {step.run_id} does not exist",
+                                 details={"run_id": step.run_id})
+        run = found.value
+        summary = self.tracker.summary(run.run_id)
+        if summary is None:
+            raise StepInputError(f"run {run.run_id} was never started",
+                                 details={"run_id": run.run_id})
+        claimed = fence.claim(self.store, run.run_id, step.generation, summary.version,
+                              cluster=self.sandbox.config.cluster)
+        if claimed is None:
+            return self._reply(step, "stale", summary.status, 0)
+        if step.failure is not None:
+            return self._loop.run_until_complete(self._record_failure(step, run, summary))
+        return self._loop.run_until_complete(self._step(step, run, summary, claimed))
+
+    def _reply(self, step: StepInput, next_: str, status: str, cycle: int, *,
+               command: dict[str, Any] | None = None,
+               next_execution: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"run_id": step.run_id, "generation": step.generation, "next": next_,
+                "status": status, "cycle": cycle, "command": command,
+                "next_execution": next_execution}
+
+    def _snapshot(self, run: Run) -> AgentSnapshot:
+        key = (run.agent_id, run.version)
+        if key not in self._snapshots:
+            version = self.store.get_version(run.agent_id, run.version)
+            if version is None:
+                raise StepInputError(f"agent {run.agent_id} has no version {run.version}")
+            self._snapshots[key] = snapshot_of(version.snapshot)
+        return self._snapshots[key]
+
+    async def _attach(self, run: Run, version: int) -> _Attached:
+        """The warm engine when the head has not moved since it last committed."""
+        warm = self._attached.get(run.run_id)
+        if warm is not None and warm.version == version and warm.engine.status == "running":
+            return warm
+        for other in list(self._attached):
+            await self._drop(other)
+        engine, workspaces = self.engines.engine(run, self._snapshot(run), attach=True)
+        self.attaches += 1
+        attached = _Attached(engine, workspaces, engine.version)
+        self._attached[run.run_id] = attached
+        return attached
+
+    async def _drop(self, run_id: str) -> None:
+        gone = self._attached.pop(run_id, None)
+        if gone is not None:
+            with contextlib.suppress(Exception):
+                await gone.engine.close()
+
+    # -- one step ------------------------------------------------------------------------
+
+    async def _step(self, step: StepInput, run: Run, summary: RunSummary,
+                    claimed: fence.Fence) -> dict[str, Any]:
+        if summary.status != "running":
+            self._finish(run)
+            return self._reply(step, _ended(summary.status), summary.status, 0)
+        attached = await self._attach(run, summary.version)
+        engine = attached.engine
+        self._clear_markers(attached)
+        if step.request_id is None:
+            self._undispatch(attached, step.generation)
+        try:
+            result = await engine.step()
+        except CheckpointConflict:
+            await self._drop(run.run_id)
+            return self._conflict(step, run, summary)
+        attached.version = engine.version
+        self._clear_markers(attached)
+        self._sync(run)
+        cycle = engine.version - claimed.start_version
+        if result.next == "done":
+            await self._drop(run.run_id)
+            self._finish(run)
+            return self._reply(step, _ended(result.status), result.status, cycle)
+        if result.next == "command":
+            return self._reply(step, "command", result.status, cycle,
+                               command=self._dispatch(attached, result, step.generation))
+        if cycle >= self.rollover_cycles:
+            try:
+                generation = fence.advance(self.store, run.run_id, expect=step.generation)
+            except WriteConflict:
+                return self._reply(step, "stale", result.status, cycle)
+            await self._drop(run.run_id)
+            return self._reply(step, "rollover", result.status, cycle, next_execution={
+                "name": fence.execution_name(run.run_id, generation),
+                "generation": generation})
+        return self._reply(step, "continue", result.status, cycle)
+
+    def _conflict(self, step: StepInput, run: Run, before: RunSummary) -> dict[str, Any]:
+        now = self.tracker.summary(run.run_id)
+        if now is None or now.status != "running":  # cancelled or stopped meanwhile
+            self._finish(run)
+            status = now.status if now else "unknown"
+            return self._reply(step, _ended(status), status, 0)
+        if now.version != before.version:
+            return self._reply(step, "continue", now.status, 0)  # another step committed
+        raise OperationInFlight(
+            f"run {run.run_id}: a {now.in_flight or 'step'} operation of this execution is "
+            "in flight and the step that started it is gone; the failure is recorded and "
+            "the operation examined in a new execution", details={"run_id": run.run_id})
+
+    def _sync(self, run: Run) -> None:
+        sessions = LocalSessions(self.platform.checkpoints, redactor=self.tracker.redactor)
+        with contextlib.suppress(PersistenceError):  # the next sync catches up
+            sessions.sync(run.session_id, runs=[run.run_id])
+        self.tracker.sync(run.session_id, runs=[run.run_id])
+
+    def _finish(self, run: Run) -> None:
+        """The run stopped: records synced, the session lease given back."""
+        sessions = LocalSessions(self.platform.checkpoints, redactor=self.tracker.redactor)
+        with contextlib.suppress(PersistenceError):
+            sessions.sync(run.session_id, runs=[run.run_id])
+        with contextlib.suppress(PersistenceError):
+            sessions.release(run.session_id, run.run_id, step_driver(run.run_id))
+        self.tracker.sync(run.session_id, runs=[run.run_id])
+        self.tracker.stopped(run.session_id, run.run_id)
+
+    # -- commands ------------------------------------------------------------------------
+
+    def _dispatch(self, attached: _Attached, result: StepResult,
+                  generation: int) -> dict[str, Any]:
+        spec = CommandSpec.from_dict(attached.engine.command_spec())
+        markers = attached.workspaces.commands
+        try:
+            markers.claim(spec.request_id, {"state": "dispatched", "runner": "fargate",
+                                            "generation": generation,
+                                            "started_at": time.time()})
+        except WorkspaceError as err:
+            # this request's own marker: a retried step (the task was not started: the
+            # state machine starts it only after this step returned)
+            if spec.request_id not in err.details.get("request_ids", []):
+                raise
+        instance = attached.workspaces.instance(result.instance)
+        return self.sandbox.command(attached.workspaces, spec, str(instance.root))
+
+    def _undispatch(self, attached: _Attached, generation: int) -> None:
+        """A step of this generation without a request id while a command waits: the
+        state machine never reached RunCommand after that dispatch (the dispatching step
+        was retried), so its marker holds no task and the command is dispatched again."""
+        try:
+            waiting = str(attached.engine.command_spec()["request_id"])
+        except ConfigError:
+            return
+        markers = attached.workspaces.commands
+        marker = next((m for m in markers.pending() if m.get("request_id") == waiting), None)
+        if marker is not None and marker.get("state") == "dispatched" and \
+                marker.get("generation") == generation and \
+                not (markers.results / f"{waiting}.json").exists():
+            markers.remove(waiting)
+
+    def _clear_markers(self, attached: _Attached) -> None:
+        """Markers whose task is over: a result was written and the engine no longer
+        waits for it (recorded), so file tools and new commands are not refused."""
+        try:
+            waiting: str | None = attached.engine.command_spec()["request_id"]
+        except ConfigError:
+            waiting = None
+        markers = attached.workspaces.commands
+        for marker in markers.pending():
+            request_id = str(marker.get("request_id", ""))
+            if request_id and request_id != waiting and \
+                    (markers.results / f"{request_id}.json").exists():
+                markers.remove(request_id)
+
+    # -- a failed step (RecordFailure) ---------------------------------------------------
+
+    async def _record_failure(self, step: StepInput, run: Run,
+                              summary: RunSummary) -> dict[str, Any]:
+        """The state machine gave up on a step. An operation in flight is examined in a
+        new execution (an unknown outcome blocks with the resolve way out); without one
+        the run is left to resume (interrupted), the error code recorded as an event."""
+        await self._drop(run.run_id)
+        error = str((step.failure or {}).get("Error", "States.TaskFailed"))[:200]
+        self.tracker.event(run.run_id, "run.step_failed", {
+            "run_id": run.run_id, "generation": step.generation, "code": error})
+        status = summary.status
+        if status == "running" and summary.in_flight is not None:
+            engine, _ = self.engines.engine(run, self._snapshot(run), attach=True)
+            try:
+                await engine.begin_execution()
+                await engine.step()
+                status = engine.status
+            except AgentLoomError as err:
+                log.warning("run %s: recording the failure: %s", run.run_id, err.code)
+            finally:
+                await engine.close()
+        self._finish(run)
+        after = self.tracker.summary(run.run_id)
+        status = after.status if after else status
+        return self._reply(step, _ended(status), status, 0)
+
+
+def _ended(status: str) -> str:
+    return "blocked" if status == "blocked" else "done"
+

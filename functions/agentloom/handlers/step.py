@@ -1,0 +1,45 @@
+"""Lambda "step": one durable cycle of a run per invocation (``agentloom.aws.steps``).
+
+The state machine invokes it with ``{"run_id", "generation", "command"}`` (and
+``"failure"`` from its Catch). The service is wired once per container from the
+environment (``agentloom.aws.config``) and kept warm: its attached engine, its sandbox
+registry cache and its clients are reused by later invocations. Imports are deferred to
+the first invocation so a cold start pays only for what it uses; ``configure`` replaces
+the wiring (tests).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentloom.aws.steps import StepService
+
+_service: StepService | None = None
+
+
+def _wire() -> StepService:
+    from agentloom.aws.config import AwsConfig
+    from agentloom.aws.platform import AwsPlatform
+    from agentloom.aws.sandbox import SandboxRegistry
+    from agentloom.aws.steps import StepService
+
+    config = AwsConfig.from_environ(os.environ, sandbox=True)
+    platform = AwsPlatform.open(config)
+    sandbox = SandboxRegistry(config.require_sandbox(), platform.store,
+                              efs=platform.clients.efs, ecs=platform.clients.ecs,
+                              region=config.region)
+    return StepService(platform, sandbox)
+
+
+def configure(service: StepService | None) -> None:
+    global _service
+    _service = service
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    global _service
+    if _service is None:
+        _service = _wire()
+    return _service.handle(event)

@@ -1,0 +1,106 @@
+"""The step service on moto, driven by the state machine's moves in Python: a whole run
+with a plan, file tools and a command through the Fargate path; a duplicate invocation;
+a stale generation; rollover; bad input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from functional.aws.harness import ALICE, Bench, drive
+
+from agentloom.aws import fence
+from agentloom.aws.steps import StepInputError
+from agentloom_runtime.testing.openai_server import OpenAICompatibleServer
+
+
+def ask(bench: Bench, question: str = "Copy the notes") -> str:
+    run, created = bench.api.sessions.ask(ALICE, bench.session_id, question)
+    assert created
+    return run.run_id
+
+
+def test_a_run_with_a_plan_files_and_a_command_completes(
+        bench: Bench, model_server: OpenAICompatibleServer) -> None:
+    run_id = ask(bench)
+    executions = bench.aws.sfn.list_executions(
+        stateMachineArn=bench.resources.env["AGENTLOOM_STATE_MACHINE_ARN"])["executions"]
+    assert [e["name"] for e in executions] == [f"{run_id}-g1"]
+    replies = drive(bench, run_id)
+    summary = bench.api.tracker.summary(run_id)
+    assert replies[-1]["next"] == "done", (summary.error if summary else None,
+                                           [r["next"] for r in replies])
+    assert replies[-1]["status"] == "completed"
+    assert [r["next"] for r in replies].count("command") == 1
+    assert len(bench.ran) == 1
+    command = next(r["command"] for r in replies if r["command"])
+    assert command["task_definition"].startswith("arn:aws:ecs:")
+    override = command["overrides"]["ContainerOverrides"][0]
+    assert override["Name"] == "command"
+    for reply in replies:  # tiny and without content
+        assert len(json.dumps(reply)) < 4096
+        assert "hello" not in json.dumps(reply)
+    model_server.assert_consumed()
+    view = bench.api.sessions.run(ALICE, bench.session_id, run_id)
+    assert view.status == "completed" and view.answer == "Copied the notes."
+    session_dir = bench.root / "spaces" / bench.space_id / "agents" / bench.agent_id / \
+        "sessions" / bench.session_id / "main"
+    assert (session_dir / "copy.txt").read_text() == "hello\n"
+    page = bench.api.sessions.messages(ALICE, bench.session_id)
+    assert page.items  # the session stream was kept current
+    session = bench.api.store.get_session(bench.session_id)
+    assert session is not None and session.value.active_run is None
+
+
+def test_a_stale_generation_does_nothing(bench: Bench) -> None:
+    run_id = ask(bench)
+    fence.advance(bench.api.store, run_id)  # generation 2 was started meanwhile
+    reply = bench.service.handle({"run_id": run_id, "generation": 1, "command": None})
+    assert reply["next"] == "stale"
+    summary = bench.api.tracker.summary(run_id)
+    assert summary is not None and summary.version == 1  # nothing was stepped
+
+
+def test_every_invocation_delivered_twice_repeats_no_side_effect(
+        bench: Bench, model_server: OpenAICompatibleServer) -> None:
+    """Each step is invoked twice, by two containers (a duplicate delivery, a retry of
+    an invocation that had succeeded): every model call and the command happen once."""
+    run_id = ask(bench)
+    first, second = bench.service, bench.container()
+
+    def twice(payload: dict[str, Any]) -> dict[str, Any]:
+        reply = first.handle(payload)
+        second.handle(payload)
+        return reply
+
+    try:
+        replies = drive(bench, run_id, invoke=twice)
+    finally:
+        second.close()
+    assert replies[-1]["status"] == "completed"
+    model_server.assert_consumed()
+    assert model_server.unexpected == []
+    assert len(bench.ran) == 1
+
+
+def test_rollover_moves_to_the_next_generation(bench: Bench) -> None:
+    bench.service.rollover_cycles = 2
+    run_id = ask(bench)
+    replies = drive(bench, run_id)
+    rollovers = [r for r in replies if r["next"] == "rollover"]
+    assert rollovers and replies[-1]["status"] == "completed"
+    assert rollovers[0]["next_execution"] == {"name": f"{run_id}-g2", "generation": 2}
+    assert max(r["generation"] for r in replies) == len(rollovers) + 1
+
+
+@pytest.mark.parametrize("event", [
+    {}, {"run_id": "x", "generation": 1}, {"run_id": "run_abc", "generation": 0},
+    {"run_id": "run_abc", "generation": True},
+    {"run_id": "run_abc", "generation": 1, "command": {"request_id": "../x"}},
+    {"run_id": "run_abc", "generation": 1, "command": None, "failure": "x"},
+    {"run_id": "run_abc", "generation": 1, "command": None},  # no such run
+])
+def test_bad_input_is_refused(bench: Bench, event: dict[str, object]) -> None:
+    with pytest.raises(StepInputError):
+        bench.service.handle(event)
