@@ -24,12 +24,16 @@ from typing import Any
 
 from agentloom.capabilities import CapabilityBase, RunScope
 from agentloom.platform.errors import Invalid
+from agentloom.platform.store import PlatformStore
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.snapshot import SKILL_REF, AgentSnapshot, skill_name
 from agentloom_runtime.tool_contracts import ToolDefinition
 
+from .archive import DEFAULT_LIMITS, SkillLimits
+from .git import DEFAULT_GIT, GitPolicy
 from .manifest import SkillManifest
 from .materialize import SkillMount, materialize, skill_directory
+from .service import SkillService
 from .store import SkillStore
 from .tools import BoundSkills, skill_tools
 
@@ -51,9 +55,16 @@ def _not_found(field: str, message: str, name: str) -> Invalid:
 class SkillsCapability(CapabilityBase):
     kind = "skills"
 
-    def __init__(self, store: SkillStore, workspace_root: Path) -> None:
+    def __init__(self, store: SkillStore, workspace_root: Path, *,
+                 git: GitPolicy = DEFAULT_GIT, limits: SkillLimits = DEFAULT_LIMITS) -> None:
         self.store = store
         self.workspace_root = Path(workspace_root)
+        self.git = git
+        self.limits = limits
+
+    def service(self, platform: PlatformStore) -> SkillService:
+        """The API's service over this capability's store and import policy."""
+        return SkillService(platform, self.store, git=self.git, limits=self.limits)
 
     # -- publish -------------------------------------------------------------------------
 
