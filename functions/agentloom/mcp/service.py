@@ -113,7 +113,7 @@ class McpService:
         self.resources.create(resource)
         return resource
 
-    def list(self, who: Principal, space_id: str) -> list[McpResource]:
+    def list_resources(self, who: Principal, space_id: str) -> list[McpResource]:
         member_of(self.platform, who, space_id)
         return self.resources.list(space_id)
 

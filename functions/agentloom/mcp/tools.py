@@ -26,7 +26,7 @@ from typing import Any
 import mcp_types as types
 from jsonschema.exceptions import SchemaError
 
-from agentloom.capabilities import RunScope
+from agentloom.capabilities import CapabilityBase, RunScope
 from agentloom.mcp.resources import MAX_TIMEOUT
 from agentloom.mcp.service import McpServerFailed, McpService, run_sync, tool_digest
 from agentloom.platform.errors import field_errors
@@ -50,7 +50,7 @@ def derive_alias(prefix: str | None, tool: str, taken: set[str]) -> str:
     return alias
 
 
-class McpCapability:
+class McpCapability(CapabilityBase):
     kind = "mcp"
 
     def __init__(self, service: McpService) -> None:

@@ -148,7 +148,7 @@ def test_resource_rules(env: Env) -> None:
     with pytest.raises(Forbidden):
         svc.create(BOB, space, "x", {"transport": "sse", "url": "http://a.example/sse"})
     with pytest.raises(NotFound):
-        svc.list(EVE, space)
+        svc.list_resources(EVE, space)
     for spec, field in [({"transport": "sse"}, "spec"),
                         ({"transport": "streamable_http", "url": "ftp://x/"}, "spec"),
                         ({"transport": "streamable_http", "url": "http://u:p@x/"}, "spec"),
@@ -163,7 +163,7 @@ def test_resource_rules(env: Env) -> None:
     assert bad.value.details["fields"][0]["field"].startswith("credential")
     made = svc.create(ALICE, space, "x", {"transport": "sse", "url": "http://a.example/s"},
                       credential={"kind": "header", "name": "X-Api-Key", "value": "k1"})
-    assert [r.resource_id for r in svc.list(BOB, space)] == [made.resource_id]
+    assert [r.resource_id for r in svc.list_resources(BOB, space)] == [made.resource_id]
     with pytest.raises(Conflict):
         svc.update(ALICE, space, made.resource_id, revision=7, name="y")
     kept = svc.update(ALICE, space, made.resource_id, revision=1, name="y")
