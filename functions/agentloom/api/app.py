@@ -20,7 +20,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
-from agentloom.api import routes_knowledge, routes_skills
+from agentloom.api import routes_knowledge, routes_mcp, routes_skills
 from agentloom.api._resolver import ApiResolver
 from agentloom.api.models import (
     AgentIn,
@@ -106,6 +106,7 @@ ROUTE_MODULES: tuple[RouteModule, ...] = (
     _core_routes,
     routes_knowledge.register,
     routes_skills.register,
+    routes_mcp.register,
 )
 
 
