@@ -43,7 +43,7 @@ def embedded_capability(home: Path, policy: McpPolicy | None = None) -> McpCapab
     ``home`` (its own connection to the same database)."""
     from agentloom.crypto import LocalKeyring
     from agentloom.local.app import DATABASE, KEY_FILE
-    from agentloom.platform.embedded import CodecSecrets
+    from agentloom.platform.secrets import CodecSecrets
     from agentloom.platform.store import SqlitePlatformStore
 
     home.mkdir(parents=True, exist_ok=True)

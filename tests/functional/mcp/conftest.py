@@ -14,8 +14,8 @@ from functional.mcp.servers import Running, serve
 from agentloom.crypto import LocalKeyring
 from agentloom.mcp import McpPolicy, McpService
 from agentloom.platform.admin import AdminService
-from agentloom.platform.embedded import CodecSecrets
 from agentloom.platform.identity import Principal
+from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.store import SqlitePlatformStore
 
 ALICE = Principal("alice", "token")
