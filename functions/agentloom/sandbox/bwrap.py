@@ -253,6 +253,11 @@ class BubblewrapRunner:
     def run_sync(self, spec: CommandSpec, workspace_root: str | Path, lock_dir: str | Path,
                  cancel: threading.Event | None = None) -> CommandResult:
         self.ensure_available()
+        missing = self._missing_skill(spec)
+        if missing is not None:  # never started: no marker, a plain failure result
+            return CommandResult(request_id=spec.request_id, exit_code=None,
+                                 stderr_head=f"skill {missing!r} is not materialized on "
+                                 "this host", error="skill_unavailable")
         markers = MarkerStore(lock_dir, liveness=self.liveness)
         nonce = secrets.token_hex(12)
         me = os.getpid()
@@ -280,6 +285,16 @@ class BubblewrapRunner:
         else:  # the liveness check decides later whether it still blocks
             self._mark_exited(markers, spec.request_id, owner, sandbox)
         return result
+
+    @staticmethod
+    def _missing_skill(spec: CommandSpec) -> str | None:
+        """The first skill whose mount is not an absolute path to a real folder (not a
+        link), checked before the marker is claimed."""
+        for skill, host_path in sorted(spec.skills.items()):
+            path = os.fspath(host_path)
+            if not os.path.isabs(path) or os.path.islink(path) or not os.path.isdir(path):
+                return skill
+        return None
 
     def _spawn(self, bwrap_argv: list[str], owner_pid: int, nonce: str) -> _Sandbox:
         reader, writer = os.pipe2(os.O_CLOEXEC)  # the gate pipe: the launcher reads

@@ -246,3 +246,23 @@ def test_a_skill_load_of_unknown_fate_runs_again(world_of: Callable[..., World])
     done = world.stopped(run_id)
     assert done.status == "completed", done  # re-run, not blocked: skill_load is read-only
     assert calls == ["SKILL.md", "SKILL.md"]
+
+
+@pytest.mark.sandbox
+def test_a_missing_skill_folder_fails_the_command_without_a_marker(tmp_path: Path) -> None:
+    """A mount source that is absent or a link is a plain failure result: the sandbox
+    never starts, so no marker is left to make the outcome unknown."""
+    import os
+
+    from agentloom_runtime.workspace import CommandSpec
+
+    _needs_sandbox()
+    runner = BubblewrapRunner(sandbox_user=(65534, 65534) if os.geteuid() == 0 else None)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    for source in (tmp_path / "absent", tmp_path / "link", Path("relative")):
+        spec = CommandSpec(request_id="r1", command="true", skills={"s": str(source)})
+        result = runner.run_sync(spec, tmp_path / "ws", tmp_path / "locks")
+        assert result.error == "skill_unavailable" and result.exit_code is None
+        assert not list((tmp_path / "locks").glob("**/*r1*"))
