@@ -380,3 +380,23 @@ def test_no_view_without_a_compaction_or_a_watch(joint: Joint) -> None:
         LogEntry("src:main", 1, {"kind": "user", "message": {"role": "user",
                                                              "content": "q"}})]))
     assert joint.platform.views(session.session_id) == [] and seen == []
+
+
+def test_a_failed_run_gets_one_status_record_in_its_commit(joint: Joint) -> None:
+    session, run = ask(joint)
+    joint.checkpoints.commit(Commit(run.run_id, 0, _head("running", src_main=1), [
+        LogEntry("src:main", 1, {"kind": "user", "message": {"role": "user",
+                                                             "content": "q"}})]))
+    failed = {**_head("failed", src_main=1),
+              "error": {"code": "model_error", "message": "boom " * 5_000}}
+    joint.checkpoints.commit(Commit(run.run_id, 1, failed))
+    records = stream(joint, session.session_id)
+    assert [r.kind for r in records] == ["user", "status"]
+    note = records[1].note or {}
+    assert "model_error" in note["message"]["content"]
+    assert len(note["message"]["content"]) < 2_500  # capped
+    head = joint.platform.get_stream(session.session_id)
+    assert head is not None and run.run_id not in head.value.open
+    joint.checkpoints.commit(Commit(run.run_id, 2, failed))  # nothing more is noted
+    assert len(stream(joint, session.session_id)) == 2
+    assert joint.tracker.sync(session.session_id) == 0

@@ -45,6 +45,7 @@ Wiring (one object per process; the step Lambda does the same)::
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -71,9 +72,12 @@ from .base import (
     view_write,
 )
 
+log = logging.getLogger(__name__)
+
 NOTED_AT_ONCE = ("failed", "cancelled")
 CLOSED = ("completed", "failed", "cancelled")
 _PAGE = 1000
+STATUS_MESSAGE_CHARS = 2_000
 
 Reader = Callable[[str, int], list[LogEntry]]  # (stream, after) -> entries, ascending
 Events = Callable[[str, str, Mapping[str, Any]], None]  # (run_id, topic, data)
@@ -168,8 +172,11 @@ def _status_record(run_id: str, progress: Progress, cursor: OpenRun, found: Pass
             or cursor.noted == noted:
         return
     error = progress.error or {}
-    note = run_status_record(run_id, status, code=error.get("code", ""),
-                             message=error.get("message", ""),
+    message = error.get("message", "")
+    if len(message) > STATUS_MESSAGE_CHARS:  # a record stays far below an item's size
+        message = message[:STATUS_MESSAGE_CHARS] + " …"
+    note = run_status_record(run_id, status, code=error.get("code", "")[:200],
+                             message=message,
                              abandoned=status == "blocked")
     found.seq += 1
     found.records.append(SessionRecord(
@@ -208,10 +215,13 @@ class _Joined:
 
     def committed(self) -> None:
         for run_id, data in self.events:
-            if self.emit is not None:
-                self.emit(run_id, "model.usage", data)
-            else:
-                self.store.append_events(run_id, [("model.usage", data)])
+            try:
+                if self.emit is not None:
+                    self.emit(run_id, "model.usage", data)
+                else:
+                    self.store.append_events(run_id, [("model.usage", data)])
+            except Exception:  # an observation; the commit holds
+                log.exception("run %s: a model.usage event was not recorded", run_id)
 
 
 class SessionCommits:
