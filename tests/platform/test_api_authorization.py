@@ -10,7 +10,7 @@ agent prompt are the secrets that must never appear in an answer to anyone else.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +80,46 @@ ROUTES = [
     Route("POST", "/sessions/{E}/runs/{R}/inputs", "creator", {"text": "more"}),
     Route("POST", "/sessions/{E}/runs/{R}/cancel", "creator", {}),
     Route("GET", "/sessions/{E}/runs/{R}/events", "creator"),
+    # knowledge bases ({K}) and their documents ({D}): agentloom.api.routes_knowledge
+    Route("POST", "/spaces/{S}/knowledge/bases", "admin",
+          {"name": "X", "connection_id": "{C}", "document_model": "m"}),
+    Route("GET", "/spaces/{S}/knowledge/bases", "member"),
+    Route("GET", "/spaces/{S}/knowledge/bases/{K}", "member"),
+    Route("DELETE", "/spaces/{S}/knowledge/bases/{K}", "admin"),
+    Route("POST", "/spaces/{S}/knowledge/bases/{K}/reindex", "admin"),
+    Route("POST", "/spaces/{S}/knowledge/bases/{K}/documents", "admin",
+          {"name": "x.txt", "text": "intruder"}),
+    Route("GET", "/spaces/{S}/knowledge/bases/{K}/documents", "member"),
+    Route("GET", "/spaces/{S}/knowledge/bases/{K}/documents/{D}", "member"),
+    Route("DELETE", "/spaces/{S}/knowledge/bases/{K}/documents/{D}", "admin"),
+    Route("POST", "/spaces/{S}/knowledge/search", "member",
+          {"query": "plan", "knowledge_bases": ["{K}"]}),
+    Route("GET", "/sessions/{E}/runs/{R}/citations", "creator"),
 ]
+
+
+@pytest.fixture
+def platform(open_platform: Callable[[], Any], tmp_path: Any, model: Any) -> Iterator[Any]:
+    """The conftest's platform with the knowledge capability (its routes need it)."""
+    from agentloom.capabilities import Capabilities
+    from agentloom.knowledge.wiring import embedded_knowledge
+    from agentloom.platform.embedded import EmbeddedPlatform
+
+    home = tmp_path / "home"
+    home.mkdir()
+    made = EmbeddedPlatform.open(home, model_factory=model.factory, capabilities=Capabilities
+                                 .of([embedded_knowledge(home, allow_loopback=True)]))
+    yield made
+    model.open()
+    made.close()
+
+
+@pytest.fixture
+def embeddings() -> Iterator[Any]:
+    from unit.knowledge.builders import hashing_server
+
+    with hashing_server() as served:
+        yield served
 
 
 @dataclass(frozen=True)
@@ -90,7 +129,7 @@ class World:
 
 
 @pytest.fixture
-def world(api: Api, wait: Wait) -> World:
+def world(api: Api, wait: Wait, embeddings: Any) -> World:
     alice = api.client("alice")
     session = alice.create_session(api.space_id, api.agent_id)
     run = alice.ask(session.session_id, SECRET_QUESTION)
@@ -100,9 +139,25 @@ def world(api: Api, wait: Wait) -> World:
     connection = api.platform.admin.create_model_connection(
         ALICE, api.space_id, "Local", {"provider": "openai_compatible",
                                        "base_url": "http://127.0.0.1:9/v1", "model_id": "m"})
+    knowledge = _knowledge(api, embeddings.url)
     return World(ids={"S": api.space_id, "A": api.agent_id, "E": session.session_id,
-                      "R": run.run_id, "C": connection.connection_id},
+                      "R": run.run_id, "C": connection.connection_id, **knowledge},
                  secrets=(SECRET_QUESTION, str(done.answer), SECRET_PROMPT))
+
+
+def _knowledge(api: Api, url: str) -> dict[str, str]:
+    from agentloom.knowledge import BaseSpec, KnowledgeCapability
+
+    capability = api.platform.admin.capabilities.items[0]
+    assert isinstance(capability, KnowledgeCapability)
+    embedder = api.platform.admin.create_model_connection(
+        ALICE, api.space_id, "Embeddings", {"provider": "openai_compatible",
+                                            "base_url": url, "model_id": "m"})
+    base = capability.service.create_base(ALICE, api.space_id,
+                                           BaseSpec("Plans", embedder.connection_id, "m"))
+    doc, _, _ = capability.service.put_document(ALICE, api.space_id, base.base_id, "p.txt",
+                                                SECRET_QUESTION.encode())
+    return {"K": base.base_id, "D": doc.document_id}
 
 
 def _fill(text: str, ids: dict[str, str]) -> str:
@@ -158,7 +213,8 @@ def test_the_matrix_covers_every_route_of_the_api(api: Api) -> None:
                 for method in methods if not path.endswith("/health")}
     covered = {(r.method, r.path.replace("{S}", "{space_id}").replace("{A}", "{agent_id}")
                 .replace("{E}", "{session_id}").replace("{R}", "{run_id}")
-                .replace("{C}", "{connection_id}")
+                .replace("{C}", "{connection_id}").replace("{K}", "{base_id}")
+                .replace("{D}", "{document_id}")
                 .replace("/dave", "/{user_id}").replace("/bob", "/{user_id}")
                 .replace("/versions/1", "/versions/{version}")) for r in ROUTES}
     assert declared == covered
