@@ -307,6 +307,31 @@ def test_records_are_appended_once_and_listed_by_instance(store: PlatformStore):
     assert store.records(session.session_id, instance="sub-2") == []
 
 
+def test_records_in_batches_and_single_items_read_alike(store: PlatformStore):
+    """Appends store batches keyed by their last seq (≤ 100 records each); an item of one
+    record, as the stream first stored them, reads the same; pages cut batches anywhere."""
+    session = _session(store, _space(store))
+    sid = session.session_id
+    first = SessionRecord(seq=1, run_id="r", instance="main", kind="user",
+                          entry_key="src:1", src=1, at=now())
+    store.transact([put(f"session#{sid}", "rec#000000000001", first),
+                    put(f"session#{sid}#i#main", "rec#000000000001", first)])
+    head = store.get_stream(sid)
+    assert head is not None
+    many = [SessionRecord(seq=n, run_id="r", instance="main" if n % 3 else "sub-1",
+                          kind="tool_result", entry_key=f"src:{n}", src=n, at=now())
+            for n in range(2, 252)]
+    store.append_records(head, StreamHead(session_id=sid, seq=251), many)
+    assert [r.seq for r in store.records(sid, limit=1000)] == list(range(1, 252))
+    assert [r.seq for r in store.records(sid, after=99, limit=3)] == [100, 101, 102]
+    assert [r.seq for r in store.records(sid, after=150, limit=2, instance="sub-1")] == \
+        [153, 156]
+    main = [r.seq for r in store.records(sid, limit=1000, instance="main")]
+    assert main == [1, *(n for n in range(2, 252) if n % 3)]
+    batches = store.query_raw(f"session#{sid}", "rec#")
+    assert len(batches) == 1 + 3  # the single item, then 250 records in 3 batches
+
+
 def test_events_get_unique_contiguous_seqs_under_concurrent_writers(store: PlatformStore):
     def write(n: int) -> None:
         for i in range(10):
