@@ -30,12 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from agentloom_runtime.contracts import StepResult
+if TYPE_CHECKING:
+    from agentloom_runtime.contracts import StepResult
 
 FAILED_TOOL = frozenset({"error", "unknown"})
 

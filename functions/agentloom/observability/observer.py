@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from weakref import WeakKeyDictionary
 
 from opentelemetry import trace
@@ -31,8 +31,10 @@ from agentloom.observability._logs import RunLog
 from agentloom.observability._metrics import EmfMetrics, LogMetrics, MetricsSink
 from agentloom.observability._traces import FAILED_TOOL, AgentInfo, GenAiSpans, StepUsage
 from agentloom.observability.tracing import configure_from_env
-from agentloom_runtime.contracts import StepResult
-from agentloom_runtime.snapshot import AgentSnapshot
+
+if TYPE_CHECKING:  # the step handler's cold import stays small
+    from agentloom_runtime.contracts import StepResult
+    from agentloom_runtime.snapshot import AgentSnapshot
 
 Host = Literal["embedded", "lambda"]
 Forward = Callable[[Any, Mapping[str, Any]], None]
