@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

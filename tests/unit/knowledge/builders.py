@@ -175,3 +175,28 @@ def text_pdf(lines: Sequence[str], title: str = "") -> bytes:
     out += b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
         len(objects) + 1, xref)
     return bytes(out)
+
+
+@dataclass
+class FixedEmbedders:
+    """``Embedders`` giving every base one in-process ``HashEmbedder`` (no HTTP)."""
+
+    embedder: HashEmbedder = field(default_factory=HashEmbedder)
+
+    def check(self, space_id: str, connection_id: str) -> None:
+        pass
+
+    def for_base(self, base: KnowledgeBase) -> HashEmbedder:
+        return self.embedder
+
+
+def local_service(tmp_path: Any, index: VectorIndex | None = None) -> tuple[KnowledgeService,
+                                                                            FixedEmbedders]:
+    from agentloom.knowledge import ContentSealer, KnowledgeStore
+    from agentloom.platform.secrets import _StoreKeySlots
+
+    store = InMemoryPlatformStore()
+    embedders = FixedEmbedders()
+    keyring = LocalKeyring(tmp_path / "agentloom.key")
+    return KnowledgeService(KnowledgeStore(store), ContentSealer(keyring, _StoreKeySlots(store)),
+                            index or MemoryIndex(), embedders), embedders
