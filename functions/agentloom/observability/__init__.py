@@ -10,7 +10,7 @@ layer's X-Ray export in Lambda; stdlib logging, a debug metrics line and optiona
 export (``tracing.configure_from_env``) on one machine.
 """
 
-from agentloom.observability.observer import Observed, Observer, StepScope
+from agentloom.observability.observer import Observed, Observer, Relay, StepScope
 from agentloom.observability.tracing import configure_from_env, otlp_provider
 
-__all__ = ["Observed", "Observer", "StepScope", "configure_from_env", "otlp_provider"]
+__all__ = ["Observed", "Observer", "Relay", "StepScope", "configure_from_env", "otlp_provider"]

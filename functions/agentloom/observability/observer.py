@@ -207,6 +207,37 @@ class Observer:
             return None
 
 
+class Relay:
+    """The emit callback of an engine that outlives its observers — the step Lambda's
+    warm engine serves many invocations, each observed by its own ``Observer``
+    (``host="lambda"``, its execution generation). Build the engine with
+    ``emit=relay.emit``; wrap each invocation in ``with relay.observing(...) as obs``.
+    Between invocations events go to ``forward`` alone."""
+
+    def __init__(self, forward: Forward | None = None) -> None:
+        self.forward = forward
+        self.current: Observer | None = None
+
+    def emit(self, topic: Any, data: Mapping[str, Any]) -> None:
+        current = self.current
+        if current is not None:
+            current.emit(topic, data)
+        elif self.forward is not None:
+            self.forward(topic, data)
+
+    @contextlib.contextmanager
+    def observing(self, **for_run: Any) -> Iterator[Observer]:
+        """``Observer.for_run(**for_run)`` (forwarding to this relay's ``forward``) for
+        the duration of the block; closed (spans ended, metrics flushed) at its end."""
+        observer = Observer.for_run(forward=self.forward, **for_run)
+        self.current = observer
+        try:
+            yield observer
+        finally:
+            self.current = None
+            observer.close()
+
+
 def _delta(before: _Usage | None, after: _Usage | None) -> StepUsage | None:
     if before is None or after is None:
         return None
