@@ -138,7 +138,8 @@ class SqliteIndex:
             _, keys, docs, matrix = self._matrix(base_id)
             if not keys or matrix.shape[1] != q.shape[0]:
                 continue
-            scores = matrix @ q
+            # einsum, not BLAS matmul: no thread pool to contend for on a busy host
+            scores = np.einsum("ij,j->i", matrix, q)
             take = min(top_k + 16, len(keys))  # a margin so ties rank by key
             best = np.argpartition(-scores, take - 1)[:take]
             hits.extend(Hit(base_id, keys[i], docs[i], float(scores[i])) for i in best)
