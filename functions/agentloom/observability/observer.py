@@ -41,6 +41,7 @@ Forward = Callable[[Any, Mapping[str, Any]], None]
 TRACER_NAME = "agentloom"
 log = logging.getLogger(__name__)
 _WATCHED: WeakKeyDictionary[Any, Observer] = WeakKeyDictionary()
+_RELAYS: WeakKeyDictionary[Any, Relay] = WeakKeyDictionary()
 _LIFECYCLE = frozenset({"run.started", "run.resumed", "run.finished", "run.stopped",
                         "run.cancelled", "run.resolved", "subagent.started"})
 
@@ -224,6 +225,25 @@ class Relay:
             current.emit(topic, data)
         elif self.forward is not None:
             self.forward(topic, data)
+
+    def watch(self, engine: Any) -> None:
+        """Remember this relay as ``engine``'s (``Relay.of``)."""
+        _RELAYS[engine] = self
+
+    @staticmethod
+    def of(engine: Any) -> Relay | None:
+        return _RELAYS.get(engine)
+
+    @contextlib.contextmanager
+    def step(self, engine: Observed, **for_run: Any) -> Iterator[StepScope]:
+        """One observed invocation of one step: ``observing`` + ``Observer.step``::
+
+            with relay.step(engine, run_id=…, session_id=…, space_id=…, snapshot=…,
+                            host="lambda", generation=g) as scope:
+                result = scope.finished(await engine.step())
+        """
+        with self.observing(**for_run) as observer, observer.step(engine) as scope:
+            yield scope
 
     @contextlib.contextmanager
     def observing(self, **for_run: Any) -> Iterator[Observer]:

@@ -20,16 +20,16 @@ async def test_each_invocation_is_its_own_invoke_agent_span_with_its_generation(
     relay = Relay(lambda topic, data: forwarded.append(topic))
     engine = build_engine(script=usage_script(), tools=SideEffects().tools(), snapshot=snap,
                           emit=relay.emit)
+    relay.watch(engine)
+    assert Relay.of(engine) is relay
     await engine.start(QUESTION, run_id=RUN)  # the API started it: no observer yet
     invocations = 0
     while True:
         invocations += 1
         generation = 1 if invocations <= 3 else 2  # a rollover after three steps
-        with relay.observing(run_id=RUN, session_id="ses_0190ab12cd34a1b2c3d4",
-                             space_id="spc_0190ab12cd34a1b2c3d4", snapshot=snap,
-                             host="lambda", generation=generation,
-                             tracer_provider=spans.provider) as observer, \
-                observer.step(engine) as scope:
+        with relay.step(engine, run_id=RUN, session_id="ses_0190ab12cd34a1b2c3d4",
+                        space_id="spc_0190ab12cd34a1b2c3d4", snapshot=snap, host="lambda",
+                        generation=generation, tracer_provider=spans.provider) as scope:
             result = scope.finished(await engine.step())
         if result.next == "done":
             break
