@@ -94,7 +94,8 @@ class SfnRunLauncher:
                                    history_watermark=history.history_watermark)
             else:
                 await engine.begin_execution(retry_unknown_models=job.retry_unknown_models,
-                                             confirm_hooks=job.confirm_hooks)
+                                             confirm_hooks=job.confirm_hooks,
+                                             raise_budget=job.raise_budget)
         finally:
             await engine.close()
 

@@ -26,12 +26,14 @@ from agentloom.crypto.kms_keyring import KmsKeyring
 from agentloom.local.operator import hook_registry
 from agentloom.local.redaction import Redactor
 from agentloom.models import ModelDiscovery
+from agentloom.observability import Relay
 from agentloom.platform.admin import AdminService
 from agentloom.platform.agents import DraftRules
 from agentloom.platform.domain import Run
-from agentloom.platform.embedded import CodecSecrets, default_model_factory
+from agentloom.platform.embedded import default_model_factory
 from agentloom.platform.launcher import ModelFactory
 from agentloom.platform.local_launcher import LocalEngines
+from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.sessions import SessionService
 from agentloom.platform.store import PlatformStore
 from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
@@ -114,8 +116,10 @@ class AwsEngines(LocalEngines):
         def emit(topic: str, data: Any) -> None:
             self.tracker.event(run.run_id, topic, data)
 
+        relay = Relay(emit)  # a warm engine serves many invocations, each observed alone
         engine = create_engine(
-            snapshot, workspace=workspaces.for_instance, emit=emit, save=self.checkpoints,
+            snapshot, workspace=workspaces.for_instance, emit=relay.emit,
+            save=self.checkpoints,
             checkpoint=run.run_id if attach else None,
             model_gateway=self.model_factory(snapshot),
             tools=[*workspaces.tools(), *self.capabilities.tools(snapshot, RunScope(
@@ -125,6 +129,7 @@ class AwsEngines(LocalEngines):
             commands=workspaces.commands if workspaces.mounted else None,
             services=workspaces.services(), hook_registry=hook_registry(snapshot))
         workspaces.bind(engine)
+        relay.watch(engine)
         return engine, workspaces
 
 
@@ -159,7 +164,7 @@ class AwsPlatform:
         launcher = SfnRunLauncher(engines, store, sfn=clients.sfn, ecs=clients.ecs,
                                   state_machine_arn=config.state_machine_arn)
         sessions = SessionService(store, tracker, launcher, engines)
-        admin = AdminService(store, rules, secrets=CodecSecrets(keyring, store),  # type: ignore[arg-type]
+        admin = AdminService(store, rules, secrets=CodecSecrets(keyring, store),
                              discovery=ModelDiscovery(), capabilities=capabilities)
         return cls(config=config, clients=clients, store=store, checkpoints=checkpoints,
                    tracker=tracker, engines=engines, launcher=launcher, sessions=sessions,

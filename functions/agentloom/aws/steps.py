@@ -47,6 +47,7 @@ from agentloom.aws.platform import AwsPlatform
 from agentloom.aws.sandbox import SandboxRegistry
 from agentloom.aws.workspaces import EfsWorkspaces
 from agentloom.local.sessions import LocalSessions
+from agentloom.observability import Relay
 from agentloom.platform.agents import snapshot_of
 from agentloom.platform.domain import Run
 from agentloom.platform.store import WriteConflict
@@ -195,8 +196,12 @@ class StepService:
         self._clear_markers(attached)
         if step.request_id is None:
             self._undispatch(attached, step.generation)
+        relay = Relay.of(engine) or Relay()
         try:
-            result = await engine.step()
+            with relay.step(engine, run_id=run.run_id, session_id=run.session_id,
+                            space_id=run.space_id, snapshot=self._snapshot(run),
+                            host="lambda", generation=step.generation) as observed:
+                result = observed.finished(await engine.step())
         except CheckpointConflict:
             await self._drop(run.run_id)
             return self._conflict(step, run, summary)
