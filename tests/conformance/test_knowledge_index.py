@@ -10,7 +10,6 @@ requests and its parsing of the answer run unchanged. Declared here and in ADR 0
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from unit.knowledge.builders import s3vectors_query_shim
 
 from agentloom.knowledge.index import IndexDimensionMismatch, IndexedVector, MemoryIndex
 from agentloom.knowledge.s3vectors_index import S3VectorsIndex
@@ -27,33 +27,6 @@ from agentloom.knowledge.sqlite_index import SqliteIndex
 
 BACKENDS = ["memory", "sqlite", "s3vectors"]
 BUCKET = "agentloom-knowledge-test"
-
-
-def query_shim(client: Any) -> None:
-    from moto.s3vectors.models import s3vectors_backends
-
-    def answer(params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
-        params = json.loads(params["body"])  # the serialized request the adapter built
-        backend = s3vectors_backends["123456789012"]["aws"]  # one per partition
-        index = backend.get_index(params["vectorBucketName"], params["indexName"], None)
-        q = params["queryVector"]["float32"]
-        qn = math.sqrt(sum(x * x for x in q))
-        scored = []
-        for vector in index.vectors.values():
-            v = vector.data["float32"]
-            cos = sum(a * b for a, b in zip(q, v, strict=True)) / (
-                qn * math.sqrt(sum(x * x for x in v)))
-            scored.append((1.0 - cos, vector.key, vector.metadata))
-        scored.sort()
-        vectors = [{"key": k, "distance": d, "metadata": m}
-                   for d, k, m in scored[:params["topK"]]]
-
-        class Http:
-            status_code = 200
-
-        return Http(), {"vectors": vectors, "distanceMetric": "cosine"}
-
-    client.meta.events.register("before-call.s3vectors.QueryVectors", answer)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -68,7 +41,7 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         with mock_aws():
             client = boto3.client("s3vectors", region_name="us-east-1")
             client.create_vector_bucket(vectorBucketName=BUCKET)
-            query_shim(client)
+            s3vectors_query_shim(client)
             yield S3VectorsIndex(client, BUCKET)
 
 

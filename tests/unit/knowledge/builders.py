@@ -135,9 +135,10 @@ class World:
 
 
 def world(tmp_path: Any, base_url: str, *, index: VectorIndex | None = None,
-          api_key: str | None = None, store: PlatformStore | None = None) -> World:
+          api_key: str | None = None, store: PlatformStore | None = None,
+          keyring: Any = None) -> World:
     store = store or InMemoryPlatformStore()
-    keyring = LocalKeyring(tmp_path / "agentloom.key")
+    keyring = keyring or LocalKeyring(tmp_path / "agentloom.key")
     admin = AdminService(store, secrets=CodecSecrets(keyring, store))
     space = admin.create_space(ALICE, "Team")
     admin.set_member(ALICE, space.space_id, "bob", "member")
@@ -200,3 +201,33 @@ def local_service(tmp_path: Any, index: VectorIndex | None = None) -> tuple[Know
     keyring = LocalKeyring(tmp_path / "agentloom.key")
     return KnowledgeService(KnowledgeStore(store), ContentSealer(keyring, _StoreKeySlots(store)),
                             index or MemoryIndex(), embedders), embedders
+
+
+def s3vectors_query_shim(client: Any) -> None:
+    """moto 5.2.5 has no ``QueryVectors``: answer it from moto's stored vectors (exact
+    cosine distance, ``topK``, keys with distance and metadata as S3 Vectors returns
+    them) through botocore's ``before-call`` event, so the adapter's own request and
+    its parsing of the answer run unchanged."""
+    from moto.s3vectors.models import s3vectors_backends
+
+    def answer(params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        body = json.loads(params["body"])  # the serialized request the adapter built
+        backend = s3vectors_backends["123456789012"]["aws"]  # one per partition
+        index = backend.get_index(body["vectorBucketName"], body["indexName"], None)
+        q = body["queryVector"]["float32"]
+        qn = math.sqrt(sum(x * x for x in q))
+        scored = []
+        for vector in index.vectors.values():
+            v = vector.data["float32"]
+            cos = sum(a * b for a, b in zip(q, v, strict=True)) / (
+                qn * math.sqrt(sum(x * x for x in v)))
+            scored.append((1.0 - cos, vector.key, vector.metadata))
+        scored.sort()
+
+        class Http:
+            status_code = 200
+
+        return Http(), {"distanceMetric": "cosine", "vectors": [
+            {"key": k, "distance": d, "metadata": m} for d, k, m in scored[:body["topK"]]]}
+
+    client.meta.events.register("before-call.s3vectors.QueryVectors", answer)
