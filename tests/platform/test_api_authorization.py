@@ -95,6 +95,12 @@ ROUTES = [
     Route("POST", "/spaces/{S}/knowledge/search", "member",
           {"query": "plan", "knowledge_bases": ["{K}"]}),
     Route("GET", "/sessions/{E}/runs/{R}/citations", "creator"),
+    # skills: agentloom.api.routes_skills (the world imports "hello")
+    Route("POST", "/spaces/{S}/skills", "admin",
+          {"git": {"url": "https://example.invalid/x", "revision": "main"}}),
+    Route("GET", "/spaces/{S}/skills", "member"),
+    Route("GET", "/spaces/{S}/skills/hello", "member"),
+    Route("DELETE", "/spaces/{S}/skills/hello", "admin"),
 ]
 
 
@@ -104,11 +110,13 @@ def platform(open_platform: Callable[[], Any], tmp_path: Any, model: Any) -> Ite
     from agentloom.capabilities import Capabilities
     from agentloom.knowledge.wiring import embedded_knowledge
     from agentloom.platform.embedded import EmbeddedPlatform
+    from agentloom.skills.wiring import embedded_skills
 
     home = tmp_path / "home"
     home.mkdir()
     made = EmbeddedPlatform.open(home, model_factory=model.factory, capabilities=Capabilities
-                                 .of([embedded_knowledge(home, allow_loopback=True)]))
+                                 .of([embedded_knowledge(home, allow_loopback=True),
+                                      embedded_skills(home)]))
     yield made
     model.open()
     made.close()
@@ -120,6 +128,16 @@ def embeddings() -> Iterator[Any]:
 
     with hashing_server() as served:
         yield served
+
+
+def _skill(api: Api) -> None:
+    from unit.skills.builders import hello_zip
+
+    from agentloom.skills import SkillsCapability
+
+    [skills] = [c for c in api.platform.admin.capabilities.items
+                if isinstance(c, SkillsCapability)]
+    skills.service(api.platform.store).import_zip(ALICE, api.space_id, hello_zip())
 
 
 @dataclass(frozen=True)
@@ -140,6 +158,7 @@ def world(api: Api, wait: Wait, embeddings: Any) -> World:
         ALICE, api.space_id, "Local", {"provider": "openai_compatible",
                                        "base_url": "http://127.0.0.1:9/v1", "model_id": "m"})
     knowledge = _knowledge(api, embeddings.url)
+    _skill(api)
     return World(ids={"S": api.space_id, "A": api.agent_id, "E": session.session_id,
                       "R": run.run_id, "C": connection.connection_id, **knowledge},
                  secrets=(SECRET_QUESTION, str(done.answer), SECRET_PROMPT))
@@ -214,7 +233,7 @@ def test_the_matrix_covers_every_route_of_the_api(api: Api) -> None:
     covered = {(r.method, r.path.replace("{S}", "{space_id}").replace("{A}", "{agent_id}")
                 .replace("{E}", "{session_id}").replace("{R}", "{run_id}")
                 .replace("{C}", "{connection_id}").replace("{K}", "{base_id}")
-                .replace("{D}", "{document_id}")
+                .replace("{D}", "{document_id}").replace("/skills/hello", "/skills/{name}")
                 .replace("/dave", "/{user_id}").replace("/bob", "/{user_id}")
                 .replace("/versions/1", "/versions/{version}")) for r in ROUTES}
     assert declared == covered
