@@ -41,11 +41,11 @@ _BAD = re.compile(r"[^A-Za-z0-9_-]+")
 
 def derive_alias(prefix: str | None, tool: str, taken: set[str]) -> str:
     base = _BAD.sub("_", f"{prefix}_{tool}" if prefix else tool).strip("_-") or "tool"
-    if not base[0].isalpha():
+    if not base[0].isalpha() or base.startswith("workspace"):  # built-in names' prefix
         base = f"mcp_{base}"
     base = base[:60]
     alias, n = base, 2
-    while alias in taken or alias.startswith("workspace"):
+    while alias in taken:
         alias, n = f"{base}_{n}", n + 1
     return alias
 
