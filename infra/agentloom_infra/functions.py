@@ -1,0 +1,89 @@
+"""``Functions``: the three Lambdas (api, step, trigger) built from one local bundle.
+
+Python 3.12 on ARM64, Powertools bundled (JSON structured logging through the Lambda
+log format, X-Ray active tracing), each in the VPC's egress subnets with its own
+encrypted log group. The environment is exactly the contract's (docs/deploy.md): the
+common variables for all, EFS and sandbox variables for ``step`` only, the trigger
+definitions for ``trigger`` only. Permissions are granted by the stack (``stack.py``),
+which sees every resource; this construct only builds the functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_efs as efs
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from agentloom_infra.bundling import lambda_code
+from agentloom_infra.workspace import MOUNT_PATH
+
+HANDLERS = {"api": "agentloom.handlers.api.handler",
+            "step": "agentloom.handlers.step.handler",
+            "trigger": "agentloom.handlers.trigger.handler"}
+TIMEOUTS = {"api": cdk.Duration.seconds(29), "step": cdk.Duration.seconds(600),
+            "trigger": cdk.Duration.seconds(60)}
+MEMORY_MB = {"api": 1024, "step": 1769, "trigger": 512}  # 1769 MB = one full vCPU
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Shared:
+    prefix: str
+    vpc: ec2.IVpc
+    subnets: ec2.SubnetSelection
+    security_group: ec2.ISecurityGroup
+    key: kms.IKey
+    removal_policy: cdk.RemovalPolicy
+
+
+class Functions(Construct):
+    """Attributes: ``api``, ``step``, ``trigger`` (``lambda_.Function``), ``step_timeout``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, prefix: str,
+                 vpc: ec2.IVpc, subnets: ec2.SubnetSelection,
+                 security_group: ec2.ISecurityGroup, key: kms.IKey,
+                 common_env: Mapping[str, str], step_env: Mapping[str, str],
+                 trigger_env: Mapping[str, str], access_point: efs.IAccessPoint,
+                 reserved_concurrency: Mapping[str, int] | None = None,
+                 removal_policy: cdk.RemovalPolicy) -> None:
+        super().__init__(scope, construct_id)
+        self._code = lambda_code()
+        self._shared = _Shared(prefix=prefix, vpc=vpc, subnets=subnets,
+                               security_group=security_group, key=key,
+                               removal_policy=removal_policy)
+        self.step_timeout = TIMEOUTS["step"]
+        reserved = dict(reserved_concurrency or {})
+        self.api = self._function("api", env=common_env, reserved=reserved.get("api"))
+        self.step = self._function(
+            "step", env={**common_env, **step_env}, reserved=reserved.get("step"),
+            file_system=lambda_.FileSystem.from_efs_access_point(access_point, MOUNT_PATH))
+        self.trigger = self._function("trigger", env={**common_env, **trigger_env},
+                                      reserved=reserved.get("trigger"))
+
+    def _function(self, name: str, *, env: Mapping[str, str], reserved: int | None,
+                  file_system: lambda_.FileSystem | None = None) -> lambda_.Function:
+        shared = self._shared
+        prefix, key, removal_policy = shared.prefix, shared.key, shared.removal_policy
+        function_name = f"{prefix}-{name}"
+        log_group = logs.LogGroup(
+            self, f"{name.capitalize()}Logs", log_group_name=f"/aws/lambda/{function_name}",
+            retention=logs.RetentionDays.THREE_MONTHS, encryption_key=key,
+            removal_policy=removal_policy)
+        return lambda_.Function(
+            self, name.capitalize(), function_name=function_name,
+            runtime=lambda_.Runtime.PYTHON_3_12, architecture=lambda_.Architecture.ARM_64,
+            handler=HANDLERS[name], code=self._code, timeout=TIMEOUTS[name],
+            memory_size=MEMORY_MB[name], environment=dict(env),
+            environment_encryption=key, tracing=lambda_.Tracing.ACTIVE,
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN, log_group=log_group,
+            vpc=shared.vpc, vpc_subnets=shared.subnets,
+            security_groups=[shared.security_group],
+            filesystem=file_system, reserved_concurrent_executions=reserved)

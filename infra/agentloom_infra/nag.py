@@ -1,0 +1,108 @@
+"""cdk-nag AwsSolutions acknowledgements, each with the reason it is accepted.
+
+Kept in one place so a reviewer reads every accepted finding together. A finding about a
+wildcard names its resource (``AwsSolutions-IAM5[Resource::…]``); those ids are built here
+from the same tokens the policies use (``nag_ref``), so they follow renamed constructs
+instead of hard-coding logical ids.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import aws_cdk as cdk
+from constructs import IConstruct
+
+if TYPE_CHECKING:
+    from agentloom_infra.stack import AgentLoomStack
+
+PREFIX = "AwsSolutions::AwsSolutions-"
+LAMBDA_MANAGED = ("service-role/AWSLambdaBasicExecutionRole",
+                  "service-role/AWSLambdaVPCAccessExecutionRole")
+KMS_WILDCARDS = ("Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*")
+
+
+def nag_ref(stack: cdk.Stack, value: str) -> str:
+    """``value`` (a string with tokens) as cdk-nag writes it in a finding id."""
+    resolved: Any = stack.resolve(value)
+    return _render(resolved)
+
+
+def _render(node: Any) -> str:
+    if isinstance(node, str):
+        return node
+    if isinstance(node, dict) and "Ref" in node:
+        return f"<{node['Ref']}>"
+    if isinstance(node, dict) and "Fn::GetAtt" in node:
+        return f"<{node['Fn::GetAtt'][0]}.{node['Fn::GetAtt'][1]}>"
+    if isinstance(node, dict) and "Fn::Join" in node:
+        sep, parts = node["Fn::Join"]
+        return str(sep).join(_render(p) for p in parts)
+    raise ValueError(f"cannot render {node!r} as a cdk-nag id")
+
+
+def _ack(construct: IConstruct, rule: str, reason: str) -> None:
+    cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=PREFIX + rule,
+                                                                 reason=reason))
+
+
+def acknowledge(stack: AgentLoomStack) -> None:
+    fns = stack.functions
+    cluster = nag_ref(stack, stack.sandbox.cluster.cluster_name)
+    task_wildcard = f"IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:" \
+                    f"<AWS::AccountId>:task/{cluster}/*]"
+    families = f"IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:" \
+               f"task-definition/{stack.sandbox.family_prefix}-*]"
+    for fn in (fns.api, fns.step, fns.trigger):
+        _ack(fn, "L1", "Python 3.12 is the runtime the bundle's wheels are built for "
+             "(cp312 manylinux aarch64); moving runtime is a deliberate, tested change")
+        for policy in LAMBDA_MANAGED:
+            _ack(fn, f"IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy}]",
+                 "AWS-managed Lambda policies for logs and VPC ENIs (scoped by AWS; the "
+                 "log group is the function's own)")
+        for action in KMS_WILDCARDS:
+            _ack(fn, f"IAM5[{action}]", "CDK's DynamoDB/KMS grant names the key's data-key "
+                 "actions by prefix; the resource is the one stack key")
+        _ack(fn, "IAM5[Resource::*]", "X-Ray PutTraceSegments/PutTelemetryRecords have no "
+             "resource; ecs:ListTasks is conditioned on the sandbox cluster; ECS "
+             "Register/DescribeTaskDefinition support no resource-level permissions")
+    for fn in (fns.api, fns.step):
+        _ack(fn, task_wildcard, "cancel stops the run's task, whose id is known only at "
+             "run time; scoped to the sandbox cluster")
+    _ack(fns.step, families, "the step registers one task-definition revision per session "
+         "(docs/adr/0004); scoped to the stage's family prefix")
+    _ack(fns.step, "IAM5[Resource::arn:<AWS::Partition>:elasticfilesystem:<AWS::Region>:"
+         "<AWS::AccountId>:access-point/*]", "DescribeAccessPoints of the per-session "
+         "access points, created at run time (read-only)")
+    _ack(fns.api, f"IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
+         f"<AWS::AccountId>:execution:{stack.runs.name}:*]", "cancel stops the run's "
+         "current execution (any generation) of this one state machine")
+    runs = stack.runs.state_machine
+    step_arn = nag_ref(stack, fns.step.function_arn)
+    _ack(runs, f"IAM5[Resource::{step_arn}:*]", "invoking the step function's versions "
+         "(CDK's LambdaInvoke grant)")
+    _ack(runs, task_wildcard, "ecs:runTask.sync stops/describes the task it started")
+    _ack(runs, families, "RunTask of the session's revision, passed by the step at run "
+         "time; conditioned on the sandbox cluster")
+    _ack(runs, "IAM5[Resource::*]", "X-Ray and CloudWatch Logs delivery actions support "
+         "no resource-level permissions")
+    _ack(stack.sandbox.execution_role, "IAM5[Resource::*]", "ecr:GetAuthorizationToken "
+         "has no resource; image pulls are scoped to the image repository")
+    _ack(stack.network.endpoint_sg, "EC23", "interface endpoints accept HTTPS from the "
+         "VPC CIDR only (not 0.0.0.0/0); the check cannot read the intrinsic CIDR")
+    _ack_custom_resource(stack)
+    if stack.http.user_pool is not None:
+        _ack(stack.http.user_pool, "COG2", "MFA is optional (TOTP) so the first admin can "
+             "sign in from the CLI; enable REQUIRED per deployment (docs/deploy.md)")
+        _ack(stack.http.user_pool, "COG8", "the Plus feature plan (threat protection) is "
+             "a per-user cost; a deployment may opt in (docs/deploy.md)")
+
+
+def _ack_custom_resource(stack: AgentLoomStack) -> None:
+    lookup = stack.network.node.find_child("S3PrefixList")
+    _ack(lookup, "IAM5[Resource::*]", "ec2:DescribeManagedPrefixLists has no resource")
+    provider = stack.node.try_find_child("AWS679f53fac002430cb0da5b7982bd2287")
+    if provider is not None:  # the AwsCustomResource singleton function
+        _ack(provider, "IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+             "AWSLambdaBasicExecutionRole]", "CDK's AwsCustomResource provider: logs only")
+        _ack(provider, "L1", "CDK's AwsCustomResource provider picks its own runtime")

@@ -1,0 +1,173 @@
+"""``AgentLoomStack``: the constructs wired together, with every grant in one place.
+
+Order matters only for references: data stores and network first, then the workspace and
+sandbox, the functions (their environment names the state machine by its fixed ARN, so
+the machine may reference the step function without a cycle), the state machine, the API,
+triggers and alarms. ``grant_*`` below is the whole of each role's permissions beyond its
+log group, VPC attachment and X-Ray (added by CDK).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from agentloom_infra.alarms import Alarms
+from agentloom_infra.config import StageConfig
+from agentloom_infra.data_stores import DataStores
+from agentloom_infra.functions import Functions
+from agentloom_infra.http_api import HttpApi
+from agentloom_infra.nag import acknowledge
+from agentloom_infra.network import Network
+from agentloom_infra.sandbox import CommandSandbox
+from agentloom_infra.state_machine import RunStateMachine, state_machine_arn
+from agentloom_infra.triggers import Triggers
+from agentloom_infra.workspace import MOUNT_PATH, Workspace
+
+
+class AgentLoomStack(cdk.Stack):
+    """One stage of AgentLoom. Construct attributes: ``data``, ``network``, ``workspace``,
+    ``sandbox``, ``functions``, ``runs``, ``http``, ``triggers``, ``alarms``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig,
+                 **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        removal = cdk.RemovalPolicy.RETAIN if config.retain else cdk.RemovalPolicy.DESTROY
+        prefix = config.prefix
+        self.data = DataStores(self, "Data", prefix=prefix, removal_policy=removal)
+        key = self.data.key
+        self.network = Network(self, "Network", max_azs=config.max_azs,
+                               nat_gateways=config.max_azs if config.retain else 1, key=key,
+                               removal_policy=removal)
+        vpc = self.network.vpc
+        self.workspace = Workspace(
+            self, "Workspace", vpc=vpc, subnets=self.network.isolated_subnets, key=key,
+            clients=[self.network.lambda_sg, self.network.sandbox_sg], removal_policy=removal)
+        self.sandbox = CommandSandbox(
+            self, "Sandbox", vpc=vpc, family_prefix=f"{prefix}-sbx", key=key,
+            uid=self.workspace.uid, gid=self.workspace.gid, image=config.sandbox_image,
+            removal_policy=removal)
+        isolated = vpc.select_subnets(subnet_type=self.network.isolated_subnets.subnet_type)
+        run_name = f"{prefix}-run"
+        self.functions = Functions(
+            self, "Functions", prefix=prefix, vpc=vpc, subnets=self.network.lambda_subnets,
+            security_group=self.network.lambda_sg, key=key,
+            access_point=self.workspace.access_point, removal_policy=removal,
+            common_env=self._common_env(config, state_machine_arn(self, run_name)),
+            step_env=self._step_env(config, ",".join(isolated.subnet_ids)),
+            trigger_env={"AGENTLOOM_IDEMPOTENCY_TABLE": self.data.idempotency.table_name,
+                         "AGENTLOOM_TRIGGERS": json.dumps(config.triggers, sort_keys=True),
+                         "AGENTLOOM_SQS_TRIGGER": config.sqs_trigger or ""})
+        self.runs = RunStateMachine(
+            self, "Runs", name=run_name, step_function=self.functions.step,
+            step_timeout=self.functions.step_timeout, cluster=self.sandbox.cluster,
+            subnet_ids=isolated.subnet_ids, security_group=self.network.sandbox_sg,
+            task_family_prefix=self.sandbox.family_prefix,
+            sandbox_execution_role=self.sandbox.execution_role, encryption_key=key,
+            removal_policy=removal)
+        self.http = HttpApi(self, "Http", prefix=prefix, handler=self.functions.api, key=key,
+                            issuer=config.jwt_issuer, audience=config.jwt_audience,
+                            removal_policy=removal)
+        self.triggers = Triggers(
+            self, "Triggers", prefix=prefix, handler=self.functions.trigger, key=key,
+            event_pattern=config.event_pattern, event_trigger=config.event_trigger,
+            schedule=config.schedule_cron, schedule_trigger=config.schedule_trigger)
+        self.alarms = Alarms(self, "Alarms", prefix=prefix, key=key,
+                             state_machine=self.runs.state_machine,
+                             dead_letters=self.triggers.dead_letters,
+                             step=self.functions.step)
+        self._grant()
+        self._outputs()
+        acknowledge(self)
+
+    def _common_env(self, config: StageConfig, machine_arn: str) -> dict[str, str]:
+        return {"AGENTLOOM_CHECKPOINT_TABLE": self.data.checkpoints.table_name,
+                "AGENTLOOM_PLATFORM_TABLE": self.data.platform.table_name,
+                "AGENTLOOM_KMS_KEY_ID": self.data.key.key_arn,
+                "AGENTLOOM_STATE_MACHINE_ARN": machine_arn,
+                "POWERTOOLS_SERVICE_NAME": "agentloom",
+                "POWERTOOLS_METRICS_NAMESPACE": "AgentLoom",
+                "AGENTLOOM_STAGE": config.stage}
+
+    def _step_env(self, config: StageConfig, subnets: str) -> dict[str, str]:
+        sandbox = self.sandbox
+        return {"AGENTLOOM_WORKSPACE_ROOT": MOUNT_PATH,
+                "AGENTLOOM_EFS_FILE_SYSTEM_ID": self.workspace.file_system.file_system_id,
+                "AGENTLOOM_SANDBOX_CLUSTER": sandbox.cluster.cluster_arn,
+                "AGENTLOOM_SANDBOX_FAMILY_PREFIX": sandbox.family_prefix,
+                "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN": sandbox.execution_role.role_arn,
+                "AGENTLOOM_SANDBOX_IMAGE": sandbox.image_uri,
+                "AGENTLOOM_SANDBOX_SUBNETS": subnets,
+                "AGENTLOOM_SANDBOX_SECURITY_GROUP":
+                    self.network.sandbox_sg.security_group_id,
+                "AGENTLOOM_SANDBOX_LOG_GROUP": sandbox.log_group.log_group_name,
+                "AGENTLOOM_SANDBOX_UID": str(self.workspace.uid),
+                "AGENTLOOM_SANDBOX_GID": str(self.workspace.gid),
+                "AGENTLOOM_ROLLOVER_CYCLES": str(config.rollover_cycles)}
+
+    def _grant(self) -> None:
+        fns = self.functions
+        for fn in (fns.api, fns.step, fns.trigger):
+            self.data.checkpoints.grant_read_write_data(fn)
+            self.data.platform.grant_read_write_data(fn)
+            self.data.key.grant_encrypt_decrypt(fn)
+        self.data.idempotency.grant_read_write_data(fns.trigger)
+        machine = self.runs.state_machine
+        machine.grant_start_execution(fns.api)
+        machine.grant_start_execution(fns.trigger)
+        fns.api.add_to_role_policy(iam.PolicyStatement(
+            actions=["states:StopExecution", "states:DescribeExecution"],
+            resources=[self.format_arn(service="states", resource="execution",
+                                       resource_name=f"{self.runs.name}:*",
+                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)]))
+        self._grant_sandbox_control(fns.api)
+        self._grant_sandbox_control(fns.step)
+        self._grant_sandbox_setup(fns.step)
+
+    def _grant_sandbox_control(self, fn: lambda_.Function) -> None:
+        """Cancel: find the run's task (ListTasks startedBy) and stop it."""
+        cluster = self.sandbox.cluster
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["ecs:ListTasks"], resources=["*"],
+            conditions={"ArnEquals": {"ecs:cluster": cluster.cluster_arn}}))
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["ecs:StopTask", "ecs:DescribeTasks"], resources=[self.format_arn(
+                service="ecs", resource="task", resource_name=f"{cluster.cluster_name}/*")]))
+
+    def _grant_sandbox_setup(self, fn: lambda_.Function) -> None:
+        """Per-session isolation (docs/adr/0004): an access point and a task-definition
+        revision per session, created by the step on first use."""
+        fs = self.workspace.file_system
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["elasticfilesystem:CreateAccessPoint", "elasticfilesystem:TagResource"],
+            resources=[fs.file_system_arn]))
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["elasticfilesystem:DescribeAccessPoints"], resources=[
+                fs.file_system_arn, self.format_arn(service="elasticfilesystem",
+                                                    resource="access-point",
+                                                    resource_name="*")]))
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition"],
+            resources=["*"]))  # neither action supports resource-level permissions
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["ecs:TagResource"], resources=[self.format_arn(
+                service="ecs", resource="task-definition",
+                resource_name=f"{self.sandbox.family_prefix}-*")]))
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["iam:PassRole"], resources=[self.sandbox.execution_role.role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}))
+
+    def _outputs(self) -> None:
+        cdk.CfnOutput(self, "ApiUrl", value=self.http.url)
+        cdk.CfnOutput(self, "StateMachineArn", value=self.runs.state_machine.state_machine_arn)
+        cdk.CfnOutput(self, "TriggerQueueUrl", value=self.triggers.queue.queue_url)
+        cdk.CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn)
+        if self.http.user_pool and self.http.client:
+            cdk.CfnOutput(self, "UserPoolId", value=self.http.user_pool.user_pool_id)
+            cdk.CfnOutput(self, "UserPoolClientId",
+                          value=self.http.client.user_pool_client_id)
