@@ -283,11 +283,6 @@ def deployment(synthesized: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         endpoint = LambdaEndpoint(lambda event: bench.service.handle(event))
         monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", endpoint.url)
         definition = synthesized.definition(_values(synthesized, bench))
-        # KNOWN DEFECT (infra): CDK drops ``"ResultPath": None`` from the CustomState's
-        # JSON, so RunCommand's output (the ECS task description) replaces the state and
-        # AfterCommand finds no $.run_id. test_run_command_discards_its_result pins it
-        # (strict xfail); until then the contract's null is put back here.
-        definition["States"]["RunCommand"].setdefault("ResultPath", None)
         aws.sfn.create_state_machine(name=MACHINE, definition=json.dumps(definition),
                                      roleArn="arn:aws:iam::123456789012:role/sfn")
         seen = casing_shim(monkeypatch, bench)
@@ -300,14 +295,13 @@ def deployment(synthesized: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
             model.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="infra: CDK drops ResultPath None from the "
-                   "RunCommand CustomState (use a ResultPath such as $.task, or DISCARD)")
-def test_run_command_discards_its_result(synthesized: Any) -> None:
+def test_run_command_keeps_its_result_out_of_the_state(synthesized: Any) -> None:
+    """The task description must not replace the state (AfterCommand reads $.run_id)."""
     values = {f"{lid}.Arn": f"arn:aws:test:::{lid}" for lid in synthesized.resources}
     values |= {lid: f"ref-{lid}" for lid in synthesized.resources}
     values |= {f"{lid}.GroupId": f"sg-{lid}" for lid in synthesized.resources}
     run_command = synthesized.definition(values)["States"]["RunCommand"]
-    assert "ResultPath" in run_command and run_command["ResultPath"] in (None, "$.task")
+    assert "ResultPath" in run_command and run_command["ResultPath"] != "$"
 
 
 def test_a_run_with_a_plan_files_a_command_and_rollovers_completes(

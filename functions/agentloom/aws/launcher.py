@@ -2,7 +2,8 @@
 
 ``launch`` does in the API function what the embedded worker does before its first
 step (``LocalEngines.execute``): takes the session's run lease (``LocalSessions``, held in
-the name of the run's executions, ``step_driver``), builds the run's history and starts
+the name of the run's executions, ``step_driver``), reads the run's history from the
+session stream (``RunTracker.history``) and starts
 the run (``ask``) or begins a new execution (``resume``; ``continue`` after a verdict
 needs nothing), then moves the run's fence to the next generation and calls
 ``StartExecution`` with the derived name ``{run}-g{generation}`` and the tiny input
@@ -70,23 +71,22 @@ class SfnRunLauncher:
         try:
             sessions.acquire(run.session_id, run.run_id, new=job.kind == "ask",
                              agent=agent_binding(job.snapshot) if job.kind == "ask" else None,
-                             driver=step_driver(run.run_id))
+                             driver=step_driver(run.run_id), record=False)
         except ConfigError as err:
             raise Conflict(err.message, code="run_active", details=err.details) from None
-        run_sync(self._prepare(job, sessions))
+        run_sync(self._prepare(job))
         generation = fence.advance(self.store, run.run_id)
         self.start(run.run_id, generation)
         self.tracker.started(run.session_id, run.run_id)
 
-    async def _prepare(self, job: RunJob, sessions: LocalSessions) -> None:
+    async def _prepare(self, job: RunJob) -> None:
         run, sid = job.run, job.run.session_id
         if job.kind == "continue":
             return
         engine, _ = self.engines.engine(run, job.snapshot, attach=job.kind != "ask")
         try:
             if job.kind == "ask":
-                history = sessions.history(sid, abandon=True)
-                self.tracker.sync(sid, abandon=True)
+                history = self.tracker.history(sid, abandon=True)
                 await engine.start(job.question or "", run_id=run.run_id,
                                    labels={"session": sid, "space": run.space_id,
                                            "user": run.user_id},

@@ -1,7 +1,9 @@
 """The AWS composition: what the api and step functions run on.
 
 Mirrors ``agentloom.platform.embedded.EmbeddedPlatform`` with the AWS adapters: the
-DynamoDB checkpoint store and platform store, both encrypted through the envelope codec
+DynamoDB checkpoint store and platform store (a step's session records, cursors and usage
+written in its checkpoint commit by the store's companion ``SessionCommits``), the
+checkpoint store and the platform's secrets encrypted through the envelope codec
 under a ``KmsKeyring`` (the checkpoint documents' key scope is their space and session,
 looked up once per document in the platform table: a data key, and so a KMS call, per
 document and cache lifetime — docs/encryption.md); ``RunTracker``; ``AwsEngines`` (the
@@ -26,6 +28,7 @@ from agentloom.crypto.kms_keyring import KmsKeyring
 from agentloom.local.operator import hook_registry
 from agentloom.local.redaction import Redactor
 from agentloom.models import ModelDiscovery
+from agentloom.models.gateway import ConnectionModels
 from agentloom.observability import Relay
 from agentloom.platform.admin import AdminService
 from agentloom.platform.agents import DraftRules
@@ -37,6 +40,7 @@ from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.sessions import SessionService
 from agentloom.platform.store import PlatformStore
 from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
+from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore
 from agentloom_runtime.engine import Engine, create_engine
@@ -158,14 +162,17 @@ class AwsPlatform:
         codec = EnvelopeCodec(keyring, scope=document_scope(store, config.stage))
         checkpoints = DynamoDbCheckpointStore(config.checkpoint_table,
                                               client=clients.dynamodb, codec=codec)
-        tracker = RunTracker(store, checkpoints, redactor=Redactor.from_environment())
-        engines = AwsEngines(config, checkpoints, tracker,
-                             model_factory or default_model_factory, capabilities)
+        redactor = Redactor.from_environment()
+        commits = SessionCommits(store, redactor=redactor)  # records in the run's commit
+        checkpoints.attach(commits)
+        tracker = RunTracker(store, checkpoints, redactor=redactor, commits=commits)
+        admin = AdminService(store, rules, secrets=CodecSecrets(keyring, store),
+                             discovery=ModelDiscovery(), capabilities=capabilities)
+        models = ConnectionModels(admin, model_factory or default_model_factory)
+        engines = AwsEngines(config, checkpoints, tracker, models, capabilities)
         launcher = SfnRunLauncher(engines, store, sfn=clients.sfn, ecs=clients.ecs,
                                   state_machine_arn=config.state_machine_arn)
         sessions = SessionService(store, tracker, launcher, engines)
-        admin = AdminService(store, rules, secrets=CodecSecrets(keyring, store),
-                             discovery=ModelDiscovery(), capabilities=capabilities)
         return cls(config=config, clients=clients, store=store, checkpoints=checkpoints,
                    tracker=tracker, engines=engines, launcher=launcher, sessions=sessions,
                    admin=admin)

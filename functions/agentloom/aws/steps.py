@@ -11,9 +11,10 @@ never text): ``{"run_id", "generation", "next", "status", "cycle", "command",
 2. Attach: a warm container keeps the engine of the run it stepped last and reuses it
    while the checkpoint head version has not moved (one head read); otherwise it attaches
    afresh.
-3. Step once, then keep the platform's records current as the embedded worker does (the
-   session stream of ``LocalSessions`` and ``RunTracker.sync``); a run that stopped gives
-   its session lease back (``RunTracker.stopped``).
+3. Step once; the platform's records (session stream, cursors, usage, the reusable view
+   of a completing run) go in the step's own checkpoint commit (``SessionCommits``, as
+   in embedded mode); a run that stopped gives its session lease back
+   (``RunTracker.stopped``).
 4. The next move: ``command`` — the marker is claimed on EFS and the payload carries the
    session's task-definition revision and the RunTask overrides (``SandboxRegistry``); the
    step after the task reads the ``CommandResult`` by request id from the session's
@@ -174,12 +175,16 @@ class StepService:
             await self._drop(other)
         engine, workspaces = self.engines.engine(run, self._snapshot(run), attach=True)
         self.attaches += 1
+        if self.tracker.commits is not None:  # its completing commit saves the view
+            self.tracker.commits.watch(run.run_id, view=engine.main_view)
         attached = _Attached(engine, workspaces, engine.version)
         self._attached[run.run_id] = attached
         return attached
 
     async def _drop(self, run_id: str) -> None:
         gone = self._attached.pop(run_id, None)
+        if self.tracker.commits is not None:
+            self.tracker.commits.unwatch(run_id)
         if gone is not None:
             with contextlib.suppress(Exception):
                 await gone.engine.close()
@@ -207,7 +212,6 @@ class StepService:
             return self._conflict(step, run, summary)
         attached.version = engine.version
         self._clear_markers(attached)
-        self._sync(run)
         cycle = engine.version - claimed.start_version
         if result.next == "done":
             await self._drop(run.run_id)
@@ -240,17 +244,10 @@ class StepService:
             "in flight and the step that started it is gone; the failure is recorded and "
             "the operation examined in a new execution", details={"run_id": run.run_id})
 
-    def _sync(self, run: Run) -> None:
-        sessions = LocalSessions(self.platform.checkpoints, redactor=self.tracker.redactor)
-        with contextlib.suppress(PersistenceError):  # the next sync catches up
-            sessions.sync(run.session_id, runs=[run.run_id])
-        self.tracker.sync(run.session_id, runs=[run.run_id])
-
     def _finish(self, run: Run) -> None:
-        """The run stopped: records synced, the session lease given back."""
+        """The run stopped: the session lease given back, its status recorded (the
+        records went with each commit; ``sync`` catches up after a crash between)."""
         sessions = LocalSessions(self.platform.checkpoints, redactor=self.tracker.redactor)
-        with contextlib.suppress(PersistenceError):
-            sessions.sync(run.session_id, runs=[run.run_id])
         with contextlib.suppress(PersistenceError):
             sessions.release(run.session_id, run.run_id, step_driver(run.run_id))
         self.tracker.sync(run.session_id, runs=[run.run_id])
