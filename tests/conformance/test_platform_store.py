@@ -48,6 +48,7 @@ from agentloom.platform.store.base import Write, put
 from agentloom.platform.store.dynamodb import MAX_ITEM_BYTES, create_table
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint.store import Commit
+from agentloom_runtime.errors import PersistenceError
 
 ADAPTERS = ["memory", "sqlite", "dynamodb"]
 TABLE = "agentloom-platform-test"
@@ -193,6 +194,54 @@ def test_drafts_and_immutable_versions(store: PlatformStore):
     assert [v.version for v in store.versions(agent.agent_id)] == [1]
     assert store.get_version(agent.agent_id, 1) == version
     assert [a.agent_id for a in store.agents(space.space_id)] == [agent.agent_id]
+
+
+def _published(store: PlatformStore, snapshot: dict[str, Any], number: int = 1
+               ) -> tuple[Agent, AgentVersion]:
+    space = _space(store)
+    agent = Agent(space_id=space.space_id, agent_id=new_id("agt"), name="Helper",
+                  created_by="alice", created_at=now())
+    store.create_agent(agent, Draft(space_id=space.space_id, agent_id=agent.agent_id,
+                                    revision=1, config={}, updated_by="alice",
+                                    updated_at=now()))
+    current = store.get_agent(space.space_id, agent.agent_id)
+    assert current is not None
+    version = AgentVersion(space_id=space.space_id, agent_id=agent.agent_id,
+                           version=number, content_hash="sha256:x", snapshot=snapshot,
+                           published_by="alice", published_at=now())
+    store.publish(current, version)
+    return agent, version
+
+
+def test_a_large_snapshot_is_stored_in_parts_and_reads_back_whole(store: PlatformStore):
+    # 300 KB of prompt, with quotes, backslashes, newlines and multi-byte characters
+    # (escaping and UTF-8 make the JSON larger than the text)
+    prompt = ("Answer carefully. \"quoted\" \\ path\n ünïcödé ☃ 𝄞 " * 6_000)[:300_000]
+    snapshot = {"agent_id": "a", "system_prompt": prompt, "tools": ["read_file"] * 50}
+    agent, version = _published(store, snapshot)
+    assert store.get_version(agent.agent_id, 1) == version
+    assert store.versions(agent.agent_id) == [version]
+    parts = store.query_raw(f"agent#{agent.agent_id}", "vpart#")
+    assert len(parts) >= 7  # each part a small item
+    assert all(len(p.text.encode()) <= 48 * 1024 < MAX_ITEM_BYTES for p in parts)
+    stored = store.query_raw(f"agent#{agent.agent_id}", "v#")
+    assert len(stored) == 1 and prompt[:100] not in stored[0].text  # the item holds a marker
+
+
+def test_a_missing_snapshot_part_is_an_error_not_a_wrong_snapshot(store: PlatformStore):
+    agent, _ = _published(store, {"system_prompt": "x" * 100_000})
+    part = store.query_raw(f"agent#{agent.agent_id}", "vpart#")[1]
+    store.transact([Write(f"agent#{agent.agent_id}", part.sk, None)])
+    with pytest.raises(PersistenceError) as caught:
+        store.get_version(agent.agent_id, 1)
+    assert caught.value.details["code"] == "snapshot_parts_invalid"
+
+
+def test_a_snapshot_above_the_limit_is_refused_with_its_code(store: PlatformStore):
+    with pytest.raises(Invalid) as caught:
+        _published(store, {"system_prompt": "x" * (2 * 1024 * 1024 + 1)})
+    assert caught.value.code == "snapshot_too_large"
+    assert caught.value.details["limit"] == 2 * 1024 * 1024
 
 
 # -- sessions and runs --------------------------------------------------------------------

@@ -22,6 +22,7 @@ Item layout (``{x}`` = an id; seqs are zero-padded to 12 digits so they sort)::
     user#{user}               token#{token}                   {"secret_sha256"}
     agent#{agent}             draft                           Draft
     agent#{agent}             v#{version}                     AgentVersion (immutable)
+    agent#{agent}             vpart#{version}#{i}             a large snapshot's part i
     session#{session}         session                         Session (the lease)
     session#{session}         run#{run}                       Run
     session#{session}         idem#{sha256 of the key}        Idempotency
@@ -90,6 +91,8 @@ from agentloom.platform.domain import (
 )
 from agentloom.platform.errors import Invalid, PlatformError
 from agentloom_runtime.errors import ConfigError
+
+from . import snapshot_parts
 
 ABSENT = 0  # expect: the item must not exist
 ANY = -1  # expect: no condition
@@ -306,19 +309,36 @@ class PlatformStore(ABC):
         self.transact([put(f"agent#{draft.agent_id}", "draft", draft, expect)])
 
     def publish(self, agent: Versioned[Agent], version: AgentVersion) -> None:
-        """The new version (it must not exist) and the agent's ``latest_version``."""
+        """The new version (it must not exist) and the agent's ``latest_version``; a
+        large snapshot in parts (``snapshot_parts``), in the same transaction."""
         updated = agent.value.model_copy(update={"latest_version": version.version})
+        pk, parted = f"agent#{version.agent_id}", snapshot_parts.parts_of(version.snapshot)
+        stored, parts = version, []
+        if parted is not None:
+            stored = version.model_copy(update={"snapshot": parted[0]})
+            parts = [put(pk, f"vpart#{version.version:0{SEQ_DIGITS}d}#{i:04d}",
+                         {"text": piece}, ABSENT) for i, piece in enumerate(parted[1])]
         self.transact([
             put(f"space#{agent.value.space_id}", f"agent#{agent.value.agent_id}", updated,
                 agent.version),
-            put(f"agent#{version.agent_id}", seq_key("v", version.version), version, ABSENT)])
+            put(pk, seq_key("v", version.version), stored, ABSENT), *parts])
 
     def get_version(self, agent_id: str, version: int) -> AgentVersion | None:
         found = self.get(f"agent#{agent_id}", seq_key("v", version), AgentVersion)
-        return None if found is None else found.value
+        return None if found is None else self._whole(found.value)
 
     def versions(self, agent_id: str) -> list[AgentVersion]:
-        return self.query(f"agent#{agent_id}", "v#", AgentVersion)
+        return [self._whole(v) for v in self.query(f"agent#{agent_id}", "v#", AgentVersion)]
+
+    def _whole(self, version: AgentVersion) -> AgentVersion:
+        """``version`` with its snapshot joined from its parts when it was stored so."""
+        if not snapshot_parts.is_parted(version.snapshot):
+            return version
+        prefix = f"vpart#{version.version:0{SEQ_DIGITS}d}#"
+        pieces = (json.loads(s.text)["text"]
+                  for s in self._query(f"agent#{version.agent_id}", prefix, None, None, False))
+        return version.model_copy(update={"snapshot": snapshot_parts.joined(
+            version.snapshot, pieces, where=f"agent {version.agent_id} v{version.version}")})
 
     # -- sessions ------------------------------------------------------------------------
 

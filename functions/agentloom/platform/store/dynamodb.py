@@ -30,7 +30,8 @@ store's are uppercase (``RUN#``), so both stores may share one table (see
   DynamoDB deletes expired items within days, so readers still check ``expires_at``.
 - Sizes: an item above ``MAX_ITEM_BYTES`` (64 KiB, far below the 400 KB limit) is refused
   with ``ConfigError`` before anything is written; platform items are small (records are
-  references, the content stays in the run's checkpoint logs). A transaction over 100
+  references, the content stays in the run's checkpoint logs; a large agent-version
+  snapshot is stored in parts by the base, ``snapshot_parts``). A transaction over 100
   actions or 4 MB is refused the same way (never split: that would break atomicity).
 
 Counters, for benchmarks (writes DynamoDB accepted): ``items_written``,
