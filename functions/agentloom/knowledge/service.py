@@ -17,12 +17,13 @@ connection now serves another model) after dropping the base's vectors.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from agentloom.platform.access import check_id, member_of, own_session
-from agentloom.platform.domain import new_id, now
+from agentloom.platform.domain import Role, new_id, now
 from agentloom.platform.errors import Conflict, Invalid, NotFound
 from agentloom.platform.identity import Principal
 from agentloom.platform.store import WriteConflict
@@ -31,10 +32,17 @@ from agentloom.platform.store.base import ABSENT
 from . import _hooks
 from .chunking import ChunkSettings
 from .embeddings import Embedder
-from .index import MAX_TOP_K, VectorIndex
+from .index import MAX_TOP_K, IndexedVector, VectorIndex
 from .indexing import IndexStats, new_document, prepare, vector_key, write_chunks
 from .search import Passage, RunSearch, SearchCall, passages
-from .store import Citation, ContentSealer, DocumentRecord, KnowledgeBase, KnowledgeStore
+from .store import (
+    Citation,
+    ContentSealer,
+    DocumentRecord,
+    KnowledgeBase,
+    KnowledgeStore,
+    chunk_item,
+)
 
 MAX_NAME = 200
 MAX_QUERY_CHARS = 4_000
@@ -100,8 +108,8 @@ class KnowledgeService:
         return self.store.bases(space_id)
 
     def base(self, who: Principal, space_id: str, base_id: str,
-             role: str = "member") -> KnowledgeBase:
-        member_of(self.store.store, who, space_id, role)  # type: ignore[arg-type]
+             role: Role = "member") -> KnowledgeBase:
+        member_of(self.store.store, who, space_id, role)
         check_id(base_id, "kbs", "knowledge_base")
         found = self.store.base(space_id, base_id)
         if found is None:
@@ -151,7 +159,7 @@ class KnowledgeService:
         if previous is not None and previous.sha256 == prepared.sha256 \
                 and previous.identity == embedder.identity:
             return previous, False, IndexStats(0, previous.chunks, 0)
-        document_id = previous.document_id if previous else new_id("doc")
+        document_id = previous.document_id if previous else document_id_of(base_id, name)
         found = self.store.document(base_id, document_id) if previous else None
         version = found[1] if found else ABSENT
         old = self.store.chunks(document_id) if previous else []
@@ -198,15 +206,13 @@ class KnowledgeService:
         total = 0
         for doc in self.store.documents(base_id):
             records = self.store.chunks(doc.document_id)
-            texts = [self.sealer.open(space_id, base_id, f"chunk:{doc.document_id}:{r.key}",
+            texts = [self.sealer.open(space_id, base_id, chunk_item(doc.document_id, r.key),
                                       r.sealed) for r in records]
             embedded = [f"{r.heading}\n\n{t}" if r.heading else t
                         for r, t in zip(records, texts, strict=True)]
             result = asyncio.run(_hooks.embed(embedder, embedded, "document", hooks=None,
                                               model=base.document_model,
                                               resource_id=base_id))
-            from .index import IndexedVector
-
             self.index.upsert(base_id, [
                 IndexedVector(vector_key(doc.document_id, r.key), doc.document_id, v)
                 for r, v in zip(records, result.vectors, strict=True)])
@@ -264,6 +270,12 @@ class KnowledgeService:
             raise NotFound(f"run {run_id} not found", code="run_not_found")
         return [(c, self.runs.text(c, session.space_id))
                 for c in self.store.citations(run_id)]
+
+
+def document_id_of(base_id: str, name: str) -> str:
+    """A document's id follows from its base and name, so two first uploads of one name
+    race on one record (one gets 409 ``document_changed``) instead of making two."""
+    return "doc_" + hashlib.sha256(f"{base_id}/{name}".encode()).hexdigest()[:20]
 
 
 def _by_embedder(embedders: Embedders,

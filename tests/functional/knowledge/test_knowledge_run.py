@@ -192,11 +192,14 @@ def test_a_subagent_searches_only_its_templates_bases(world: World) -> None:
 
     context = ToolContext(config={}, instance="sub-1", run_id="run_x", call_id="c",
                           request_id="r1", template="helper")
+    async def call(ctx: ToolContext) -> Any:
+        return await tool.handler(ctx, {"query": "refunds"})
+
     with pytest.raises(ToolError, match="no knowledge base is bound"):
-        asyncio.run(tool.handler(context, {"query": "refunds"}))
+        asyncio.run(call(context))
     main = ToolContext(config={}, instance="main", run_id="run_x", call_id="c",
                        request_id="r2")
-    found = asyncio.run(tool.handler(main, {"query": "refunds"}))
+    found = asyncio.run(call(main))
     assert found["passages"][0]["heading"] == "Refunds"
 
 

