@@ -101,6 +101,14 @@ ROUTES = [
     Route("GET", "/spaces/{S}/skills", "member"),
     Route("GET", "/spaces/{S}/skills/hello", "member"),
     Route("DELETE", "/spaces/{S}/skills/hello", "admin"),
+    # MCP resources ({M}): agentloom.api.routes_mcp
+    Route("POST", "/spaces/{S}/mcp/resources", "admin",
+          {"name": "X", "spec": {"transport": "sse", "url": "http://127.0.0.1:9/sse"}}),
+    Route("GET", "/spaces/{S}/mcp/resources", "member"),
+    Route("GET", "/spaces/{S}/mcp/resources/{M}", "member"),
+    Route("PUT", "/spaces/{S}/mcp/resources/{M}", "admin", {"revision": 1, "name": "Y"}),
+    Route("DELETE", "/spaces/{S}/mcp/resources/{M}", "admin"),
+    Route("POST", "/spaces/{S}/mcp/resources/{M}/discover", "admin"),
 ]
 
 
@@ -109,6 +117,7 @@ def platform(open_platform: Callable[[], Any], tmp_path: Any, model: Any) -> Ite
     """The conftest's platform with the knowledge capability (its routes need it)."""
     from agentloom.capabilities import Capabilities
     from agentloom.knowledge.wiring import embedded_knowledge
+    from agentloom.mcp import embedded_capability
     from agentloom.platform.embedded import EmbeddedPlatform
     from agentloom.skills.wiring import embedded_skills
 
@@ -116,7 +125,8 @@ def platform(open_platform: Callable[[], Any], tmp_path: Any, model: Any) -> Ite
     home.mkdir()
     made = EmbeddedPlatform.open(home, model_factory=model.factory, capabilities=Capabilities
                                  .of([embedded_knowledge(home, allow_loopback=True),
-                                      embedded_skills(home)]))
+                                      embedded_skills(home),
+                                      embedded_capability(home)]))
     yield made
     model.open()
     made.close()
@@ -160,8 +170,18 @@ def world(api: Api, wait: Wait, embeddings: Any) -> World:
     knowledge = _knowledge(api, embeddings.url)
     _skill(api)
     return World(ids={"S": api.space_id, "A": api.agent_id, "E": session.session_id,
-                      "R": run.run_id, "C": connection.connection_id, **knowledge},
+                      "R": run.run_id, "C": connection.connection_id, **knowledge,
+                      "M": _mcp(api)},
                  secrets=(SECRET_QUESTION, str(done.answer), SECRET_PROMPT))
+
+
+def _mcp(api: Api) -> str:
+    from agentloom.mcp import McpCapability
+
+    [mcp] = [c for c in api.platform.admin.capabilities.items
+             if isinstance(c, McpCapability)]
+    return mcp.service.create(ALICE, api.space_id, "Local", {
+        "transport": "sse", "url": "http://127.0.0.1:9/sse"}).resource_id
 
 
 def _knowledge(api: Api, url: str) -> dict[str, str]:
@@ -234,6 +254,7 @@ def test_the_matrix_covers_every_route_of_the_api(api: Api) -> None:
                 .replace("{E}", "{session_id}").replace("{R}", "{run_id}")
                 .replace("{C}", "{connection_id}").replace("{K}", "{base_id}")
                 .replace("{D}", "{document_id}").replace("/skills/hello", "/skills/{name}")
+                .replace("{M}", "{resource_id}")
                 .replace("/dave", "/{user_id}").replace("/bob", "/{user_id}")
                 .replace("/versions/1", "/versions/{version}")) for r in ROUTES}
     assert declared == covered
