@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,9 +23,10 @@ from agentloom.platform.embedded import EmbeddedPlatform
 SECRET = "Refunds are approved by Mariana in the Braga office"
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    home = tmp_path / "home"
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One server for the module (each test makes its own bases)."""
+    home = tmp_path_factory.mktemp("knowledge-api") / "home"
     home.mkdir(mode=0o700)
     platform = EmbeddedPlatform.open(home, capabilities=Capabilities.of(
         [embedded_knowledge(home, allow_loopback=True)]))
