@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from functional.mcp.servers import Running, serve
@@ -17,6 +18,8 @@ from agentloom.platform.admin import AdminService
 from agentloom.platform.identity import Principal
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.store import SqlitePlatformStore
+from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 ALICE = Principal("alice", "token")
 BOB = Principal("bob", "token")
@@ -51,3 +54,16 @@ def env(tmp_path: Path) -> Iterator[Env]:
 def http_server() -> Iterator[Running]:
     with serve("http") as running:
         yield running
+
+
+def tool_then_answer(alias: str, arguments: dict[str, Any]) -> FunctionModel:
+    """A model that calls the tool once, then answers with what it returned; reviews
+    say complete (its answers depend on the request only, so a resumed run is alike)."""
+    def reply(request: ModelRequest) -> ModelResponse:
+        if request.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        last = request.messages[-1]
+        if last.get("role") == "tool":
+            return ScriptedModel.answer(f"the tool said: {str(last.get('content'))[:200]}")
+        return ScriptedModel.call(alias, arguments, id="c1")
+    return FunctionModel(reply)

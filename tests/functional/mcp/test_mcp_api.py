@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from functional.mcp.conftest import tool_then_answer
 from functional.mcp.servers import TOKEN, Running, serve
 
 from agentloom.api.app import build_app
@@ -20,20 +21,9 @@ from agentloom.capabilities import Capabilities
 from agentloom.mcp import McpPolicy, embedded_capability
 from agentloom.platform.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
-from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.snapshot import AgentSnapshot
-from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 ALICE = Principal("alice", "token")
-
-
-def _reply(request: ModelRequest) -> ModelResponse:
-    if request.purpose == "verification":
-        return ScriptedModel.verdict("complete")
-    last = request.messages[-1]
-    if last.get("role") == "tool":
-        return ScriptedModel.answer(f"the tool said: {str(last.get('content'))[:200]}")
-    return ScriptedModel.call("calc_add", {"a": 40, "b": 2}, id="c1")
 
 
 class World:
@@ -53,7 +43,8 @@ class World:
 def world(tmp_path: Path) -> Iterator[World]:
     home = tmp_path / "home"
     capability = embedded_capability(home, McpPolicy(allow_loopback=True))
-    platform = EmbeddedPlatform.open(home, model_factory=lambda s: FunctionModel(_reply),
+    platform = EmbeddedPlatform.open(home, model_factory=lambda s: tool_then_answer(
+                                         "calc_add", {"a": 40, "b": 2}),
                                      capabilities=Capabilities.of([capability]))
     server = ApiServer(build_app(platform.admin, platform.sessions, platform.tokens),
                        platform.sessions).start()

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from conformance.conftest import fake_aws_env  # noqa: F401 (the fixture)
 from functional.mcp.servers import TOKEN, serve
 from moto import mock_aws
 
@@ -27,14 +27,8 @@ ALICE = Principal("alice", "token")
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL",
-                 "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_KMS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+def aws(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    request.getfixturevalue("fake_aws_env")
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
         kms = boto3.client("kms", region_name="us-east-1")

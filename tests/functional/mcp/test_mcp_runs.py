@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from functional.mcp.conftest import Env
+from functional.mcp.conftest import tool_then_answer as model
 from functional.mcp.servers import Running, change_lookup, serve
 from support.engine import Crash, build_engine, drive
 
@@ -19,10 +20,10 @@ from agentloom.capabilities import RunScope
 from agentloom.mcp import McpCapability
 from agentloom.mcp.service import run_sync
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.contracts import ModelRequest, ModelResponse, Verdict
+from agentloom_runtime.contracts import Verdict
 from agentloom_runtime.errors import ResumeMismatch
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
-from agentloom_runtime.testing import FunctionModel, ScriptedModel
+from agentloom_runtime.testing import FunctionModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
 RUN = "run-1"
@@ -65,18 +66,6 @@ def publish(env: Env, url: str, tool: str, *, trust: bool = False, **spec: Any) 
     snapshot = parse_snapshot({"agent_id": "a", "space_id": env.space_id,
                                "model": {"model": "scripted"}, **pinned})
     return Agent(snapshot, capability, env.space_id)
-
-
-def model(alias: str, arguments: dict[str, Any]) -> FunctionModel:
-    """Calls the tool once, then answers with what it returned."""
-    def reply(request: ModelRequest) -> ModelResponse:
-        if request.purpose == "verification":
-            return ScriptedModel.verdict("complete")
-        last = request.messages[-1]
-        if last.get("role") == "tool":
-            return ScriptedModel.answer(f"the tool said: {str(last.get('content'))[:200]}")
-        return ScriptedModel.call(alias, arguments, id="c1")
-    return FunctionModel(reply)
 
 
 def engine(agent: Agent, store: InMemoryCheckpointStore, fn: FunctionModel, *,
