@@ -34,6 +34,19 @@ INTERFACE_ENDPOINTS = {
 }
 
 
+NO_TRAFFIC = {"CidrIp": "255.255.255.255/32", "Description": "Disallow all traffic",
+              "IpProtocol": "icmp", "FromPort": 252, "ToPort": 86}
+
+
+def _no_default_egress(group: ec2.SecurityGroup) -> None:
+    """Keep EC2's default allow-all egress off. CDK writes rules that name another group
+    or a prefix list as separate ``SecurityGroupEgress`` resources and then leaves the
+    group's own egress list empty, and an empty list is what makes EC2 add allow-all."""
+    cfn = group.node.default_child
+    assert isinstance(cfn, ec2.CfnSecurityGroup)
+    cfn.add_property_override("SecurityGroupEgress", [NO_TRAFFIC])
+
+
 class Network(Construct):
     """Attributes: ``vpc``, ``lambda_sg``, ``sandbox_sg``, ``endpoint_sg``,
     ``lambda_subnets``, ``isolated_subnets``."""
@@ -77,6 +90,7 @@ class Network(Construct):
         self.sandbox_sg = ec2.SecurityGroup(
             self, "SandboxSg", vpc=self.vpc, allow_all_outbound=False,
             description="AgentLoom command sandbox: EFS and the VPC endpoints only")
+        _no_default_egress(self.sandbox_sg)
         self.sandbox_sg.add_egress_rule(self.endpoint_sg, ec2.Port.tcp(443),
                                         "VPC interface endpoints (ECR, logs)")
         self.sandbox_sg.add_egress_rule(ec2.Peer.prefix_list(self._s3_prefix_list()),

@@ -64,10 +64,12 @@ class Triggers(Construct):
     def _rule(self, prefix: str, handler: lambda_.IFunction, pattern: dict[str, Any],
               trigger: str) -> events.Rule:
         rule = events.Rule(self, "Rule", rule_name=f"{prefix}-trigger-{trigger}",
-                           description=f"Starts an AgentLoom run (trigger {trigger})")
+                           description=f"Starts an AgentLoom run (trigger {trigger})",
+                           event_pattern=events.EventPattern(source=["placeholder"]))
         cfn = rule.node.default_child
         assert isinstance(cfn, events.CfnRule)
-        cfn.event_pattern = pattern  # any pattern, verbatim (EventPattern covers a subset)
+        # Any pattern, verbatim (the typed EventPattern covers a subset of the syntax).
+        cfn.add_property_override("EventPattern", pattern)
         rule.add_target(targets.LambdaFunction(handler, retry_attempts=4, event=(
             events.RuleTargetInput.from_object({
                 "trigger": trigger, "id": events.EventField.event_id,
@@ -79,7 +81,8 @@ class Triggers(Construct):
         role = iam.Role(self, "ScheduleRole",
                         assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
                         description="EventBridge Scheduler: invoke the trigger Lambda")
-        handler.grant_invoke(role)
+        role.add_to_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"],
+                                               resources=[handler.function_arn]))
         account = cdk.Stack.of(self).account
         role.assume_role_policy.add_statements(iam.PolicyStatement(  # type: ignore[union-attr]
             actions=["sts:AssumeRole"], effect=iam.Effect.DENY,

@@ -1,0 +1,116 @@
+"""cdk-nag and cfn-lint on the synthesized template; a second stage's variant synth
+(prod, an existing JWT issuer, EventBridge and Scheduler triggers); context errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from agentloom_infra import ConfigError, build_app
+from aws_cdk.assertions import Match, Template
+
+TRIGGERS = {"nightly": {"space_id": "spc_1", "agent_id": "agt_1", "version": "3",
+                        "user_id": "usr_service", "question": "Report on {detail}"}}
+PROD = {"aws:cdk:bundling-stacks": [], "stage": "prod",
+        "jwtIssuer": "https://issuer.example.com/", "jwtAudience": "agentloom,cli",
+        "sandboxImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx:1",
+        "triggers": json.dumps(TRIGGERS), "sqsTrigger": "nightly",
+        "eventTrigger": "nightly", "eventPattern": json.dumps({"source": ["acme.orders"]}),
+        "scheduleTrigger": "nightly", "scheduleCron": "cron(0 3 * * ? *)"}
+
+
+@pytest.fixture(scope="module")
+def prod():
+    app = cdk.App(context=PROD)
+    return Template.from_stack(build_app(app))
+
+
+def test_nag_runs_on_the_app_and_every_finding_is_acknowledged(synthesized, tmp_path):
+    # The fixture's synth ran AwsSolutions (Template.from_stack raises ValidationFailed
+    # on any unacknowledged finding); a new unacknowledged finding fails the same way.
+    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": "nag"},
+                  outdir=str(tmp_path))
+    stack = build_app(app)
+    from aws_cdk import aws_sqs as sqs
+
+    sqs.Queue(stack, "Plain")  # no SSL enforcement, no DLQ: SQS3/SQS4
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    (nag,) = report["pluginReports"]
+    found = {(v["ruleName"], c["constructPath"]) for v in nag["violations"]
+             for c in v["violatingConstructs"]}
+    # Only the new queue's findings: everything else stays acknowledged.
+    assert found == {("AwsSolutions-SQS3", "AgentLoom-nag/Plain/Resource"),
+                     ("AwsSolutions-SQS4", "AgentLoom-nag/Plain/Resource")}
+    assert nag["suppressedViolations"]  # the acknowledgements are visible in the report
+
+
+def test_cfn_lint_finds_no_errors(synthesized, tmp_path):
+    path = tmp_path / "template.json"
+    path.write_text(json.dumps(synthesized.template))
+    cfn_lint = str(Path(sys.executable).parent / "cfn-lint")
+    done = subprocess.run([cfn_lint, "--format", "json",
+                           "--regions", "us-east-1", "--ignore-checks", "W3005",
+                           "--", str(path)], capture_output=True, text=True, check=False)
+    findings = json.loads(done.stdout or "[]")
+    errors = [f for f in findings if f["Level"] == "Error"]
+    assert errors == [], errors
+    assert done.returncode in (0, 4), done.stderr  # 4 = warnings only
+
+
+def test_prod_retains_data_and_uses_a_nat_per_az(prod):
+    prod.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "Retain",
+                                               "UpdateReplacePolicy": "Retain"})
+    prod.has_resource_properties("AWS::DynamoDB::Table", {"DeletionProtectionEnabled": True})
+    prod.resource_count_is("AWS::EC2::NatGateway", 2)
+    prod.has_resource("AWS::KMS::Key", {"DeletionPolicy": "Retain"})
+
+
+def test_existing_issuer_replaces_cognito(prod):
+    prod.resource_count_is("AWS::Cognito::UserPool", 0)
+    prod.has_resource_properties("AWS::ApiGatewayV2::Authorizer", {"JwtConfiguration": {
+        "Issuer": "https://issuer.example.com/", "Audience": ["agentloom", "cli"]}})
+
+
+def test_existing_sandbox_image_is_used_as_is(prod):
+    prod.has_resource_properties("AWS::ECS::TaskDefinition", {"ContainerDefinitions": [
+        Match.object_like({"Image": PROD["sandboxImage"]})]})
+    prod.has_resource_properties("AWS::Lambda::Function", {"Environment": {"Variables":
+        Match.object_like({"AGENTLOOM_SANDBOX_IMAGE": PROD["sandboxImage"]})}})
+
+
+def test_triggers_carry_their_name_and_an_idempotency_id(prod):
+    prod.has_resource_properties("AWS::Events::Rule", {
+        "EventPattern": {"source": ["acme.orders"]},
+        "Targets": [Match.object_like({"InputTransformer": Match.object_like({
+            "InputPathsMap": {"id": "$.id", "detail": "$.detail"},
+            "InputTemplate": Match.string_like_regexp('"trigger":"nightly"')})})]})
+    prod.has_resource_properties("AWS::Scheduler::Schedule", {
+        "ScheduleExpression": "cron(0 3 * * ? *)", "FlexibleTimeWindow": {"Mode": "OFF"},
+        "Target": Match.object_like({"Input": Match.string_like_regexp(
+            "aws.scheduler.execution-id")})})
+    prod.has_resource_properties("AWS::Lambda::Function", {"Environment": {"Variables":
+        Match.object_like({"AGENTLOOM_SQS_TRIGGER": "nightly",
+                           "AGENTLOOM_TRIGGERS": json.dumps(TRIGGERS, sort_keys=True)})}})
+
+
+@pytest.mark.parametrize(("context", "names"), [
+    ({"stage": "Prod!"}, "'stage'"),
+    ({"jwtIssuer": "https://x/"}, "'jwtIssuer' and 'jwtAudience'"),
+    ({"jwtIssuer": "http://x/", "jwtAudience": "a"}, "https://"),
+    ({"eventPattern": "{not json"}, "'eventPattern' is not valid JSON"),
+    ({"scheduleCron": "0 3 * * *"}, "'scheduleCron'"),
+    ({"triggers": json.dumps({"t": {"space_id": "s"}})}, "'triggers'['t']"),
+    ({"sqsTrigger": "missing"}, "'sqsTrigger' names 'missing'"),
+    ({"rolloverCycles": "50000"}, "'rolloverCycles' must be within"),
+])
+def test_bad_context_is_refused_naming_the_key(context, names):
+    app = cdk.App(context={"aws:cdk:bundling-stacks": [], **context})
+    with pytest.raises(ConfigError) as error:
+        build_app(app)
+    assert names in str(error.value)

@@ -1,0 +1,243 @@
+"""Property assertions on the synthesized stack, one group per construct (no logical ids:
+resources are found by their properties, Match patterns)."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk.assertions import Match
+
+HANDLERS = {"api": "agentloom.handlers.api.handler",
+            "step": "agentloom.handlers.step.handler",
+            "trigger": "agentloom.handlers.trigger.handler"}
+COMMON = {"AGENTLOOM_CHECKPOINT_TABLE", "AGENTLOOM_PLATFORM_TABLE", "AGENTLOOM_KMS_KEY_ID",
+          "AGENTLOOM_STATE_MACHINE_ARN", "POWERTOOLS_SERVICE_NAME",
+          "POWERTOOLS_METRICS_NAMESPACE", "AGENTLOOM_STAGE"}
+STEP = {"AGENTLOOM_WORKSPACE_ROOT", "AGENTLOOM_EFS_FILE_SYSTEM_ID",
+        "AGENTLOOM_SANDBOX_CLUSTER", "AGENTLOOM_SANDBOX_FAMILY_PREFIX",
+        "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN", "AGENTLOOM_SANDBOX_IMAGE",
+        "AGENTLOOM_SANDBOX_SUBNETS", "AGENTLOOM_SANDBOX_SECURITY_GROUP",
+        "AGENTLOOM_SANDBOX_LOG_GROUP", "AGENTLOOM_SANDBOX_UID", "AGENTLOOM_SANDBOX_GID",
+        "AGENTLOOM_ROLLOVER_CYCLES"}
+TRIGGER = {"AGENTLOOM_IDEMPOTENCY_TABLE", "AGENTLOOM_TRIGGERS", "AGENTLOOM_SQS_TRIGGER"}
+
+
+def _statements(synthesized, role_lid):
+    out = []
+    for policy in synthesized.of_type("AWS::IAM::Policy").values():
+        if {"Ref": role_lid} in policy["Properties"]["Roles"]:
+            out += policy["Properties"]["PolicyDocument"]["Statement"]
+    return out
+
+
+def _actions(statements):
+    found = set()
+    for s in statements:
+        found |= set([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    return found
+
+
+def _role_of(synthesized, handler):
+    lid = synthesized.logical_id("AWS::Lambda::Function", Handler=handler)
+    return synthesized.resources[lid]["Properties"]["Role"]["Fn::GetAtt"][0]
+
+
+# DataStores
+
+
+def test_tables_match_the_adapters_key_schemas_with_cmk_pitr_and_ttl(synthesized):
+    key_schema = [{"AttributeName": "pk", "KeyType": "HASH"},
+                  {"AttributeName": "sk", "KeyType": "RANGE"}]
+    for name, ttl in (("agentloom-test-checkpoints", None), ("agentloom-test-platform", "ttl")):
+        synthesized.assertions.has_resource_properties("AWS::DynamoDB::Table", {
+            "TableName": name, "KeySchema": key_schema, "BillingMode": "PAY_PER_REQUEST",
+            "SSESpecification": {"SSEEnabled": True, "SSEType": "KMS",
+                                 "KMSMasterKeyId": Match.any_value()},
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "TimeToLiveSpecification": Match.absent() if ttl is None else {
+                "AttributeName": ttl, "Enabled": True}})
+    synthesized.assertions.has_resource_properties("AWS::DynamoDB::Table", {
+        "TableName": "agentloom-test-idempotency",
+        "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+        "TimeToLiveSpecification": {"AttributeName": "expiration", "Enabled": True}})
+    synthesized.assertions.has_resource_properties("AWS::KMS::Key",
+                                                   {"EnableKeyRotation": True})
+
+
+def test_platform_ttl_attribute_is_the_stores(synthesized):
+    from agentloom_infra.data_stores import PLATFORM_TTL_ATTRIBUTE
+
+    from agentloom.platform.store.dynamodb import TTL_ATTRIBUTE
+
+    assert PLATFORM_TTL_ATTRIBUTE == TTL_ATTRIBUTE
+
+
+def test_non_prod_stage_destroys_data_on_delete(synthesized):
+    synthesized.assertions.has_resource("AWS::DynamoDB::Table", {
+        "DeletionPolicy": "Delete", "Properties": Match.object_like({
+            "TableName": "agentloom-test-checkpoints"})})
+
+
+# Network
+
+
+def test_vpc_tiers_nat_and_endpoints(synthesized):
+    synthesized.assertions.has_resource_properties("AWS::EC2::VPC", {
+        "EnableDnsHostnames": True, "EnableDnsSupport": True})
+    synthesized.assertions.resource_count_is("AWS::EC2::NatGateway", 1)  # non-prod: one
+    services = set()
+    for endpoint in synthesized.of_type("AWS::EC2::VPCEndpoint").values():
+        name = json.dumps(endpoint["Properties"]["ServiceName"])
+        services.add((name.rsplit(".", 1)[-1].strip('"]} '),
+                      endpoint["Properties"].get("VpcEndpointType", "Gateway")))
+    assert {("api", "Interface"), ("dkr", "Interface"), ("logs", "Interface"),
+            ("kms", "Interface"), ("sts", "Interface"), ("states", "Interface"),
+            ("ecs", "Interface"), ("elasticfilesystem", "Interface")} <= services
+    assert {("s3", "Gateway"), ("dynamodb", "Gateway")} <= services
+
+
+def test_sandbox_security_group_egress_is_only_efs_endpoints_and_s3(synthesized):
+    sg = next(lid for lid, r in synthesized.of_type("AWS::EC2::SecurityGroup").items()
+              if "sandbox" in r["Properties"]["GroupDescription"])
+    inline = synthesized.resources[sg]["Properties"]["SecurityGroupEgress"]
+    assert [r["CidrIp"] for r in inline] == ["255.255.255.255/32"]  # default egress off
+    rules = [r["Properties"] for r in synthesized.of_type("AWS::EC2::SecurityGroupEgress")
+             .values() if r["Properties"]["GroupId"] == {"Fn::GetAtt": [sg, "GroupId"]}]
+    assert sorted((r["FromPort"], r["ToPort"]) for r in rules) == [(443, 443), (443, 443),
+                                                                    (2049, 2049)]
+    assert all("CidrIp" not in r for r in rules)
+    assert {"DestinationPrefixListId" in r for r in rules} == {True, False}
+
+
+# Workspace
+
+
+def test_efs_encrypted_with_a_posix_access_point(synthesized):
+    synthesized.assertions.has_resource_properties("AWS::EFS::FileSystem", {
+        "Encrypted": True, "KmsKeyId": Match.any_value()})
+    synthesized.assertions.has_resource_properties("AWS::EFS::AccessPoint", {
+        "PosixUser": {"Uid": "1000", "Gid": "1000"},
+        "RootDirectory": {"Path": "/workspaces", "CreationInfo": {
+            "OwnerUid": "1000", "OwnerGid": "1000", "Permissions": "750"}}})
+
+
+# Functions
+
+
+def test_functions_are_arm64_python312_traced_json_logged_in_the_vpc(synthesized):
+    for handler in HANDLERS.values():
+        synthesized.assertions.has_resource_properties("AWS::Lambda::Function", {
+            "Handler": handler, "Runtime": "python3.12", "Architectures": ["arm64"],
+            "TracingConfig": {"Mode": "Active"},
+            "LoggingConfig": Match.object_like({"LogFormat": "JSON"}),
+            "VpcConfig": Match.object_like({"SubnetIds": Match.any_value()}),
+            "KmsKeyArn": Match.any_value()})
+    synthesized.assertions.has_resource_properties("AWS::Lambda::Function", {
+        "Handler": HANDLERS["step"], "FileSystemConfigs": [
+            {"Arn": Match.any_value(), "LocalMountPath": "/mnt/workspaces"}]})
+    synthesized.assertions.has_resource_properties("AWS::Lambda::Function", {
+        "Handler": HANDLERS["api"], "FileSystemConfigs": Match.absent()})
+
+
+def test_environment_is_exactly_the_contract(synthesized):
+    env = {name: synthesized.function_env(h) for name, h in HANDLERS.items()}
+    assert set(env["api"]) == COMMON
+    assert set(env["step"]) == COMMON | STEP
+    assert set(env["trigger"]) == COMMON | TRIGGER
+    step = env["step"]
+    assert step["AGENTLOOM_WORKSPACE_ROOT"] == "/mnt/workspaces"
+    assert step["AGENTLOOM_SANDBOX_FAMILY_PREFIX"] == "agentloom-test-sbx"
+    assert step["AGENTLOOM_ROLLOVER_CYCLES"] == "500"
+    assert (step["AGENTLOOM_SANDBOX_UID"], step["AGENTLOOM_SANDBOX_GID"]) == ("1000", "1000")
+    assert env["api"]["POWERTOOLS_METRICS_NAMESPACE"] == "AgentLoom"
+    assert json.loads(env["trigger"]["AGENTLOOM_TRIGGERS"]) == {}
+    # The machine ARN is built from its fixed name, not a reference (no cycle).
+    assert "agentloom-test-run" in json.dumps(env["step"]["AGENTLOOM_STATE_MACHINE_ARN"])
+
+
+def test_step_role_may_set_up_per_session_sandboxes_and_nothing_broader(synthesized):
+    statements = _statements(synthesized, _role_of(synthesized, HANDLERS["step"]))
+    actions = _actions(statements)
+    assert {"elasticfilesystem:CreateAccessPoint", "elasticfilesystem:TagResource",
+            "elasticfilesystem:DescribeAccessPoints", "ecs:RegisterTaskDefinition",
+            "ecs:DescribeTaskDefinition", "ecs:StopTask", "ecs:ListTasks",
+            "iam:PassRole"} <= actions
+    (pass_role,) = [s for s in statements if s["Action"] == "iam:PassRole"]
+    assert pass_role["Condition"] == {"StringEquals": {
+        "iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+    assert pass_role["Resource"]["Fn::GetAtt"][0].startswith("SandboxExecutionRole")
+    assert not any(a.startswith("states:") for a in actions)
+    assert not any(a.endswith(":*") or a == "*" for a in actions)
+
+
+def test_api_role_cancels_but_cannot_set_up_sandboxes(synthesized):
+    actions = _actions(_statements(synthesized, _role_of(synthesized, HANDLERS["api"])))
+    assert {"states:StartExecution", "states:StopExecution", "ecs:StopTask",
+            "ecs:ListTasks"} <= actions
+    assert not {"ecs:RegisterTaskDefinition", "iam:PassRole",
+                "elasticfilesystem:CreateAccessPoint"} & actions
+
+
+# CommandSandbox
+
+
+def test_sandbox_task_is_hardened_and_has_no_task_role(synthesized):
+    synthesized.assertions.has_resource_properties("AWS::ECS::TaskDefinition", {
+        "Family": "agentloom-test-sbx-base", "RequiresCompatibilities": ["FARGATE"],
+        "NetworkMode": "awsvpc", "Cpu": "1024", "Memory": "2048",
+        "TaskRoleArn": Match.absent(), "ExecutionRoleArn": Match.any_value(),
+        "ContainerDefinitions": [Match.object_like({
+            "Name": "command", "ReadonlyRootFilesystem": True, "User": "1000:1000",
+            "Privileged": False,
+            "EntryPoint": ["python", "-m", "agentloom.command_entry"],
+            "LinuxParameters": Match.object_like({"Capabilities": {"Drop": ["ALL"]}}),
+            "Ulimits": Match.array_with([{"Name": "nproc", "SoftLimit": 256,
+                                          "HardLimit": 256}])})]})
+    roles = [r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+             for r in synthesized.of_type("AWS::IAM::Role").values()]
+    assert roles.count({"Service": "ecs-tasks.amazonaws.com"}) == 1  # the execution role
+    synthesized.assertions.has_resource_properties("AWS::ECS::Cluster", {
+        "ClusterSettings": [{"Name": "containerInsights", "Value": "enabled"}]})
+
+
+# HttpApi
+
+
+def test_http_api_jwt_authorized_throttled_and_logged(synthesized):
+    synthesized.assertions.has_resource_properties("AWS::ApiGatewayV2::Authorizer", {
+        "AuthorizerType": "JWT", "IdentitySource": ["$request.header.Authorization"],
+        "JwtConfiguration": {"Audience": Match.any_value(), "Issuer": Match.any_value()}})
+    synthesized.assertions.has_resource_properties("AWS::ApiGatewayV2::Route", {
+        "RouteKey": "ANY /{proxy+}", "AuthorizationType": "JWT"})
+    synthesized.assertions.has_resource_properties("AWS::ApiGatewayV2::Stage", {
+        "StageName": "$default", "AutoDeploy": True,
+        "DefaultRouteSettings": {"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100},
+        "AccessLogSettings": {"DestinationArn": Match.any_value(),
+                              "Format": Match.string_like_regexp(r"\$context\.requestId")}})
+    synthesized.assertions.has_resource_properties("AWS::Cognito::UserPool", {
+        "AdminCreateUserConfig": {"AllowAdminCreateUserOnly": True}})
+
+
+# Triggers and Alarms
+
+
+def test_queue_with_dlq_encrypted_tls_only_and_batch_failures(synthesized):
+    synthesized.assertions.has_resource_properties("AWS::SQS::Queue", {
+        "QueueName": "agentloom-test-triggers", "KmsMasterKeyId": Match.any_value(),
+        "RedrivePolicy": {"deadLetterTargetArn": Match.any_value(), "maxReceiveCount": 5}})
+    synthesized.assertions.has_resource_properties("AWS::SQS::QueuePolicy", {
+        "PolicyDocument": {"Statement": Match.array_with([Match.object_like({
+            "Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})])}})
+    synthesized.assertions.has_resource_properties("AWS::Lambda::EventSourceMapping", {
+        "FunctionResponseTypes": ["ReportBatchItemFailures"], "BatchSize": 10})
+
+
+def test_alarms_cover_failures_dlq_unknown_outcomes_and_step_errors(synthesized):
+    names = {a["Properties"].get("MetricName"): a["Properties"]
+             for a in synthesized.of_type("AWS::CloudWatch::Alarm").values()}
+    assert set(names) == {"ExecutionsFailed", "ApproximateNumberOfMessagesVisible",
+                          "UnknownOutcomes", "Errors"}
+    unknown = names["UnknownOutcomes"]
+    assert unknown["Namespace"] == "AgentLoom"
+    assert unknown["Dimensions"] == [{"Name": "service", "Value": "agentloom"}]
+    assert all(a["Threshold"] == 0 and a["AlarmActions"] for a in names.values())
