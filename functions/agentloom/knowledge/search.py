@@ -6,13 +6,14 @@ deleted document), best first.
 
 ``RunSearch.search`` is ``search_with_context`` (seed 002 §9): the query's embedding
 has its own recovery state, the ``QueryOp`` item of the call (``kbrun#{run}`` /
-``op#{request}``), which moves ``sent`` → ``embedded`` (vectors saved) → ``done``
+``op#{request}``), which moves ``sent`` → ``embedded`` (vectors saved, one per
+embedder of the bound bases) → ``done``
 (citations saved), each saved before the next step acts:
 
 - ``done``: the call's citations are read back — the same passages, no request, no
   search — so a call run again after an interruption answers exactly as before;
 - ``embedded``: the saved vectors are searched (the request is not sent again);
-- ``sent`` without vectors (the process died while the request was out): an embedding
+- ``sent`` without (all) vectors (the process died while the request was out): an embedding
   request is read-only — it changes nothing at the provider and costs a few tokens — so
   it is sent again (``attempts`` counts each), unlike a chat request whose unknown
   outcome blocks the run. The ``knowledge_search`` tool is therefore ``read_only`` and
@@ -34,7 +35,7 @@ import numpy as np
 from agentloom.platform.domain import now
 from agentloom.platform.store.base import ABSENT
 
-from .index import Hit, VectorIndex
+from .index import Hit, VectorIndex, rank
 from .store import (
     Citation,
     ContentSealer,
@@ -98,6 +99,13 @@ EmbedQuery = Callable[[], Awaitable[tuple[list[float], int]]]
 
 
 @dataclass(frozen=True)
+class QueryGroup:
+    identity: str  # the embedder's
+    bases: Sequence[KnowledgeBase]
+    embed_query: EmbedQuery
+
+
+@dataclass(frozen=True)
 class SearchCall:
     space_id: str
     run_id: str
@@ -111,24 +119,35 @@ class RunSearch:
                  index: VectorIndex) -> None:
         self.store, self.sealer, self.index = store, sealer, index
 
-    async def search(self, call: SearchCall, bases: Sequence[KnowledgeBase], identity: str,
-                     embed_query: EmbedQuery) -> list[Citation]:
+    async def search(self, call: SearchCall, groups: Sequence[QueryGroup]) -> list[Citation]:
+        """``groups``: the bound bases by embedder (a query vector compares only with
+        vectors of its own model), each embedded once; hits merged by score."""
         saved = self.store.query_op(call.run_id, call.request_id)
         op, version = saved if saved else (None, ABSENT)
         if op is not None and op.phase == "done":
             return [c for c in self.store.citations(call.run_id)
                     if c.request_id == call.request_id]
-        if op is None or op.phase == "sent" or op.identity != identity:
+        if op is None:
             op = QueryOp(run_id=call.run_id, request_id=call.request_id, phase="sent",
-                         attempts=(op.attempts if op else 0) + 1, identity=identity)
-            version = self._save(op, version)  # durable before the request goes out
-            vector, tokens = await embed_query()
-            op = op.model_copy(update={"phase": "embedded", "vector": _pack(vector),
-                                       "tokens": tokens})
+                         attempts=0)
+        vectors = dict(op.vectors)
+        missing = [g for g in groups if g.identity not in vectors]
+        if missing:  # durable before the requests go out; a re-send counts an attempt
+            op = op.model_copy(update={"phase": "sent", "attempts": op.attempts + 1})
             version = self._save(op, version)
-        hits = self.index.query([b.base_id for b in bases], _unpack(op.vector), call.top_k)
+        for group in missing:
+            vector, tokens = await group.embed_query()
+            vectors[group.identity] = _pack(vector)
+            done = all(g.identity in vectors for g in groups)
+            op = op.model_copy(update={"vectors": dict(vectors), "tokens": op.tokens + tokens,
+                                       "phase": "embedded" if done else "sent"})
+            version = self._save(op, version)
+        hits = rank([hit for g in groups for hit in self.index.query(
+            [b.base_id for b in g.bases], _unpack(vectors[g.identity]), call.top_k)],
+            call.top_k)
+        bases = [b for g in groups for b in g.bases]
         found = passages(self.store, self.sealer, bases, hits)
-        citations = [self._citation(call, rank, p) for rank, p in enumerate(found, 1)]
+        citations = [self._citation(call, n, p) for n, p in enumerate(found, 1)]
         self.store.add_citations(citations)
         self._save(op.model_copy(update={"phase": "done"}), version)
         return citations

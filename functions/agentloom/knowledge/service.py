@@ -34,7 +34,7 @@ from .chunking import ChunkSettings
 from .embeddings import Embedder
 from .index import MAX_TOP_K, IndexedVector, VectorIndex
 from .indexing import IndexStats, new_document, prepare, vector_key, write_chunks
-from .search import Passage, RunSearch, SearchCall, passages
+from .search import Passage, QueryGroup, RunSearch, SearchCall, passages
 from .store import (
     Citation,
     ContentSealer,
@@ -244,22 +244,21 @@ class KnowledgeService:
     async def search_for_run(self, call: SearchCall, base_ids: Sequence[str], query: str,
                              hooks: _hooks.StageRunner | None) -> list[Citation]:
         """The ``knowledge_search`` tool's search over a run's bound bases (no access
-        check: the published version bound them). Bases of one embedder per call: the
-        first bound base's; others embedded differently are searched by their own
-        embedder only through another call (see docs/knowledge.md)."""
+        check: the published version bound them); a base deleted since is skipped."""
         bases = [b for b in (self.store.base(call.space_id, i) for i in base_ids) if b]
-        if not bases:
-            return []
-        embedder = self.embedders.for_base(bases[0])
-        same = [b for b in bases if self.embedders.for_base(b).identity == embedder.identity]
+        groups = []
+        for group in _by_embedder(self.embedders, bases):
+            embedder, first = self.embedders.for_base(group[0]), group[0]
 
-        async def embed_query() -> tuple[list[float], int]:
-            result = await _hooks.embed(embedder, [query], "query", hooks=hooks,
-                                        instance=call.instance, model=same[0].query_model,
-                                        resource_id=same[0].base_id)
-            return result.vectors[0], int(result.usage.get("total_tokens", 0))
+            async def embed_query(embedder: Embedder = embedder,
+                                  first: KnowledgeBase = first) -> tuple[list[float], int]:
+                result = await _hooks.embed(embedder, [query], "query", hooks=hooks,
+                                            instance=call.instance, model=first.query_model,
+                                            resource_id=first.base_id)
+                return result.vectors[0], int(result.usage.get("total_tokens", 0))
 
-        return await self.runs.search(call, same, embedder.identity, embed_query)
+            groups.append(QueryGroup(embedder.identity, group, embed_query))
+        return await self.runs.search(call, groups) if groups else []
 
     def citations(self, who: Principal, session_id: str,
                   run_id: str) -> list[tuple[Citation, str]]:

@@ -22,6 +22,8 @@ import base64
 from collections.abc import Sequence
 from typing import Literal
 
+from pydantic import Field
+
 from agentloom.crypto import EnvelopeCodec, Keyring
 from agentloom.platform.domain import Record
 from agentloom.platform.store import PlatformStore, WriteConflict
@@ -104,8 +106,8 @@ class QueryOp(Record):
     request_id: str
     phase: Literal["sent", "embedded", "done"]
     attempts: int
-    identity: str
-    vector: str = ""  # base64 of float32 values once embedded
+    vectors: dict[str, str] = Field(default_factory=dict)  # embedder identity ->
+    # base64 of its float32 query vector
     tokens: int = 0
 
 

@@ -124,3 +124,38 @@ def test_deleted_documents_and_missing_bases_are_skipped(tmp_path: Path) -> None
     other = SearchCall(space_id="spc_1", run_id="run_1", request_id="r2", instance="main",
                        top_k=2)
     assert asyncio.run(service.search_for_run(other, ["kbs_gone"], "x", None)) == []
+
+
+def test_bases_of_two_embedders_are_each_queried_with_their_own(tmp_path: Path) -> None:
+    from unit.knowledge.builders import HashEmbedder
+
+    service, embedders, base = _base(tmp_path)
+    other = base.model_copy(update={"base_id": "kbs_2", "connection_id": "mdl_2"})
+    service.store.add_base(other)
+    second = HashEmbedder(identity="hash:other")
+    service.index.upsert("kbs_2", [])
+    from unit.knowledge.builders import hash_vector
+
+    from agentloom.knowledge.index import IndexedVector
+    from agentloom.knowledge.store import ChunkRecord, chunk_item
+
+    text = "Refunds for gift cards are paid in store credit."
+    service.index.upsert("kbs_2", [IndexedVector("doc_2.k.0", "doc_2", hash_vector(text))])
+    service.store.put_chunks([ChunkRecord(document_id="doc_2", key="k.0", ordinal=0, start=0,
+                                          end=len(text), heading="Gift cards",
+                                          sealed=service.sealer.seal("spc_1", "kbs_2",
+                                                                     chunk_item("doc_2", "k.0"),
+                                                                     text))])
+    doc = service.store.document("kbs_1", "doc_1")[0]
+    service.store.save_document(doc.model_copy(update={"base_id": "kbs_2",
+                                                       "document_id": "doc_2"}), -1)
+    original = embedders.for_base
+    embedders.for_base = lambda b: second if b.base_id == "kbs_2" else original(b)  # type: ignore[method-assign]
+    call = SearchCall(space_id="spc_1", run_id="run_1", request_id="r9", instance="main",
+                      top_k=3)
+    found = asyncio.run(service.search_for_run(call, ["kbs_1", "kbs_2"], "refunds paid",
+                                               None))
+    assert {c.base_id for c in found} == {"kbs_1", "kbs_2"}
+    assert [c for c in second.calls if c[0] == "query"] == [("query", ["refunds paid"])]
+    op, _ = service.store.query_op("run_1", "r9")
+    assert set(op.vectors) == {"hash:test", "hash:other"} and op.attempts == 1
