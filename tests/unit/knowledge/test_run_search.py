@@ -150,7 +150,7 @@ def test_bases_of_two_embedders_are_each_queried_with_their_own(tmp_path: Path) 
     service.store.save_document(doc.model_copy(update={"base_id": "kbs_2",
                                                        "document_id": "doc_2"}), -1)
     original = embedders.for_base
-    embedders.for_base = lambda b: second if b.base_id == "kbs_2" else original(b)  # type: ignore[method-assign]
+    embedders.for_base = lambda b: second if b.base_id == "kbs_2" else original(b)
     call = SearchCall(space_id="spc_1", run_id="run_1", request_id="r9", instance="main",
                       top_k=3)
     found = asyncio.run(service.search_for_run(call, ["kbs_1", "kbs_2"], "refunds paid",
