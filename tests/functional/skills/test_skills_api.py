@@ -25,7 +25,7 @@ from agentloom.platform.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom.skills.wiring import embedded_skills
 
-ALICE = Principal("alice", "t")
+ALICE = Principal("alice", "token")
 
 
 @dataclass
@@ -59,7 +59,7 @@ def api(tmp_path: Path) -> Iterator[Api]:
     space = platform.admin.create_space(ALICE, "Team")
     platform.admin.set_member(ALICE, space.space_id, "bob", "member")
     platform.admin.set_member(ALICE, space.space_id, "carol", "admin")
-    other = platform.admin.create_space(Principal("eve", "t"), "Eve's")
+    other = platform.admin.create_space(Principal("eve", "token"), "Eve's")
     try:
         yield Api(server.url, tokens, space.space_id, other.space_id, home, platform)
     finally:
