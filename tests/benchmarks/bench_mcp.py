@@ -43,7 +43,7 @@ from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.store import SqlitePlatformStore
 from agentloom_runtime.snapshot import McpToolBinding
 
-ALICE = Principal("alice", "t")
+ALICE = Principal("alice", "token")
 BASE = os.path.realpath(sys.base_prefix)
 N = 100
 
@@ -77,10 +77,15 @@ async def bench(service: McpService, space_id: str, url: str, sse_url: str) -> N
         binding = McpToolBinding(resource_id=made.resource_id, tool="add", alias="add",
                                  parameters=dict(tool.input_schema),
                                  schema_digest=tool_digest(tool))
-        await timed(label, N, lambda b=binding: service.call(space_id, b, {"a": 1, "b": 2}))
+        def per_call(b: McpToolBinding = binding) -> Awaitable[Any]:
+            return service.call(space_id, b, {"a": 1, "b": 2})
+
+        await timed(label, N, per_call)
         async with open_client(made.spec, None, service.policy) as client:
-            await timed(label.replace("session per call", "one reused session"), N,
-                        lambda c=client: c.call_tool("add", {"a": 1, "b": 2}))
+            def reused(c: Any = client) -> Awaitable[Any]:
+                return c.call_tool("add", {"a": 1, "b": 2})
+
+            await timed(label.replace("session per call", "one reused session"), N, reused)
     await bench_stdio(service, space_id)
 
 
