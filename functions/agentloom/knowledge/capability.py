@@ -11,7 +11,9 @@ like a search engine's); deleting a bound base makes its search return nothing.
 templates binds a base. It searches the bases bound to the calling instance only — the
 version's list for ``main``, a sub-agent template's own list for its instance (a
 template without bases gets nothing, even when ``knowledge_search`` is in its tools) —
-and returns citable passages with a ``citation_id`` each; the call is durable per
+and returns citable passages with a ``citation_id`` each. Its prompt section lists the
+instance's bound bases (name and description), rendered when the instance starts (the
+engine records it, so a resume does not re-render it). The call is durable per
 ``search`` (``search_with_context``), hence ``read_only`` and ``resume_inflight``.
 """
 
@@ -107,8 +109,19 @@ class KnowledgeCapability(CapabilityBase):
                 raise ToolError(f"{err.code}: {err.message}") from None
             return render(citations, service, scope.space_id)
 
+        def prompt(config: Mapping[str, Any], template: str | None) -> str:
+            bases = [b for b in (service.store.base(scope.space_id, i)
+                                 for i in bound.get(template, ())) if b]
+            if not bases:
+                return ""
+            lines = [f"- {b.name}" + (f": {b.description}" if b.description else "")
+                     for b in bases]
+            return ("Knowledge bases you can search with knowledge_search (cite a passage "
+                    "you use as [citation_id]):\n" + "\n".join(lines))
+
         return [ToolDefinition(
             name=TOOL, description=DESCRIPTION, parameters=PARAMETERS, handler=handler,
+            prompt=prompt,
             implementation_id="knowledge-search/v1", tool_id=TOOL, read_only=True,
             resume_inflight=True, timeout=60.0, evidence_fields=("query",))]
 

@@ -119,6 +119,9 @@ def test_a_run_cites_a_passage_and_the_api_returns_its_citations(world: World) -
     assert query["model"] == "hash-query" and query["input"] == ["how long do refunds take"]
     tools = {t["function"]["name"] for t in world.script.requests[0].tools}
     assert "knowledge_search" in tools
+    system = world.script.requests[0].messages[0]["content"]
+    assert "Knowledge bases you can search with knowledge_search" in system
+    assert "- Policies" in system
 
     app = build_app(world.platform.admin, world.platform.sessions, world.platform.tokens)
     server = ApiServer(app, world.platform.sessions).start()
