@@ -125,7 +125,8 @@ async def _command(context: ToolContext, a: dict[str, Any]) -> Any:
     if ("command" in a) == ("argv" in a):
         raise WorkspaceError("invalid_argument", "give exactly one of command or argv")
     mounts = context.services.get("skills")
-    skills = dict(mounts(context.template)) if mounts is not None else {}
+    # a first use may write the skill folders (materialization): off the event loop
+    skills = {} if mounts is None else dict(await asyncio.to_thread(mounts, context.template))
     spec = CommandSpec(
         request_id=context.request_id, command=a.get("command"),
         argv=tuple(a["argv"]) if "argv" in a else None, cwd="/".join(cwd_parts) or ".",
