@@ -9,6 +9,8 @@ Content addressed and written once: into a private temporary folder beside it, e
 file checked against the manifest's SHA-256, files 0444 (0555 when executable), folders
 0555, then one ``rename`` — a reader sees the whole version or none, and two writers
 racing lose nothing (the loser removes its copy). An existing folder is never rewritten.
+A temporary folder left by a writer that died is removed by a later writer once it is
+an hour old.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,7 @@ from agentloom_runtime.errors import ConfigError, PersistenceError
 from .manifest import HASH_PREFIX, SkillManifest
 
 FOLDER = ".agentloom-skills"
+STALE_S = 3600.0
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 _SPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -60,6 +64,7 @@ def materialize(root: Path, space_id: str, manifest: SkillManifest,
     for folder in (Path(root) / FOLDER, final.parent):
         with contextlib.suppress(OSError):  # others (the sandbox user) must traverse
             folder.chmod(0o755)
+    _sweep(final.parent)
     scratch = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
     try:
         _write(scratch, manifest, read)
@@ -94,6 +99,14 @@ def _write(scratch: Path, manifest: SkillManifest, read: Callable[[str], bytes])
         for name in dirs:
             (Path(folder) / name).chmod(0o555)
     scratch.chmod(0o555)
+
+
+def _sweep(parent: Path) -> None:
+    cutoff = time.time() - STALE_S
+    for left in parent.glob(".tmp-*"):
+        with contextlib.suppress(OSError):
+            if left.lstat().st_mtime < cutoff:
+                _remove(left)
 
 
 def _remove(folder: Path) -> None:

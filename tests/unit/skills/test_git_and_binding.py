@@ -188,3 +188,29 @@ def test_snapshot_checks_skill_references() -> None:
         parse_snapshot({**base, "skills": ["hello"], "subagents": [sub]})
     with pytest.raises(SnapshotError, match="not among"):
         parse_snapshot({**base, "subagents": [{**sub, "tools": ["skill_load"]}]})
+
+
+def test_materialize_sweeps_a_dead_writers_folder_and_checks_content(tmp_path: Path) -> None:
+    import os
+
+    from agentloom.skills import materialize, skill_directory
+    from agentloom_runtime.errors import PersistenceError
+
+    store = memory_store(tmp_path)
+    record, _ = store.import_tree("spc", tree_from_zip(hello_zip()), SkillSource(kind="zip"),
+                                  user_id="u")
+    manifest = store.manifest("spc", record.content_hash)
+    assert manifest is not None
+    parent = (tmp_path / "ws" / skill_directory("spc", record.content_hash)).parent
+    parent.mkdir(parents=True)
+    dead, fresh = parent / ".tmp-dead", parent / ".tmp-fresh"
+    dead.mkdir()
+    fresh.mkdir()
+    os.utime(dead, (1, 1))
+    with pytest.raises(PersistenceError, match="does not match"):
+        materialize(tmp_path / "ws", "spc", manifest, lambda path: b"tampered")
+    assert not dead.exists() and fresh.exists()  # an hour-old leftover only
+    assert sorted(p.name for p in parent.iterdir()) == [".tmp-fresh"]  # nothing half-made
+    folder = materialize(tmp_path / "ws", "spc", manifest,
+                         lambda path: store.read_file("spc", manifest, path))
+    assert (folder / "scripts" / "x.py").read_text() == SCRIPT
