@@ -249,8 +249,10 @@ class McpService:
                 f"MCP tool {binding.tool!r} of resource {resource.resource_id} changed its "
                 "input schema since this agent version was published; the call was not "
                 "sent. Publish the agent again (it pins the new schema) and ask in a new "
-                "run, or restore the server's schema and resume this run "
-                f"(`agentloom resolve RUN --run-again`).",
+                "run; or restore the server's schema, list the resource's tools again "
+                f"(POST /api/v1/spaces/{resource.space_id}/mcp/resources/"
+                f"{resource.resource_id}/discover), resume, and resolve the refused call "
+                "with `agentloom resolve RUN --run-again`.",
                 details={"resource_id": resource.resource_id, "tool": binding.tool,
                          "published": binding.schema_digest[:16],
                          "listed": tool_digest(tool)[:16]})

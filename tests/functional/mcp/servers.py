@@ -109,6 +109,17 @@ def change_lookup(server: MCPServer, state: State) -> None:
     server.add_tool(lookup, name="lookup", description="The tool whose schema tests change.")
 
 
+def restore_lookup(server: MCPServer, state: State) -> None:
+    """``lookup`` as it was published (its original schema)."""
+    server.remove_tool("lookup")
+
+    def lookup(key: str) -> str:
+        state.calls.append(("lookup", {"key": key}))
+        return f"found {key}"
+
+    server.add_tool(lookup, name="lookup", description="The tool whose schema tests change.")
+
+
 class RequireBearer:
     """ASGI middleware: 401 without ``Authorization: Bearer TOKEN``."""
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from functional.mcp.conftest import Env
 from functional.mcp.conftest import tool_then_answer as model
-from functional.mcp.servers import Running, change_lookup, serve
+from functional.mcp.servers import Running, change_lookup, restore_lookup, serve
 from support.engine import Crash, build_engine, drive
 
 from agentloom.capabilities import RunScope
@@ -156,11 +156,28 @@ async def test_changed_schema_blocks_the_call(env: Env, server: Running) -> None
     agent = publish(env, server.url, "lookup")
     change_lookup(server.server, server.state)
     store = InMemoryCheckpointStore()
-    run = engine(agent, store, model("lookup", {"key": "k"}))
+    fn = model("lookup", {"key": "k"})
+    run = engine(agent, store, fn)
     await run.start("look up k", run_id=RUN)
     result = await drive(run)
     assert result.status == "blocked" and result.error_code == "mcp_schema_changed"
     assert server.state.calls == []  # the call was not sent
+    # the way out: while the change is seen, a resume is refused by the catalog check;
+    # restore the server, list it again (discovery), resume, and say it did not run
+    with pytest.raises(ResumeMismatch):
+        engine(agent, store, fn, attach=True)
+    restore_lookup(server.server, server.state)
+    resource = env.service.resource(env.space_id, agent.snapshot.mcp_tools[0].resource_id)
+    assert resource is not None
+    run_sync(env.service.list_tools(resource))
+    resumed = engine(agent, store, fn, attach=True)
+    await resumed.begin_execution()
+    result = await drive(resumed)
+    assert result.error_code == "tool_outcome_unknown"
+    again = engine(agent, store, fn, attach=True)
+    await again.resolve(Verdict("run_again", by="ops", note="refused before sending"))
+    assert (await drive(again)).status == "completed"
+    assert server.state.calls == [("lookup", {"key": "k"})]
 
 
 async def test_changed_schema_is_refused_at_resume(env: Env, server: Running) -> None:
