@@ -19,6 +19,7 @@ from agentloom.platform.identity import Principal
 from agentloom.platform.store import PlatformStore
 
 from .archive import DEFAULT_LIMITS, SkillLimits, SkillTree, tree_from_zip
+from .errors import SkillFormatError
 from .format import check_name
 from .git import DEFAULT_GIT, GitPolicy, tree_from_git
 from .manifest import SkillManifest, SkillRecord, SkillSource
@@ -84,7 +85,7 @@ class SkillService:
     def _record(self, space_id: str, name: str) -> SkillRecord:
         try:
             check_name(name)
-        except Exception:
+        except SkillFormatError:
             raise NotFound(f"skill {name[:80]!r} not found", code="skill_not_found") from None
         record = self.skills.get(space_id, name)
         if record is None:

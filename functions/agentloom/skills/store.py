@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
 from typing import Protocol
 
 from agentloom.crypto import EnvelopeCodec
@@ -201,6 +200,3 @@ class SkillStore:
             return False
         self.items.delete(f"skills#{space_id}", f"name#{name}")
         return True
-
-    def names(self, space_id: str, names: Iterable[str]) -> dict[str, SkillRecord | None]:
-        return {name: self.get(space_id, name) for name in names}
