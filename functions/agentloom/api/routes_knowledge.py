@@ -12,7 +12,8 @@ run's citations. Prefix ``/api/v1``:
 A document is uploaded as JSON: ``text`` (text, Markdown, HTML) or ``content_base64``
 (any format, PDF included), within the API's 1 MiB request limit. Uploading a name that
 exists replaces that document (200; 201 for a new one). The service is the
-``KnowledgeCapability`` the host wired (503 ``knowledge_unavailable`` without one).
+``KnowledgeCapability`` the host wired; without one every knowledge route answers 404
+``knowledge_unavailable`` (no base exists here) and a run's citations are empty.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentloom.api.routing import declare, json_response
 from agentloom.knowledge import BaseSpec, KnowledgeCapability, KnowledgeService
 from agentloom.knowledge.index import MAX_TOP_K
-from agentloom.platform.errors import Invalid, Unavailable
+from agentloom.platform.errors import Invalid, NotFound
 
 if TYPE_CHECKING:
     from agentloom.api._resolver import ApiResolver
@@ -153,11 +154,20 @@ class CitationsOut(BaseModel):
     items: list[CitationOut]
 
 
-def _service(admin: AdminService) -> KnowledgeService:
+def _wired(admin: AdminService) -> KnowledgeService | None:
     for capability in admin.capabilities.items:
         if isinstance(capability, KnowledgeCapability):
             return capability.service
-    raise Unavailable("this deployment has no knowledge bases", code="knowledge_unavailable")
+    return None
+
+
+def _service(admin: AdminService) -> KnowledgeService:
+    """The wired service; without one, no base exists here (404, not a server error)."""
+    service = _wired(admin)
+    if service is None:
+        raise NotFound("this deployment has no knowledge bases",
+                       code="knowledge_unavailable")
+    return service
 
 
 def _document(d: Any) -> DocumentOut:
@@ -200,7 +210,11 @@ def register(app: ApiResolver, admin: AdminService, sessions: SessionService) ->
     @app.get(f"{P}/sessions/<session_id>/runs/<run_id>/citations", tags=["runs"],
              responses=declare(404))
     def run_citations(session_id: str, run_id: str) -> CitationsOut:
-        found = _service(admin).citations(app.principal(), session_id, run_id)
+        service = _wired(admin)
+        if service is None:  # no knowledge here: the run (if it is yours) cited nothing
+            sessions.run(app.principal(), session_id, run_id)
+            return CitationsOut(items=[])
+        found = service.citations(app.principal(), session_id, run_id)
         return CitationsOut(items=[CitationOut(
             citation_id=c.citation_id, request_id=c.request_id, instance=c.instance,
             rank=c.rank, knowledge_base=c.base_id, knowledge_base_name=c.base_name,
