@@ -269,12 +269,11 @@ def script() -> list[Any]:
 @pytest.fixture
 def deployment(synthesized: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                script: list[Any]) -> Iterator[Deployment]:
-    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
-
     fake_credentials(monkeypatch)
-    monkeypatch.setattr(retrier_decl.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr("moto.stepfunctions.parser.asl.component.common.retry.retrier_decl."
+                        "time.sleep", lambda seconds: None)
     model = OpenAICompatibleServer(script).start()
-    with mock_aws(config=mock_config()):  # type: ignore[arg-type]
+    with mock_aws(config=mock_config()):  # type: ignore[call-overload]
         aws = clients()
         bench = open_bench(aws, tmp_path, model.base_url, state_machine_arn=MACHINE_ARN,
                            rollover=4)

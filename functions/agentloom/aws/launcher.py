@@ -17,6 +17,7 @@ the fence). ``driving`` is ``DescribeExecution`` = ``RUNNING``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
@@ -27,7 +28,7 @@ from agentloom.platform.errors import Conflict, Unavailable
 from agentloom.platform.launcher import RunJob
 from agentloom.platform.local_launcher import LocalEngines, run_sync
 from agentloom.platform.store import PlatformStore
-from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.errors import ConfigError, PersistenceError
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +69,21 @@ class SfnRunLauncher:
     def launch(self, job: RunJob) -> None:
         run = job.run
         sessions = LocalSessions(self.engines.checkpoints, redactor=self.engines.redactor)
+        driver = step_driver(run.run_id)
         try:
             sessions.acquire(run.session_id, run.run_id, new=job.kind == "ask",
                              agent=agent_binding(job.snapshot) if job.kind == "ask" else None,
-                             driver=step_driver(run.run_id), record=False)
+                             driver=driver, record=False)
         except ConfigError as err:
             raise Conflict(err.message, code="run_active", details=err.details) from None
-        run_sync(self._prepare(job))
-        generation = fence.advance(self.store, run.run_id)
-        self.start(run.run_id, generation)
+        try:
+            run_sync(self._prepare(job))
+            self.start(run.run_id, fence.advance(self.store, run.run_id))
+        except BaseException:
+            # nothing drives the run: the lease is let go (the run can be resumed)
+            with contextlib.suppress(PersistenceError):
+                sessions.release(run.session_id, run.run_id, driver)
+            raise
         self.tracker.started(run.session_id, run.run_id)
 
     async def _prepare(self, job: RunJob) -> None:

@@ -113,7 +113,7 @@ class AwsEngines(LocalEngines):
                              mounted=self.config.sandbox is not None)
 
     def engine(self, run: Run, snapshot: AgentSnapshot, *,
-               attach: bool) -> tuple[Engine, EfsWorkspaces]:  # type: ignore[override]
+               attach: bool) -> tuple[Engine, EfsWorkspaces]:
         self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
         workspaces = self.workspaces(run, snapshot)
 

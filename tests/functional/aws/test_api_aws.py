@@ -118,7 +118,6 @@ def test_the_fence_names_executions_and_refuses_old_generations(bench: Bench) ->
     assert fence.execution_name(run.run_id, 3) == f"{run.run_id}-g3"
     with pytest.raises(ValueError):
         fence.execution_name("run_" + "x" * 80, 1)
-    assert drive  # the driver is shared with test_step_handler
 
 
 @pytest.mark.parametrize("missing", ["AGENTLOOM_PLATFORM_TABLE", "AGENTLOOM_KMS_KEY_ID",
@@ -141,3 +140,24 @@ def test_a_malformed_variable_is_named(bench: Bench, name: str, value: str) -> N
     with pytest.raises(ConfigError) as err:
         AwsConfig.from_environ(env, sandbox=True)
     assert name in err.value.message
+
+
+def test_a_failed_start_leaves_the_run_to_resume(bench: Bench) -> None:
+    from agentloom.platform.errors import Unavailable
+
+    launcher = bench.api.launcher
+    real = launcher.state_machine_arn
+    launcher.state_machine_arn = real + "-missing"
+    with pytest.raises(Unavailable) as failed:
+        bench.api.sessions.ask(ALICE, bench.session_id, "Copy the notes")
+    assert failed.value.code == "launch_failed"
+    (run,) = bench.api.sessions.runs(ALICE, bench.session_id)
+    view = bench.api.sessions.run(ALICE, bench.session_id, run.run_id)
+    assert view.status == "interrupted" and view.way_out == "resume"
+    launcher.state_machine_arn = real
+    resumed = bench.api.sessions.resume(ALICE, bench.session_id, run.run_id)
+    assert resumed.status in ("queued", "running")
+    listed = bench.aws.sfn.list_executions(stateMachineArn=real)["executions"]
+    assert [e["name"] for e in listed] == [f"{run.run_id}-g2"]
+    replies = drive(bench, run.run_id, 2)
+    assert replies[-1]["status"] == "completed"
