@@ -58,12 +58,38 @@ class McpPolicy:
     sandbox: Any = None
 
 
+TOO_LARGE = "the MCP server's response is larger than"
+
+
+class _Limited(httpx2.AsyncByteStream):
+    """A response body that fails once it passes ``limit`` bytes (a hostile or broken
+    server cannot make a call buffer without bound)."""
+
+    def __init__(self, inner: Any, limit: int, tripped: list[int]) -> None:
+        self.inner, self.limit, self.tripped = inner, limit, tripped
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self.inner:
+            seen += len(chunk)
+            if seen > self.limit:
+                self.tripped.append(seen)  # the SDK may report it as a closed stream
+                raise httpx2.StreamError(f"{TOO_LARGE} {self.limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 @dataclass
 class _Pinned(httpx2.AsyncBaseTransport):
     """Sends each request to one of the checked addresses of its host (original Host
-    header, the name as TLS SNI); any other host is refused."""
+    header, the name as TLS SNI); any other host is refused. Each response body is
+    capped at ``limit`` bytes."""
 
     pins: Mapping[str, Sequence[str]]
+    limit: int
+    tripped: list[int]
     inner: httpx2.AsyncBaseTransport = field(
         default_factory=lambda: httpx2.AsyncHTTPTransport(trust_env=False, retries=0))
 
@@ -78,7 +104,9 @@ class _Pinned(httpx2.AsyncBaseTransport):
                 request.method, request.url.copy_with(host=address), headers=request.headers,
                 stream=request.stream, extensions={**request.extensions, "sni_hostname": host})
             try:
-                return await self.inner.handle_async_request(pinned)
+                response = await self.inner.handle_async_request(pinned)
+                response.stream = _Limited(response.stream, self.limit, self.tripped)
+                return response
             except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
                 failure = exc
         assert failure is not None
@@ -104,9 +132,16 @@ async def checked_pins(url: str, policy: McpPolicy) -> dict[str, list[str]]:
     return {host: addresses}
 
 
+def response_limit(spec: McpSpec) -> int:
+    """Bytes one HTTP response may carry: room for the capped result JSON-escaped."""
+    return 4 * spec.max_result_chars + (1 << 20)
+
+
 def _http_client(pins: Mapping[str, Sequence[str]], headers: Mapping[str, str] | None,
-                 timeout: float) -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(headers=dict(headers or {}), transport=_Pinned(pins),
+                 spec: McpSpec, tripped: list[int]) -> httpx2.AsyncClient:
+    timeout = spec.timeout_seconds
+    return httpx2.AsyncClient(headers=dict(headers or {}),
+                              transport=_Pinned(pins, response_limit(spec), tripped),
                               timeout=httpx2.Timeout(timeout), trust_env=False,
                               follow_redirects=False)
 
@@ -117,10 +152,12 @@ def _headers(credential: Credential | None) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def open_client(spec: McpSpec, credential: Credential | None,
-                      policy: McpPolicy) -> AsyncIterator[Client]:
+async def open_client(spec: McpSpec, credential: Credential | None, policy: McpPolicy,
+                      tripped: list[int] | None = None) -> AsyncIterator[Client]:
     """An entered ``mcp.Client`` for one session; closed (and a stdio sandbox gone) on
-    exit. Connection failures surface from entering it."""
+    exit. Connection failures surface from entering it. ``tripped`` gets an entry when
+    an HTTP response passed ``response_limit``."""
+    tripped = [] if tripped is None else tripped
     if spec.transport == "stdio":
         async with _stdio(spec, credential, policy) as client:
             yield client
@@ -132,7 +169,7 @@ async def open_client(spec: McpSpec, credential: Credential | None,
         def factory(headers: dict[str, str] | None = None,
                     timeout: httpx2.Timeout | None = None,
                     auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-            return _http_client(pins, headers, spec.timeout_seconds)
+            return _http_client(pins, headers, spec, tripped)
 
         transport = sse_client(spec.url, headers=headers, timeout=spec.timeout_seconds,
                                sse_read_timeout=spec.timeout_seconds,
@@ -140,7 +177,7 @@ async def open_client(spec: McpSpec, credential: Credential | None,
         async with Client(transport, mode="legacy", cache=None) as client:
             yield client
         return
-    async with _http_client(pins, headers, spec.timeout_seconds) as http, \
+    async with _http_client(pins, headers, spec, tripped) as http, \
             Client(streamable_http_client(spec.url, http_client=http),
                    mode=_MODES[spec.protocol], cache=None) as client:
         yield client

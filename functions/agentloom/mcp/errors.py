@@ -5,6 +5,7 @@
     ToolError (agentloom_runtime)        a failure result the model reads; the run goes on
     └── McpToolFailure                   code: mcp_tool_error (isError), mcp_timeout,
                                          mcp_unreachable, mcp_protocol_error,
+                                         mcp_result_too_large,
                                          mcp_address_refused, mcp_tool_missing,
                                          mcp_sandbox_unavailable
     RunError (agentloom_runtime)         the run blocks with a way out

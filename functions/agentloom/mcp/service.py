@@ -22,7 +22,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
-from agentloom.mcp.connect import McpPolicy, open_client
+from agentloom.mcp.connect import TOO_LARGE, McpPolicy, open_client, response_limit
 from agentloom.mcp.errors import McpSchemaChanged, McpToolFailure
 from agentloom.mcp.resources import Credential, McpResource, McpResourceStore, McpSpec
 from agentloom.platform.access import check_id, member_of
@@ -72,10 +72,14 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _failure(exc: BaseException, spec: McpSpec) -> BaseException:
+def _failure(exc: BaseException, spec: McpSpec, tripped: list[int]) -> BaseException:
     leaf = _leaf(exc)
     if isinstance(leaf, McpToolFailure | McpSchemaChanged):
         return leaf
+    if tripped:
+        return McpToolFailure("mcp_result_too_large", f"{TOO_LARGE} "
+                              f"{response_limit(spec)} bytes; the call may have taken "
+                              "effect (raise max_result_chars or page the tool's output)")
     if isinstance(leaf, TimeoutError):
         return McpToolFailure("mcp_timeout", f"the MCP server did not answer within "
                               f"{spec.timeout_seconds:g} seconds; the call may or may not "
@@ -187,13 +191,14 @@ class McpService:
 
     async def list_tools(self, resource: McpResource) -> list[types.Tool]:
         """Every tool the server lists (pages followed, at most ``MAX_TOOLS``)."""
+        tripped: list[int] = []
         try:
             with anyio.fail_after(resource.spec.timeout_seconds):
                 async with open_client(resource.spec, self.credential(resource),
-                                       self.policy) as client:
+                                       self.policy, tripped) as client:
                     tools = await _all_tools(client)
         except Exception as exc:
-            failure = _failure(exc, resource.spec)
+            failure = _failure(exc, resource.spec, tripped)
             raise McpServerFailed(f"listing the tools of MCP resource {resource.resource_id}"
                                   f" failed: {failure}",
                                   details={"reason": getattr(failure, "code", "failed")}
@@ -210,15 +215,17 @@ class McpService:
             raise McpToolFailure("mcp_resource_missing", f"MCP resource "
                                  f"{binding.resource_id} no longer exists in this space")
         spec = resource.spec
+        tripped: list[int] = []
         try:
             with anyio.fail_after(spec.timeout_seconds):
-                async with open_client(spec, self.credential(resource), self.policy) as client:
+                async with open_client(spec, self.credential(resource), self.policy,
+                                       tripped) as client:
                     tool = await _find_tool(client, binding.tool)
                     self._check(resource, binding, tool)
                     result = await client.call_tool(binding.tool, arguments,
                                                     read_timeout_seconds=spec.timeout_seconds)
         except Exception as exc:
-            raise _failure(exc, spec) from None
+            raise _failure(exc, spec, tripped) from None
         return tool_value(result, max_chars=spec.max_result_chars)
 
     def drifted(self, space_id: str, bindings: tuple[McpToolBinding, ...]) -> set[str]:

@@ -187,3 +187,17 @@ def test_sealed_credential_does_not_open_elsewhere(env: Env) -> None:
     with pytest.raises(Exception) as failed:
         env.service.credential(moved)
     assert "tok" not in str(failed.value)
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+async def test_an_oversized_response_is_refused_while_it_streams(
+        env: Env, http_server: Running, protocol: str) -> None:
+    rid = _register(env, http_server.url, max_result_chars=1_000, protocol=protocol)
+    binding = _binding(env, rid, "big")
+    with pytest.raises(McpToolFailure) as refused:
+        await env.service.call(env.space_id, binding, {"size": 3_000_000})
+    assert refused.value.code == "mcp_result_too_large"
+    assert "x" * 100 not in refused.value.message
+    # under the byte limit but over max_result_chars: cut to the cap
+    cut = await env.service.call(env.space_id, binding, {"size": 50_000})
+    assert cut["truncated"] and len(cut["text"]) == 1_000
