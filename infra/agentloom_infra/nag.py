@@ -46,13 +46,20 @@ def _ack(construct: IConstruct, rule: str, reason: str) -> None:
                                                                  reason=reason))
 
 
+def _arn(stack: cdk.Stack, service: str, resource: str, name: str) -> str:
+    """An ARN in this stack's environment as cdk-nag prints it (region and account are
+    literal when the stack has a concrete env, pseudo parameters otherwise)."""
+    sep = cdk.ArnFormat.COLON_RESOURCE_NAME if service == "states" else None
+    return nag_ref(stack, stack.format_arn(service=service, resource=resource,
+                                           resource_name=name, arn_format=sep))
+
+
 def acknowledge(stack: AgentLoomStack) -> None:
     fns = stack.functions
     cluster = nag_ref(stack, stack.sandbox.cluster.cluster_name)
-    task_wildcard = f"IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:" \
-                    f"<AWS::AccountId>:task/{cluster}/*]"
-    families = f"IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:" \
-               f"task-definition/{stack.sandbox.family_prefix}-*]"
+    task_wildcard = f"IAM5[Resource::{_arn(stack, 'ecs', 'task', f'{cluster}/*')}]"
+    families = f"IAM5[Resource::" \
+               f"{_arn(stack, 'ecs', 'task-definition', stack.sandbox.family_prefix + '-*')}]"
     for fn in (fns.api, fns.step, fns.trigger):
         _ack(fn, "L1", "Python 3.12 is the runtime the bundle's wheels are built for "
              "(cp312 manylinux aarch64); moving runtime is a deliberate, tested change")
@@ -71,11 +78,11 @@ def acknowledge(stack: AgentLoomStack) -> None:
              "run time; scoped to the sandbox cluster")
     _ack(fns.step, families, "the step registers one task-definition revision per session "
          "(docs/adr/0004); scoped to the stage's family prefix")
-    _ack(fns.step, "IAM5[Resource::arn:<AWS::Partition>:elasticfilesystem:<AWS::Region>:"
-         "<AWS::AccountId>:access-point/*]", "DescribeAccessPoints of the per-session "
+    _ack(fns.step, f"IAM5[Resource::{_arn(stack, 'elasticfilesystem', 'access-point', '*')}]",
+         "DescribeAccessPoints of the per-session "
          "access points, created at run time (read-only)")
-    _ack(fns.api, f"IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:"
-         f"<AWS::AccountId>:execution:{stack.runs.name}:*]", "cancel stops the run's "
+    _ack(fns.api, f"IAM5[Resource::{_arn(stack, 'states', 'execution', stack.runs.name + ':*')}]",
+         "cancel stops the run's "
          "current execution (any generation) of this one state machine")
     runs = stack.runs.state_machine
     step_arn = nag_ref(stack, fns.step.function_arn)

@@ -40,8 +40,8 @@ class Workspace(Construct):
             enable_automatic_backups=removal_policy == cdk.RemovalPolicy.RETAIN,
             removal_policy=removal_policy)
         for client in clients:
+            # both sides: ingress on the EFS group, egress on the client's (if it has rules)
             self.file_system.connections.allow_default_port_from(client, "NFS")
-            client.connections.allow_to(self.security_group, ec2.Port.tcp(2049), "EFS")
         self.access_point = self.file_system.add_access_point(
             "LambdaAccessPoint", path=ROOT,
             posix_user=efs.PosixUser(uid=str(uid), gid=str(gid)),

@@ -25,8 +25,10 @@ PROD = {"aws:cdk:bundling-stacks": [], "stage": "prod",
 
 @pytest.fixture(scope="module")
 def prod():
+    # A concrete environment: cdk-nag ids then carry a literal region and account.
     app = cdk.App(context=PROD)
-    return Template.from_stack(build_app(app))
+    env = cdk.Environment(account="123456789012", region="eu-west-1")
+    return Template.from_stack(build_app(app, env=env))
 
 
 def test_nag_runs_on_the_app_and_every_finding_is_acknowledged(synthesized, tmp_path):
