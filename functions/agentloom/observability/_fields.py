@@ -18,18 +18,21 @@ SAFE_KEYS: frozenset[str] = frozenset({
     "hook_id", "version", "point", "kind", "error_type",
 })
 MAX_VALUE_CHARS = 120
+# a log record's own attributes cannot be extra fields (logging raises KeyError)
+RENAMED = {"name": "tool"}
 
 
 def safe_fields(data: Mapping[str, Any]) -> dict[str, str | int | float | bool]:
-    """The allow-listed scalar fields of ``data`` (strings capped); ``tool_calls`` (the
-    names a model asked for) becomes their count."""
+    """The allow-listed scalar fields of ``data`` (strings capped; a tool's ``name`` as
+    ``tool``); ``tool_calls`` (the names a model asked for) becomes their count."""
     out: dict[str, str | int | float | bool] = {}
     for key in SAFE_KEYS.intersection(data):
         value = data[key]
+        shown = RENAMED.get(key, key)
         if isinstance(value, bool | int | float):
-            out[key] = value
+            out[shown] = value
         elif isinstance(value, str):
-            out[key] = value[:MAX_VALUE_CHARS]
+            out[shown] = value[:MAX_VALUE_CHARS]
     calls = data.get("tool_calls")
     if isinstance(calls, list | tuple):
         out["tool_calls"] = len(calls)

@@ -16,10 +16,22 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any, cast
 
 _powertools: Any = None  # one Powertools Logger per process (warm starts reuse it)
+
+
+class _Stdout:
+    """``sys.stdout`` as it is when a line is written (a handler keeps its stream for
+    the life of the process; whoever replaces ``sys.stdout`` later still gets the lines)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
 
 
 def _lambda_logger() -> Any:
@@ -28,7 +40,8 @@ def _lambda_logger() -> Any:
         from aws_lambda_powertools import Logger
         from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
-        _powertools = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "agentloom"))
+        _powertools = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "agentloom"),
+                             stream=cast(IO[str], _Stdout()))
         copy_config_to_registered_loggers(source_logger=_powertools,
                                           include={"agentloom_runtime"})
     return _powertools

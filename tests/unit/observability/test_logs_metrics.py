@@ -37,15 +37,27 @@ def lines(out: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-async def test_lambda_lines_are_json_with_ids_and_no_content(capsys) -> None:
-    await observed_run("lambda")
+async def test_lambda_lines_are_json_with_ids_and_no_content(capsys, caplog) -> None:
+    from agentloom.observability._logs import _lambda_logger
+
+    _lambda_logger()  # created once per process: set its level after it exists
+    package = logging.getLogger("agentloom")  # Powertools' logger for service agentloom
+    level = package.level
+    package.setLevel(logging.DEBUG)
+    try:
+        await observed_run("lambda")
+    finally:
+        package.setLevel(level)
     out = capsys.readouterr().out
+    assert "observability failed" not in out + caplog.text
     logs = [line for line in lines(out) if "_aws" not in line]
     assert {line["message"] for line in logs} >= {"run.started", "step", "run.finished"}
     for line in logs:
         assert (line["run_id"], line["session_id"], line["space_id"], line["generation"]) \
             == (RUN, SES, SPC, 2), line
     assert all("step" in line for line in logs if line["message"] == "step")
+    tools = [line["tool"] for line in logs if line["message"] == "tool.completed"]
+    assert tools == ["update_plan", "count_words", "send_mail", "update_plan"]
     for secret in SECRETS:
         assert secret not in out
 
