@@ -53,6 +53,7 @@ def test_a_whole_worker_run_logs_ids_and_no_content(tmp_path, caplog) -> None:
         text = record.getMessage()
         assert f"run_id={run.run_id}" in text and f"session_id={session.session_id}" in text
         assert f"space_id={space.space_id}" in text
+    assert "observability failed" not in caplog.text
     everything = caplog.text + "".join(str(r.__dict__) for r in caplog.records)
     for secret in (QUESTION, ANSWER, PROVIDER_KEY, "Zanzibar"):
         assert secret not in everything

@@ -67,8 +67,9 @@ async def test_names_attributes_and_tree(spans: Spans) -> None:
     assert not any(attrs(s).get("agentloom.replayed") for s in spans.all())
 
 
-async def test_no_message_content_in_any_attribute(spans: Spans) -> None:
+async def test_no_message_content_in_any_attribute(spans: Spans, caplog) -> None:
     await run_observed(spans)
+    assert "observability failed" not in caplog.text
     dumped = json.dumps([dict(s.attributes or {}) | {"name": s.name} for s in spans.all()])
     for text in (QUESTION, ANSWER, "Zanzibar", "ops@example.com", "one two"):
         assert text not in dumped
