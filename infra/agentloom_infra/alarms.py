@@ -2,7 +2,7 @@
 
 Failed executions of the run state machine; any message in the triggers' DLQ; runs
 blocked on an unknown outcome (the EMF metric ``UnknownOutcomes`` in namespace
-``AgentLoom``, dimension ``service=agentloom``, emitted by the step Lambda through
+``AgentLoom``, dimensions ``service=agentloom`` and ``stage``, emitted by the step Lambda through
 Powertools Metrics); step Lambda errors. Each alarm's description names the way out in
 docs/operations.md.
 """
@@ -27,8 +27,8 @@ class Alarms(Construct):
     """Attributes: ``topic``, ``failed_executions``, ``dead_letters``,
     ``unknown_outcomes``, ``step_errors``."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, prefix: str, key: kms.IKey,
-                 state_machine: sfn.IStateMachine, dead_letters: sqs.IQueue,
+    def __init__(self, scope: Construct, construct_id: str, *, prefix: str, stage: str,
+                 key: kms.IKey, state_machine: sfn.IStateMachine, dead_letters: sqs.IQueue,
                  step: lambda_.IFunction) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "Topic", topic_name=f"{prefix}-alarms", master_key=key,
@@ -45,7 +45,8 @@ class Alarms(Construct):
         self.unknown_outcomes = self._alarm(
             "UnknownOutcomes", prefix, cloudwatch.Metric(
                 namespace=NAMESPACE, metric_name="UnknownOutcomes",
-                dimensions_map={"service": SERVICE}, statistic="Sum", period=five),
+                dimensions_map={"service": SERVICE, "stage": stage}, statistic="Sum",
+                period=five),
             "Runs blocked on an unknown outcome: resolve them (docs/operations.md)")
         self.step_errors = self._alarm(
             "StepErrors", prefix, step.metric_errors(period=five),

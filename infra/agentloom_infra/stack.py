@@ -77,7 +77,7 @@ class AgentLoomStack(cdk.Stack):
             self, "Triggers", prefix=prefix, handler=self.functions.trigger, key=key,
             event_pattern=config.event_pattern, event_trigger=config.event_trigger,
             schedule=config.schedule_cron, schedule_trigger=config.schedule_trigger)
-        self.alarms = Alarms(self, "Alarms", prefix=prefix, key=key,
+        self.alarms = Alarms(self, "Alarms", prefix=prefix, stage=config.stage, key=key,
                              state_machine=self.runs.state_machine,
                              dead_letters=self.triggers.dead_letters,
                              step=self.functions.step)

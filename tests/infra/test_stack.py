@@ -239,5 +239,7 @@ def test_alarms_cover_failures_dlq_unknown_outcomes_and_step_errors(synthesized)
                           "UnknownOutcomes", "Errors"}
     unknown = names["UnknownOutcomes"]
     assert unknown["Namespace"] == "AgentLoom"
-    assert unknown["Dimensions"] == [{"Name": "service", "Value": "agentloom"}]
+    # The dimension set the step's Powertools metrics use (observability/_metrics.py)
+    assert unknown["Dimensions"] == [{"Name": "service", "Value": "agentloom"},
+                                     {"Name": "stage", "Value": "test"}]
     assert all(a["Threshold"] == 0 and a["AlarmActions"] for a in names.values())
