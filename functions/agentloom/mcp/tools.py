@@ -36,6 +36,9 @@ from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 from agentloom_runtime.tools.registry import checked_validator
 
 IMPLEMENTATION = "mcp/v1"
+# names other parts of the platform register in a run (skills, knowledge, delegation)
+RESERVED = frozenset({"skill_load", "skill_read", "knowledge_search", "delegate_task",
+                      "update_plan", "read_result"})
 _BAD = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -45,7 +48,7 @@ def derive_alias(prefix: str | None, tool: str, taken: set[str]) -> str:
         base = f"mcp_{base}"
     base = base[:60]
     alias, n = base, 2
-    while alias in taken:
+    while alias in taken or alias in RESERVED:
         alias, n = f"{base}_{n}", n + 1
     return alias
 
@@ -65,6 +68,16 @@ class McpCapability(CapabilityBase):
         bindings = [McpToolBinding.model_validate(b) for b in raw]
         listed: dict[str, dict[str, types.Tool]] = {}
         taken = {b.alias for b in bindings if b.alias}
+        seen: set[tuple[str, str]] = set()
+        for index, binding in enumerate(bindings):
+            key = (binding.resource_id, binding.tool)
+            if key in seen:  # one tool_id per remote tool
+                raise _field(index, "tool", f"tool {binding.tool!r} of "
+                             f"{binding.resource_id} is bound twice")
+            seen.add(key)
+            if binding.alias in RESERVED:
+                raise _field(index, "alias", f"{binding.alias!r} is a tool name the "
+                             "platform registers itself; choose another alias")
         pinned = []
         for index, binding in enumerate(bindings):
             tools = self._listed(space_id, binding, index, listed)

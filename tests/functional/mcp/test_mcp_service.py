@@ -201,3 +201,27 @@ async def test_an_oversized_response_is_refused_while_it_streams(
     # under the byte limit but over max_result_chars: cut to the cap
     cut = await env.service.call(env.space_id, binding, {"size": 50_000})
     assert cut["truncated"] and len(cut["text"]) == 1_000
+
+
+def test_publish_refuses_reserved_aliases_and_unknown_tools(env: Env,
+                                                            http_server: Running) -> None:
+    from agentloom.mcp import McpCapability
+
+    rid = _register(env, http_server.url)
+    capability = McpCapability(env.service)
+    with pytest.raises(Invalid) as reserved:
+        capability.pin(env.space_id, {"mcp_tools": [
+            {"resource_id": rid, "tool": "add", "alias": "skill_load"}]})
+    assert reserved.value.details["fields"][0]["field"] == "config.mcp_tools.0.alias"
+    with pytest.raises(Invalid) as unknown:
+        capability.pin(env.space_id, {"mcp_tools": [{"resource_id": rid, "tool": "nope"}]})
+    assert "add" in unknown.value.message  # it lists what the server has
+    with pytest.raises(Invalid) as twice:
+        capability.pin(env.space_id, {"mcp_tools": [
+            {"resource_id": rid, "tool": "add"}, {"resource_id": rid, "tool": "add",
+                                                  "alias": "add_again"}]})
+    assert twice.value.details["fields"][0]["field"] == "config.mcp_tools.1.tool"
+    pinned = capability.pin(env.space_id, {"mcp_tools": [
+        {"resource_id": rid, "tool": "add"}, {"resource_id": rid, "tool": "big",
+                                              "alias": "add"}]})
+    assert [b["alias"] for b in pinned["mcp_tools"]] == ["add_2", "add"]

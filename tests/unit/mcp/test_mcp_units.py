@@ -61,6 +61,7 @@ def test_aliases_are_valid_unique_function_names() -> None:
     assert derive_alias(None, "get.current time!", set()) == "get_current_time"
     assert derive_alias(None, "9lives", set()) == "mcp_9lives"
     assert derive_alias(None, "add", {"add"}) == "add_2"
+    assert derive_alias(None, "skill_load", set()) == "skill_load_2"
     assert derive_alias(None, "workspace_read", set()) == "mcp_workspace_read"
     assert len(derive_alias(None, "x" * 200, set())) <= 64
 
