@@ -139,3 +139,20 @@ def test_embedding_failures_leave_nothing_half_done(tmp_path: Path, served: Any)
     served.fail.append(500)
     with pytest.raises(EmbeddingFailed):
         w.service.search(ALICE, w.space_id, [base.base_id], "alpha")
+
+
+def test_the_production_policy_refuses_a_loopback_connection(tmp_path: Path,
+                                                             served: Any) -> None:
+    """Without the test-mode flag a base on a 127.0.0.1 connection cannot embed: 502
+    embedding_failed (reason loopback), and nothing is sent."""
+    from agentloom.crypto import LocalKeyring
+    from agentloom.knowledge.wiring import knowledge_service
+
+    w = world(tmp_path, served.url, api_key="sk-emb")
+    strict = knowledge_service(w.store, LocalKeyring(tmp_path / "agentloom.key"),
+                               MemoryIndex())
+    base = strict.create_base(ALICE, w.space_id, BaseSpec("B", w.connection_id, "m"))
+    sent = len(served.requests)
+    with pytest.raises(EmbeddingFailed) as err:
+        strict.put_document(ALICE, w.space_id, base.base_id, "a.txt", b"alpha")
+    assert err.value.reason == "loopback" and len(served.requests) == sent
