@@ -6,7 +6,9 @@ of building infra/sandbox/Dockerfile), ``jwtIssuer`` + ``jwtAudience`` (an exist
 issuer instead of the Cognito user pool), ``eventPattern`` (JSON EventBridge pattern),
 ``scheduleCron`` (an EventBridge Scheduler ``cron(...)`` body), ``triggers`` (JSON: trigger
 name → {space_id, agent_id, version, user_id, question}), ``sqsTrigger``, ``eventTrigger``,
-``scheduleTrigger`` (the trigger names each source uses), ``rolloverCycles``, ``maxAzs``.
+``scheduleTrigger`` (the trigger names each source uses), ``rolloverCycles``, ``maxAzs``,
+``reservedConcurrency`` (JSON: function name → reserved concurrent executions; none by
+default, since an account whose concurrency limit is still 10 rejects any reservation).
 A malformed value raises ``ConfigError`` naming the key, before anything is synthesized.
 """
 
@@ -50,6 +52,19 @@ def _int(node: Node, key: str, default: int, low: int, high: int) -> int:
     return value
 
 
+FUNCTIONS = frozenset({"api", "step", "trigger"})
+
+
+def _reserved(node: Node) -> dict[str, int]:
+    reserved = _json(node, "reservedConcurrency", {})
+    if not isinstance(reserved, dict) or not set(reserved) <= FUNCTIONS or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1000
+            for v in reserved.values()):
+        raise ConfigError("context 'reservedConcurrency' must map some of "
+                          f"{sorted(FUNCTIONS)} to integers 1..1000")
+    return reserved
+
+
 def _triggers(node: Node) -> dict[str, dict[str, str]]:
     triggers = _json(node, "triggers", {})
     if not isinstance(triggers, dict):
@@ -76,6 +91,7 @@ class StageConfig:
     schedule_trigger: str | None = None
     rollover_cycles: int = 500
     max_azs: int = 2
+    reserved_concurrency: dict[str, int] = field(default_factory=dict)
 
     @property
     def prefix(self) -> str:
@@ -117,4 +133,4 @@ class StageConfig:
             triggers=triggers, sqs_trigger=names["sqsTrigger"],
             event_trigger=names["eventTrigger"], schedule_trigger=names["scheduleTrigger"],
             rollover_cycles=_int(node, "rolloverCycles", 500, 10, 3000),
-            max_azs=_int(node, "maxAzs", 2, 1, 3))
+            max_azs=_int(node, "maxAzs", 2, 1, 3), reserved_concurrency=_reserved(node))

@@ -20,7 +20,8 @@ PROD = {"aws:cdk:bundling-stacks": [], "stage": "prod",
         "sandboxImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx:1",
         "triggers": json.dumps(TRIGGERS), "sqsTrigger": "nightly",
         "eventTrigger": "nightly", "eventPattern": json.dumps({"source": ["acme.orders"]}),
-        "scheduleTrigger": "nightly", "scheduleCron": "cron(0 3 * * ? *)"}
+        "scheduleTrigger": "nightly", "scheduleCron": "cron(0 3 * * ? *)",
+        "reservedConcurrency": json.dumps({"step": 50, "trigger": 5})}
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +74,14 @@ def test_prod_retains_data_and_uses_a_nat_per_az(prod):
     prod.has_resource("AWS::KMS::Key", {"DeletionPolicy": "Retain"})
 
 
+def test_reserved_concurrency_from_context(prod):
+    prod.has_resource_properties("AWS::Lambda::Function", {
+        "Handler": "agentloom.handlers.step.handler", "ReservedConcurrentExecutions": 50})
+    prod.has_resource_properties("AWS::Lambda::Function", {
+        "Handler": "agentloom.handlers.api.handler",
+        "ReservedConcurrentExecutions": Match.absent()})
+
+
 def test_existing_issuer_replaces_cognito(prod):
     prod.resource_count_is("AWS::Cognito::UserPool", 0)
     prod.has_resource_properties("AWS::ApiGatewayV2::Authorizer", {"JwtConfiguration": {
@@ -110,6 +119,7 @@ def test_triggers_carry_their_name_and_an_idempotency_id(prod):
     ({"triggers": json.dumps({"t": {"space_id": "s"}})}, "'triggers'['t']"),
     ({"sqsTrigger": "missing"}, "'sqsTrigger' names 'missing'"),
     ({"rolloverCycles": "50000"}, "'rolloverCycles' must be within"),
+    ({"reservedConcurrency": json.dumps({"worker": 3})}, "'reservedConcurrency'"),
 ])
 def test_bad_context_is_refused_naming_the_key(context, names):
     app = cdk.App(context={"aws:cdk:bundling-stacks": [], **context})
