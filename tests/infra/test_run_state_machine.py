@@ -72,6 +72,9 @@ class LambdaEndpoint:
     def __init__(self, invoke: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         self.invoke = invoke
         self.on_kill: Callable[[], Any] | None = None
+        # invocation numbers (1-based) answered with a Lambda service error: "throttle"
+        # before the handler runs (429), "lost" after it ran (500: its reply is lost)
+        self.faults: dict[int, str] = {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
         owner = self
 
@@ -84,7 +87,12 @@ class LambdaEndpoint:
                                             .split("/invocations", 1)[0])
                 event = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.calls.append((name, event))
-                headers = {"x-amzn-RequestId": f"req-{len(owner.calls)}"}
+                number = len(owner.calls)
+                headers = {"x-amzn-RequestId": f"req-{number}"}
+                fault = owner.faults.get(number)
+                if fault == "throttle":
+                    self._error(429, "TooManyRequestsException", headers)
+                    return
                 try:
                     body = owner.invoke(event)
                 except Killed:
@@ -95,9 +103,22 @@ class LambdaEndpoint:
                 except Exception as exc:
                     body = {"errorType": type(exc).__name__, "errorMessage": str(exc)[:300]}
                     headers["X-Amz-Function-Error"] = "Unhandled"
+                if fault == "lost":
+                    self._error(500, "ServiceException", headers)
+                    return
                 data = json.dumps(body).encode()
                 self.send_response(200)
                 for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _error(self, status: int, kind: str, headers: dict[str, str]) -> None:
+                data = json.dumps({"Type": "Service", "message": kind}).encode()
+                self.send_response(status)
+                for key, value in {**headers, "x-amzn-ErrorType": kind}.items():
                     self.send_header(key, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -321,6 +342,26 @@ def test_a_run_with_a_plan_files_a_command_and_rollovers_completes(
     assert all(name.startswith("arn:aws:lambda:") for name in names)
     out = deployment.bench.root.glob("spaces/*/agents/*/sessions/*/main/n.txt")
     assert [p.read_text().split()[0] for p in out] == ["1"]
+
+
+def test_lambda_service_errors_are_retried_without_repeating_a_step(
+        deployment: Deployment) -> None:
+    """A throttled invocation (429 before the handler ran) and a lost reply (500 after
+    it ran) are retried by the state machine; the retried step goes on from the
+    committed head: every model call and the command happen once, the run completes."""
+    deployment.endpoint.faults = {1: "throttle", 3: "lost", 6: "lost"}
+    run_id = deployment.ask("How many lines?")
+    executions = deployment.settle(run_id)
+    assert [e["status"] for e in executions] == ["SUCCEEDED"] * len(executions)
+    assert deployment.view(run_id)["status"] == "completed"
+    deployment.model.assert_consumed()
+    assert deployment.model.unexpected == []
+    assert len(deployment.seen) == 1 and len(deployment.bench.ran) == 1
+    history = deployment.bench.aws.sfn.get_execution_history(
+        executionArn=executions[0]["executionArn"])["events"]
+    failed = [e for e in history if e["type"] == "TaskFailed"]
+    assert {e["taskFailedEventDetails"]["error"] for e in failed} == {
+        "Lambda.TooManyRequestsException", "Lambda.ServiceException"}
 
 
 class Dying:

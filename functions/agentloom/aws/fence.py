@@ -30,6 +30,14 @@ class Fence(BaseModel):
     owner: int = 0
     start_version: int = 0
     cluster: str = ""
+    rolled_from: int = 0  # the generation whose rollover started this one
+
+
+def rollover_pending(fence: Fence, generation: int) -> bool:
+    """``generation`` rolled over and its successor has not claimed the run yet: a
+    retried rollover step answers the same rollover again."""
+    return fence.rolled_from == generation and fence.generation == generation + 1 \
+        and fence.owner != fence.generation
 
 
 def execution_name(run_id: str, generation: int) -> str:
@@ -56,14 +64,16 @@ def write(store: PlatformStore, run_id: str, fence: Fence,
 def advance(store: PlatformStore, run_id: str, *, expect: int | None = None,
             attempts: int = 20) -> int:
     """The next generation, recorded (compare-and-set). ``expect``: only from that
-    generation (a rollover of generation ``expect``); ``WriteConflict`` otherwise."""
+    generation (a rollover of generation ``expect``, recorded as ``rolled_from``);
+    ``WriteConflict`` otherwise."""
     for _ in range(attempts):
         found = read(store, run_id)
         current = found.value if found else Fence()
         if expect is not None and current.generation != expect:
             raise WriteConflict(f"run {run_id} moved to generation {current.generation}",
                                 index=0, pk=_key(run_id)[0], sk=_key(run_id)[1])
-        new = current.model_copy(update={"generation": current.generation + 1})
+        new = current.model_copy(update={"generation": current.generation + 1,
+                                         "rolled_from": expect or 0})
         try:
             write(store, run_id, new, found)
         except WriteConflict:

@@ -145,10 +145,20 @@ class StepService:
         claimed = fence.claim(self.store, run.run_id, step.generation, summary.version,
                               cluster=self.sandbox.config.cluster)
         if claimed is None:
-            return self._reply(step, "stale", summary.status, 0)
+            return self._unclaimed(step, summary)
         if step.failure is not None:
             return self._loop.run_until_complete(self._record_failure(step, run, summary))
         return self._loop.run_until_complete(self._step(step, run, summary, claimed))
+
+    def _unclaimed(self, step: StepInput, summary: RunSummary) -> dict[str, Any]:
+        """Stale — unless this generation's rollover reply was lost (a retried step)."""
+        found = fence.read(self.store, step.run_id)
+        if found is not None and fence.rollover_pending(found.value, step.generation):
+            following = found.value.generation
+            return self._reply(step, "rollover", summary.status, 0, next_execution={
+                "name": fence.execution_name(step.run_id, following),
+                "generation": following})
+        return self._reply(step, "stale", summary.status, 0)
 
     def _reply(self, step: StepInput, next_: str, status: str, cycle: int, *,
                command: dict[str, Any] | None = None,

@@ -6,19 +6,19 @@ wired once per container from the environment: in AWS (``AGENTLOOM_PLATFORM_TABL
 run launcher (``agentloom.aws.platform.AwsPlatform``); otherwise a state directory
 (``AGENTLOOM_HOME``) whose asks answer 503 ``launcher_unavailable`` (no run launcher
 there; reading, admin routes, resolve, cancel and supplement work). ``configure``
-replaces the wiring (tests, other deployments).
+replaces the wiring (tests, other deployments). Imports are deferred to the first
+request (``bench_serverless`` prints the module's cold import and the wiring's).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentloom.api._resolver import ApiResolver
-from agentloom.api.app import build_app
-from agentloom.platform.errors import Unavailable
-from agentloom.platform.launcher import RunJob
+if TYPE_CHECKING:  # the resolver and the platform load on the first request
+    from agentloom.api._resolver import ApiResolver
+    from agentloom.platform.launcher import RunJob
 
 _app: ApiResolver | None = None
 
@@ -27,6 +27,8 @@ class NoLauncher:
     """Runs cannot start from a function without Step Functions configured."""
 
     def launch(self, job: RunJob) -> None:
+        from agentloom.platform.errors import Unavailable
+
         raise Unavailable("this deployment cannot start runs (no run launcher: set the AWS "
                           "environment, docs/deploy.md)", code="launcher_unavailable")
 
@@ -41,6 +43,7 @@ class NoLauncher:
 
 
 def _wire() -> ApiResolver:
+    from agentloom.api.app import build_app
     from agentloom.aws.config import is_aws
     from agentloom.platform.identity import JwtClaims
 

@@ -104,3 +104,22 @@ def test_rollover_moves_to_the_next_generation(bench: Bench) -> None:
 def test_bad_input_is_refused(bench: Bench, event: dict[str, object]) -> None:
     with pytest.raises(StepInputError):
         bench.service.handle(event)
+
+
+def test_a_retried_rollover_step_answers_the_same_rollover(bench: Bench) -> None:
+    """The rollover step's reply was lost and the state machine retried it: the same
+    next execution is named (not ``stale``, which would leave the run undriven)."""
+    bench.service.rollover_cycles = 2
+    run_id = ask(bench)
+    payload: dict[str, Any] = {"run_id": run_id, "generation": 1, "command": None}
+    reply = bench.service.handle(payload)
+    while reply["next"] != "rollover":
+        assert reply["next"] == "continue"
+        reply = bench.service.handle(payload)
+    again = bench.service.handle(payload)
+    assert again["next"] == "rollover"
+    assert again["next_execution"] == reply["next_execution"] == {
+        "name": f"{run_id}-g2", "generation": 2}
+    bench.service.handle({"run_id": run_id, "generation": 2, "command": None})
+    late = bench.service.handle(payload)  # generation 2 claimed the run: 1 is stale now
+    assert late["next"] == "stale"
