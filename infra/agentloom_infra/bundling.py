@@ -28,6 +28,8 @@ PACKAGES = {"agentloom_runtime": REPO_ROOT / "runtime" / "agentloom_runtime",
 PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore"})
 PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64", "manylinux_2_34_aarch64")
 PYTHON_VERSION = "3.12"
+# Test suites shipped inside wheels that nothing imports at run time (numpy's: ~15 MB).
+PRUNE = ("numpy/**/tests",)
 # The asset's source fingerprint covers only what the bundle is built from.
 SOURCE_EXCLUDES = [".git", ".venv", "**/__pycache__", "**/.*_cache", "cdk.out", "infra",
                    "tests", "docs", "node_modules", "*.egg-info", "build", "dist", "bin"]
@@ -68,6 +70,9 @@ def bundle(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
         shutil.rmtree(out / name, ignore_errors=True)
         shutil.copytree(source, out / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for pattern in PRUNE:
+        for tests in list(out.glob(pattern)):
+            shutil.rmtree(tests, ignore_errors=True)
     for junk in out.glob("**/__pycache__"):
         shutil.rmtree(junk, ignore_errors=True)
     return out

@@ -6,7 +6,9 @@ dependencies + the two packages) into a temp dir and prints its unzipped and zip
     .venv/bin/python tests/benchmarks/bench_bundle.py [--host]
 
 ``--host`` builds for this machine's platform instead (when the package index offers no
-aarch64 wheels); the figure is then labelled so.
+aarch64 wheels; the figure is then labelled so) and imports every handler and its wiring
+from the bundle alone (``python -S``: no site-packages, only boto3/botocore beside it, as
+the Lambda runtime provides them), so a dependency missing from the bundle shows here.
 """
 
 from __future__ import annotations
@@ -31,6 +33,34 @@ def _size(root: Path) -> int:
 def _top(root: Path, n: int = 8) -> list[tuple[str, int]]:
     sizes = [(p.name, _size(p) if p.is_dir() else p.stat().st_size) for p in root.iterdir()]
     return sorted(sizes, key=lambda item: -item[1])[:n]
+
+
+LAMBDA_PROVIDES = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six.py",
+                   "urllib3")
+WIRING = ("agentloom.handlers.api", "agentloom.handlers.step", "agentloom.handlers.trigger",
+          "agentloom.aws.platform", "agentloom.api.app", "agentloom.triggers",
+          "agentloom.observability", "agentloom.command_entry",
+          "aws_lambda_powertools.utilities.idempotency",
+          "aws_lambda_powertools.utilities.batch", "aws_lambda_powertools.metrics")
+
+
+def _check_imports(out: Path, tmp: Path) -> None:
+    import subprocess
+
+    import boto3
+
+    runtime = tmp / "lambda-runtime"
+    runtime.mkdir()
+    site = Path(boto3.__file__).resolve().parents[1]
+    for name in LAMBDA_PROVIDES:
+        if (site / name).exists():
+            (runtime / name).symlink_to(site / name)
+    code = f"import importlib\nfor m in {WIRING!r}: importlib.import_module(m)"
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp, text=True,
+                          capture_output=True, env={"PYTHONPATH": f"{out}:{runtime}"},
+                          check=False)
+    verdict = "ok" if done.returncode == 0 else done.stderr.strip().splitlines()[-1]
+    print(f"imports of {len(WIRING)} handler/wiring modules from the bundle alone: {verdict}")
 
 
 def main() -> None:
@@ -62,6 +92,8 @@ def main() -> None:
         for name, size in _top(out):
             print(f"  {size / 1e6:7.2f} MB  {name}")
         assert not (out / "boto3").exists() and not (out / "aws_cdk").exists()
+        if args.host:
+            _check_imports(out, Path(tmp))
 
 
 if __name__ == "__main__":
