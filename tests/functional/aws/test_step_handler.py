@@ -123,3 +123,32 @@ def test_a_retried_rollover_step_answers_the_same_rollover(bench: Bench) -> None
     bench.service.handle({"run_id": run_id, "generation": 2, "command": None})
     late = bench.service.handle(payload)  # generation 2 claimed the run: 1 is stale now
     assert late["next"] == "stale"
+
+
+def test_a_command_task_without_a_result_blocks_and_is_resolved(
+        bench: Bench, model_server: OpenAICompatibleServer) -> None:
+    """The task stopped without writing its result (OOM, stopped by hand): the next step
+    finds the marker without a result and blocks with tool_outcome_unknown; the verdict
+    (recorded by the API, which has no workspace) is applied and the marker released by
+    the next step of generation 2, and the run completes."""
+    run_id = ask(bench)
+    payload: dict[str, Any] = {"run_id": run_id, "generation": 1, "command": None}
+    reply = bench.service.handle(payload)
+    while reply["next"] != "command":
+        reply = bench.service.handle(payload)
+    request_id = reply["command"]["request_id"]
+    after = bench.service.handle({"run_id": run_id, "generation": 1,
+                                  "command": {"request_id": request_id}})
+    assert after["next"] == "blocked"
+    bench.end_execution(run_id, 1)
+    view = bench.api.sessions.run(ALICE, bench.session_id, run_id)
+    assert view.way_out == "resolve" and view.unknown is not None
+    assert view.unknown["kind"] == "command"
+    session = bench.api.store.get_session(bench.session_id)
+    assert session is not None and session.value.active_run is None
+    bench.api.sessions.resolve(ALICE, bench.session_id, run_id, "did_not_run")
+    replies = drive(bench, run_id, 2)
+    assert replies[-1]["status"] == "completed"
+    markers = list(bench.root.glob(".agentloom-locks/*/markers/*.json"))
+    assert markers == []  # released after the verdict's commit
+    assert bench.ran == []  # the command never ran
