@@ -9,7 +9,8 @@ A credential (``bearer``, ``header`` or, for stdio, ``env``) is write-only: resp
 say ``has_credential`` and its kind/name, never the value. ``PUT`` replaces name and spec
 at the given ``revision`` (409 ``mcp_resource_changed`` if it moved on); a new
 ``credential`` replaces the stored one, ``clear_credential`` drops it, neither keeps it.
-The service is the ``McpCapability`` the host wired (503 ``mcp_unavailable`` without).
+The service is the ``McpCapability`` the host wired (404 ``mcp_unavailable`` without:
+no resource exists in a deployment without MCP tools).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from agentloom.api.routing import declare, json_response
 from agentloom.mcp import McpCapability, McpResource, McpService
 from agentloom.platform.access import member_of
 from agentloom.platform.domain import Role
-from agentloom.platform.errors import Unavailable
+from agentloom.platform.errors import NotFound
 
 if TYPE_CHECKING:
     from agentloom.api._resolver import ApiResolver
@@ -111,7 +112,8 @@ def _service(app: ApiResolver, admin: AdminService, space_id: str,
     for capability in admin.capabilities.items:
         if isinstance(capability, McpCapability):
             return capability.service
-    raise Unavailable("this deployment has no MCP tools", code="mcp_unavailable")
+    # without the capability no resource exists here: 404, not a server error
+    raise NotFound("this deployment has no MCP tools", code="mcp_unavailable")
 
 
 def _credential(c: CredentialIn | None) -> dict[str, Any] | None:
