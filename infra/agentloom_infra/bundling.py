@@ -30,9 +30,10 @@ PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64", "manylinux_2_34_
 PYTHON_VERSION = "3.12"
 # Test suites shipped inside wheels that nothing imports at run time (numpy's: ~15 MB).
 PRUNE = ("numpy/**/tests",)
-# The asset's source fingerprint covers only what the bundle is built from.
-SOURCE_EXCLUDES = [".git", ".venv", "**/__pycache__", "**/.*_cache", "cdk.out", "infra",
-                   "tests", "docs", "node_modules", "*.egg-info", "build", "dist", "bin"]
+# The asset's source fingerprint covers only what the bundle is built from (an allow-list:
+# glob ignore with negations).
+SOURCE_EXCLUDES = ["*", "!pyproject.toml", "!runtime", "!functions", "**/__pycache__",
+                   "**/*.pyc"]
 
 
 class BundleError(RuntimeError):

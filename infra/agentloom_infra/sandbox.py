@@ -26,10 +26,11 @@ from constructs import Construct
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = "infra/sandbox/Dockerfile"
 CONTAINER = "command"
-# The image needs only the distribution's sources (the Dockerfile installs them).
-IMAGE_CONTEXT_EXCLUDES = [".git", ".venv", "**/__pycache__", "**/.*_cache", "cdk.out",
-                          "infra/cdk.out", "tests", "docs", "node_modules", "*.egg-info",
-                          "build", "dist"]
+# The image context is an allow-list (glob ignore with negations): the distribution's
+# sources and the Dockerfile, so an infra-only change does not rebuild the image.
+IMAGE_CONTEXT_EXCLUDES = ["*", "!README.md", "!pyproject.toml", "!runtime", "!functions",
+                          "!infra", "infra/*", "!infra/sandbox", "**/__pycache__",
+                          "**/*.pyc"]
 
 
 class CommandSandbox(Construct):

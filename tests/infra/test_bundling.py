@@ -30,7 +30,9 @@ def test_requirements_of_another_pyproject(tmp_path):
 def test_packages_are_the_distributions_and_sources_exclude_the_rest():
     assert {p.name for p in PACKAGES.values()} == {"agentloom_runtime", "agentloom"}
     assert all((p / "__init__.py").is_file() for p in PACKAGES.values())
-    assert {".venv", ".git", "infra", "tests", "docs"} <= set(SOURCE_EXCLUDES)
+    assert SOURCE_EXCLUDES[0] == "*"  # an allow-list
+    assert {p for p in SOURCE_EXCLUDES if p.startswith("!")} == {
+        "!pyproject.toml", "!runtime", "!functions"}
 
 
 def test_one_code_asset_serves_all_three_functions(synthesized):
