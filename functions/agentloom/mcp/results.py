@@ -2,7 +2,9 @@
 
 - text → the text; a result of text parts only is one string (parts joined by a blank
   line), which is what a model reads best;
-- ``structuredContent`` → ``{"structured": …}`` beside the content;
+- ``structuredContent`` → ``{"structured": …}`` beside the content — unless the text
+  is just its serialization (or the SDK's ``{"result": value}`` wrapping of the text's
+  value): the result is then kept once, as the structured value or the text;
 - images and audio (also inside structured content) → a placeholder ``{"type",
   "mime_type", "bytes", "sha256"}``: the data is not stored nor shown (a model
   cannot read base64 usefully);
@@ -78,14 +80,30 @@ def tool_value(result: types.CallToolResult, *, max_chars: int) -> Any:
     if result.is_error:
         message = _text(parts) or "the MCP tool reported an error without a message"
         raise McpToolFailure("mcp_tool_error", message[:ERROR_TEXT])
+    structured = result.structured_content
     value: Any
-    if result.structured_content is None and all(isinstance(p, str) for p in parts):
-        value = _text(parts)
+    if all(isinstance(p, str) for p in parts) and (
+            structured is None or _same(_text(parts), structured)):
+        wrapped = structured is not None and list(structured) == ["result"]
+        value = _text(parts) if structured is None or wrapped else structured
     else:
         value = {"content": parts}
-        if result.structured_content is not None:
-            value["structured"] = _scrub(result.structured_content)
+        if structured is not None:
+            value["structured"] = _scrub(structured)
     return cap(value, max_chars)
+
+
+def _same(text: str, structured: dict[str, Any]) -> bool:
+    """The text is the structured content serialized (the spec's advice for clients
+    that read text only), or the ``{"result": …}`` the SDK wraps a plain value in: the
+    result is then stored and shown once."""
+    try:
+        decoded: Any = json.loads(text)
+    except ValueError:
+        decoded = text
+    if decoded == structured:
+        return True
+    return list(structured) == ["result"] and structured["result"] in (text, decoded)
 
 
 def cap(value: Any, max_chars: int) -> Any:

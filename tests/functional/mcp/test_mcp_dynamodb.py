@@ -53,7 +53,7 @@ def test_resources_and_credentials_on_dynamodb_and_kms(aws: dict[str, Any]) -> N
                                  parameters=dict(tool.input_schema),
                                  schema_digest=tool_digest(tool))
         value = run_sync(service.call(space.space_id, binding, {"a": 3, "b": 4}))
-        assert value["structured"] == {"result": 7}
+        assert value == "7"
     with pytest.raises(Conflict):
         service.update(ALICE, space.space_id, made.resource_id, revision=5, name="x")
     service.update(ALICE, space.space_id, made.resource_id, revision=1, name="renamed")

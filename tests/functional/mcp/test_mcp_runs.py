@@ -196,3 +196,15 @@ async def test_changed_schema_is_refused_at_resume(env: Env, server: Running) ->
         resumed = engine(agent, store, fn, attach=True)
         await resumed.begin_execution()
     assert "tool catalog" in refused.value.message and "lookup" in refused.value.message
+
+
+async def test_a_large_result_is_shown_through_the_reference(env: Env,
+                                                             server: Running) -> None:
+    agent = publish(env, server.url, "big")
+    store = InMemoryCheckpointStore()
+    run = engine(agent, store, model("big", {"size": 60_000}))
+    await run.start("get a lot", run_id=RUN)
+    assert (await drive(run)).status == "completed"
+    [shown] = [m for m in run.main_view().messages if m.get("role") == "tool"]
+    assert len(shown["content"]) < 30_000 and "read_result" in shown["content"]
+    assert "of 60000 characters" in shown["content"]  # stored once, not twice

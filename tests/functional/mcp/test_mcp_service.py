@@ -43,7 +43,7 @@ async def test_streamable_http_both_revisions(env: Env, http_server: Running,
     async with open_client(resource.spec, None, env.service.policy) as client:
         assert client.protocol_version == expected
     value = await env.service.call(env.space_id, _binding(env, rid, "add"), {"a": 2, "b": 3})
-    assert value == {"content": ["5"], "structured": {"result": 5}}
+    assert value == "5"
     assert http_server.state.calls[-1] == ("add", {"a": 2, "b": 3})
 
 
@@ -56,8 +56,7 @@ def test_sse_and_bearer_credential(env: Env) -> None:
         assert made.credential_kind == "bearer" and made.sealed_credential
         binding = _binding(env, made.resource_id, "add")
         from agentloom.mcp.service import run_sync
-        assert run_sync(env.service.call(env.space_id, binding, {"a": 1, "b": 1})) == \
-            {"content": ["2"], "structured": {"result": 2}}
+        assert run_sync(env.service.call(env.space_id, binding, {"a": 1, "b": 1})) == "2"
         assert f"Bearer {TOKEN}" in running.state.auth_seen
         # a wrong credential: the server says 401, the tool fails clearly
         env.service.update(ALICE, env.space_id, made.resource_id, revision=1,
@@ -82,10 +81,10 @@ async def test_content_types_errors_and_caps(env: Env, http_server: Running) -> 
     assert image["bytes"] == 8 and len(image["sha256"]) == 64
     assert "iVBOR" not in str(picture) and picture["content"][1] == "a tiny picture"
     big = await svc.call(env.space_id, _binding(env, rid, "big"), {"size": 20_000})
-    assert big["truncated"] is True and big["total_chars"] > 20_000
+    assert big["truncated"] is True and big["total_chars"] == 20_000
     assert len(big["text"]) == 5_000
     small = await svc.call(env.space_id, _binding(env, rid, "big"), {"size": 100})
-    assert small["content"] == ["x" * 100]
+    assert small == "x" * 100
     with pytest.raises(McpToolFailure) as failed:
         await svc.call(env.space_id, _binding(env, rid, "fail"), {"reason": "because"})
     assert failed.value.code == "mcp_tool_error" and "because" in failed.value.message
@@ -105,7 +104,7 @@ async def test_changed_schema_is_refused_before_the_call(env: Env,
     rid = _register(env, http_server.url)
     binding = _binding(env, rid, "lookup")
     assert await env.service.call(env.space_id, binding, {"key": "k"}) == \
-        {"content": ["found k"], "structured": {"result": "found k"}}
+        "found k"
     assert env.service.drifted(env.space_id, (binding,)) == set()
     change_lookup(http_server.server, http_server.state)
     calls = len(http_server.state.calls)

@@ -31,6 +31,12 @@ def test_text_parts_become_one_string_and_structured_content_is_kept() -> None:
     assert tool_value(_result(_text("a"), _text("b")), max_chars=100) == "a\n\nb"
     assert tool_value(_result(_text("3"), structured={"r": 3}), max_chars=100) == \
         {"content": ["3"], "structured": {"r": 3}}
+    # the text only serializes the structured value, or is the SDK's {"result": …}
+    assert tool_value(_result(_text('{"r": 3}'), structured={"r": 3}),
+                      max_chars=100) == {"r": 3}
+    assert tool_value(_result(_text("3"), structured={"result": 3}), max_chars=100) == "3"
+    assert tool_value(_result(_text("hi"), structured={"result": "hi"}),
+                      max_chars=100) == "hi"
 
 
 def test_media_becomes_a_hashed_placeholder_everywhere() -> None:
