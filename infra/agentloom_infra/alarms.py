@@ -12,6 +12,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -33,6 +34,12 @@ class Alarms(Construct):
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "Topic", topic_name=f"{prefix}-alarms", master_key=key,
                                enforce_ssl=True)
+        # CloudWatch publishes to the encrypted topic only if the key lets it; without this
+        # statement alarms change state but no notification is ever delivered.
+        key.add_to_resource_policy(iam.PolicyStatement(
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"],
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account}}))
         five = cdk.Duration.minutes(5)
         self.failed_executions = self._alarm(
             "FailedExecutions", prefix, state_machine.metric_failed(period=five),

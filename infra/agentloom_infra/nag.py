@@ -97,6 +97,9 @@ def acknowledge(stack: AgentLoomStack) -> None:
          "has no resource; image pulls are scoped to the image repository")
     _ack(stack.network.endpoint_sg, "EC23", "interface endpoints accept HTTPS from the "
          "VPC CIDR only (not 0.0.0.0/0); the check cannot read the intrinsic CIDR")
+    cdk.Annotations.of(stack.network.lambda_sg).acknowledge_warning(
+        "@aws-cdk/aws-ec2:ipv4IgnoreEgressRule",
+        "the Lambdas' group allows all egress (model providers); the EFS rule is redundant")
     _ack_custom_resource(stack)
     if stack.http.user_pool is not None:
         _ack(stack.http.user_pool, "COG2", "MFA is optional (TOTP) so the first admin can "

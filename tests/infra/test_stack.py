@@ -243,3 +243,12 @@ def test_alarms_cover_failures_dlq_unknown_outcomes_and_step_errors(synthesized)
     assert unknown["Dimensions"] == [{"Name": "service", "Value": "agentloom"},
                                      {"Name": "stage", "Value": "test"}]
     assert all(a["Threshold"] == 0 and a["AlarmActions"] for a in names.values())
+
+
+def test_alarm_notifications_can_use_the_encrypted_topic(synthesized):
+    synthesized.assertions.has_resource_properties("AWS::KMS::Key", {"KeyPolicy": {
+        "Statement": Match.array_with([Match.object_like({
+            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey*"]})])}})
+    synthesized.assertions.has_resource_properties("AWS::SNS::Topic", {
+        "KmsMasterKeyId": Match.any_value()})
