@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from agentloom.local.app import LocalApp
-from agentloom.local.sessions import LocalSessions
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
@@ -124,10 +123,10 @@ async def test_history_and_reusable_views(tmp_path: Path) -> None:
         first = await app.run(snapshot(window=6_000), NoteTaker(12), "first question",
                               session="s")
         assert first.status == "completed"
-        sessions = LocalSessions(app.store)
-        views = sessions.views("s")
+        views = app.tracker.store.views("s")
         assert len(views) == 1, "the compacted view of the first run was saved"
-        history = sessions.history("s")
+        assert views[0].run_id == first.run_id
+        history = app.history("s")
         assert history.view_run_id == first.run_id
         assert any("Handoff summary" in str(m.get("content")) for m in history.messages)
         assert all(m.get("role") != "system" for m in history.messages)

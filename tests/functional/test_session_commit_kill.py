@@ -1,7 +1,8 @@
 """A process killed inside a run's commit, on the embedded pair (checkpoints and platform
 in one SQLite file): ``os._exit`` after the session records joined the transaction and
-before ``COMMIT`` leaves neither the head nor the records; after ``COMMIT`` both. The
-next process reads a consistent file and commits on."""
+before ``COMMIT`` leaves neither the head nor the records (nor the run's usage and its
+``model.usage`` event); after ``COMMIT`` all of them. The next process reads a
+consistent file and commits on."""
 
 from __future__ import annotations
 
@@ -49,8 +50,12 @@ CHILD = textwrap.dedent('''
     store._write = dying_write
     head = {"status": "running", "frames": {"main": {}}, "execution": 1, "error": None,
             "streams": {"src:main": 2}}
-    entries = [LogEntry("src:main", n, {"kind": "user", "message": {"role": "user",
-               "content": "secret question"}}) for n in (1, 2)]
+    entries = [LogEntry("src:main", 1, {"kind": "user", "message": {"role": "user",
+               "content": "secret question"}}),
+               LogEntry("src:main", 2, {"kind": "assistant", "message": {
+                   "role": "assistant", "content": "secret answer"}, "call": {
+                   "op_id": "m1-1", "usage": {"prompt_tokens": 30,
+                                              "completion_tokens": 7}}})]
     store.commit(Commit("run_1", 0, head, entries))
 ''')
 
@@ -85,11 +90,18 @@ def test_killed_inside_the_commit(tmp_path: Path, where: str, committed: bool) -
     records = platform.records("ses_1")
     stream = platform.get_stream("ses_1")
     assert stream is not None
+    run = platform.get_run("ses_1", "run_1")
+    assert run is not None
+    usage = [e.data for e in platform.events("run_1") if e.type == "model.usage"]
     if committed:
         assert head is not None and [r.src for r in records] == [1, 2]
         assert stream.value.seq == 2 and stream.value.open["run_1"].src == {"main": 2}
+        assert run.value.usage.calls == 1 and run.value.usage.input_tokens == 30
+        assert [(u["op_id"], u["input_tokens"], u["output_tokens"]) for u in usage] == \
+            [("m1-1", 30, 7)]  # the event rode in the commit's transaction
     else:
         assert head is None and records == [] and stream.value.seq == 0
+        assert run.value.usage.calls == 0 and usage == []
     # the next process commits on (or again) from what is there
     version = head.version if head else 0
     store.commit(Commit("run_1", version, {

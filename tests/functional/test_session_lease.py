@@ -66,7 +66,7 @@ def test_two_questions_started_together_in_one_session_start_exactly_one(
     app = LocalApp(tmp_path)
     try:
         assert app.sessions().head("s")["active_run"] is None  # released when it stopped
-        assert app.sessions().runs("s") == [started[0].run_id]
+        assert app.runs("s") == [started[0].run_id]
     finally:
         app.close()
 
@@ -76,7 +76,8 @@ async def test_a_live_driver_is_named_and_a_dead_one_is_offered_for_resume(
     app = LocalApp(tmp_path)
     driver, child = other_process(alive=True)
     try:
-        app.sessions().acquire("s", "r1", driver=driver)
+        app.sessions().acquire("s", "r1", driver=driver)  # another process's question
+        app.open_run("s", "r1", snapshot())
         engine, _ = app.engine(snapshot(), asker(), session="s")
         await engine.start("Question A", run_id="r1", labels={"session": "s"})
         await engine.close()
@@ -189,7 +190,7 @@ async def test_a_session_is_bound_to_its_agent_and_version(tmp_path: Path) -> No
         with pytest.raises(ConfigError, match=r"agent 'notes' version 2"):
             await app.run(snapshot(agent="notes", version=2), asker(), "Question B",
                           session="s")
-        assert len(app.sessions().runs("s")) == 1  # the refused questions left no run
+        assert len(app.runs("s")) == 1  # the refused questions left no run
         other = await app.run(snapshot(agent="other"), asker(), "Question B", session="t")
         assert other.status == "completed"
     finally:

@@ -4,15 +4,14 @@ through the real embedded store: a resumed older run lands after the newer runs.
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from functional.test_local_sessions import asker, inherited, own_calls, snapshot, task_of
 
-from agentloom.local.app import LocalApp, open_checkpoint_store
+from agentloom.local.app import LocalApp
 from agentloom.local.driver import drive
-from agentloom.local.sessions import LocalSessions, this_process
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.errors import ModelStatusError
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
@@ -55,7 +54,7 @@ async def test_a_resumed_older_run_lands_after_newer_runs_and_d_sees_everything_
         assert len(status) == 1 and positions[0] < status[0] < positions[1]
         assert a.run_id in seen[status[0]] and "budget_exceeded" in seen[status[0]]
 
-        records = app.sessions().records("s")
+        records = app.records("s")
         assert runs_in_order(records) == [a.run_id, b.run_id, c.run_id, a.run_id, d.run_id]
         assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
         refs = [(r["run_id"], r["src"]) for r in records if "src" in r]
@@ -64,66 +63,26 @@ async def test_a_resumed_older_run_lands_after_newer_runs_and_d_sees_everything_
         app.close()
 
 
-async def test_records_committed_without_a_sync_are_caught_up_by_the_next_sync(
-        tmp_path: Path) -> None:
+async def test_each_commit_writes_its_records_no_sync_follows(tmp_path: Path) -> None:
     app = LocalApp(tmp_path)
     try:
         first = await app.run(snapshot(), asker(), "Question A", session="s")
-        # a run whose driver synced nothing (it crashed right after each commit) ...
-        sessions = app.sessions()
-        sessions.acquire("s", "crashed")
+        # a run driven by a bare loop (no driver, no sync, as if it crashed after each
+        # commit): its records are in the session's stream as soon as each step commits
+        app.sessions().acquire("s", "bare")
+        app.open_run("s", "bare", snapshot())
         engine, _ = app.engine(snapshot(), asker(), session="s")
-        await engine.start("Question B", run_id="crashed", labels={"session": "s"})
+        await engine.start("Question B", run_id="bare", labels={"session": "s"})
+        assert runs_in_order(app.records("s")) == [first.run_id, "bare"]
         await drive(engine)
         await engine.close()
-        assert [r["run_id"] for r in sessions.records("s", messages=False)] == \
-            [first.run_id] * 2
-        # ... is caught up when the next question builds its history
+        records = app.records("s")
+        assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+        assert [str(r["message"].get("content")) for r in records if r["run_id"] == "bare"
+                ] == ["Question B", "Answer B"]
         c = await app.run(snapshot(), asker(), "Question C", session="s")
         assert inherited(app, c.run_id) == ["Question A", "Answer A", "Question B",
                                             "Answer B"]
-    finally:
-        app.close()
-
-
-def test_concurrent_syncs_never_duplicate_a_record(tmp_path: Path) -> None:
-    import asyncio
-
-    app = LocalApp(tmp_path)
-    try:
-        sessions = app.sessions()
-        lease = sessions.acquire("s", "r")
-        engine, _ = app.engine(snapshot(), asker({"A": 3}), session="s")
-
-        async def unsynced() -> None:
-            await engine.start("Question A", run_id="r", labels={"session": "s"})
-            await drive(engine)
-            await engine.close()
-
-        asyncio.run(unsynced())
-        barrier = threading.Barrier(4)
-        counts: list[int] = []
-
-        def sync() -> None:
-            store = open_checkpoint_store(tmp_path)  # encrypted, as LocalApp opens it
-            try:
-                barrier.wait()
-                counts.append(LocalSessions(store).sync("s"))
-            finally:
-                store.close()
-
-        threads = [threading.Thread(target=sync) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        records = sessions.records("s", messages=False)
-        assert sum(counts) == len(records) > 0
-        assert len({r["src"] for r in records}) == len(records)
-        assert sessions.sync("s") == 0
-        sessions.release("s", "r", lease)
-        assert sessions.head("s")["active_run"] is None
-        assert this_process()["pid"] == lease["pid"]
     finally:
         app.close()
 
@@ -168,7 +127,7 @@ async def test_a_view_saved_before_an_old_run_resumed_never_hides_its_late_answe
             done = await app.run(snap, FunctionModel(notes_then_answer),
                                  f"Question {letter}", session="s")
             assert done.status == "completed"
-        [view] = app.sessions().views("s")  # C's compacted view, over A, B and C
+        [view] = app.tracker.store.views("s")  # C's compacted view, over A, B and C
         assert view.run_id == done.run_id
         assert (await app.resume(a.run_id, snap, FunctionModel(notes_then_answer))
                 ).status == "completed"
@@ -182,23 +141,29 @@ async def test_a_view_saved_before_an_old_run_resumed_never_hides_its_late_answe
         app.close()
 
 
-async def test_a_session_saved_before_the_records_stream_is_synced_from_its_runs(
+async def test_a_session_of_the_earlier_cli_stream_is_refused_with_a_way_on(
         tmp_path: Path) -> None:
+    """ADR 0003: no migrations. A session whose document holds the CLI's earlier record
+    stream is refused for new questions and resumes, naming a new session."""
     from agentloom_runtime.checkpoint.store import Commit, LogEntry
+    from agentloom_runtime.errors import ConfigError
 
     app = LocalApp(tmp_path)
     try:
         engine, _ = app.engine(snapshot(), asker(), session="s")
         await engine.start("Question A", run_id="old", labels={"session": "s"})
-        await drive(engine)
         await engine.close()
-        # the session document as it was before format 1: stream counts only
-        app.store.commit(Commit("session:s", 0, {"runs": 1},
+        app.store.commit(Commit("session:s", 0, {"runs": 1},  # as the earlier CLI wrote it
                                 [LogEntry("runs", 1, {"run_id": "old"})]))
-        b = await app.run(snapshot(), asker(), "Question B", session="s")
-        assert inherited(app, b.run_id) == ["Question A", "Answer A"]
-        head = app.sessions().head("s")
-        assert head["format"] == 1 and head["streams"]["runs"] == 2
-        assert app.sessions().runs("s") == ["old", b.run_id]
+        for attempt in (app.run(snapshot(), asker(), "Question B", session="s"),
+                        app.resume("old", snapshot(), asker())):
+            with pytest.raises(ConfigError, match=r"session 's' .* earlier version of the "
+                               r"CLI.*ask in a new session \(`agentloom run --session NEW"
+                               ) as refused:
+                await attempt
+            assert refused.value.details["code"] == "session_stream_outdated"
+        assert app.runs("s") == []  # nothing was opened
+        other = await app.run(snapshot(), asker(), "Question B", session="s2")
+        assert other.status == "completed"
     finally:
         app.close()

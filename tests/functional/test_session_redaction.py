@@ -55,7 +55,7 @@ async def test_a_key_in_a_tool_result_never_reaches_the_next_history_or_the_even
         history = json.dumps(inherited(app, b.run_id))
         assert REDACTED in history
         sent = json.dumps([m for r in model.requests for m in r.messages])
-        for text in (history, sent, json.dumps(app.sessions().records("s"))):
+        for text in (history, sent, json.dumps(app.records("s"))):
             assert KEY not in text and OPENAI not in text
     finally:
         app.close()

@@ -48,7 +48,7 @@ async def test_a_blocked_run_left_for_a_new_question_is_noted_as_abandoned(
     try:
         a = await app.run(snap, asker({"A": 1}), "Question A", session="s")
         assert a.status == "blocked"
-        assert notes([str(r["message"]["content"]) for r in app.sessions().records("s")]) == []
+        assert notes([str(r["message"]["content"]) for r in app.records("s")]) == []
         b = await app.run(snap, asker(), "Question B", session="s")
         seen = notes(inherited(app, b.run_id))
         assert len(seen) == 1 and f"run {a.run_id} ended: blocked — budget_exceeded" in seen[0]

@@ -2,9 +2,14 @@
 sandbox, the agent's trusted hooks and the local driver — one machine, no cloud.
 
 A question (``run``) takes the session's lease (refused while another run of the session
-is active, or when the session belongs to another agent), syncs the session's record
-stream, builds the new run's history from it, then starts and drives the run, syncing
-after every step; the lease is given back when the driver stops (see ``sessions``).
+is active, or when the session belongs to another agent), opens the run in the
+session's record stream, builds its history from that stream, then starts and drives
+it; the lease is given back when the driver stops (``agentloom.local.runs``, the run
+driver ``agentloom serve`` uses too). The stream is the platform's, in the platform
+store on the same SQLite file: each step's session records, usage and the run's
+reusable view are written in the step's own checkpoint transaction (``SessionCommits``),
+so nothing is synced after a step and a crash cannot separate them. A session holding
+the earlier CLI stream (written before) is refused with a way on (``old_stream``).
 ``resume`` and ``resolve`` take the lease for the run they continue; a run that already
 ended is not resumed (its result is returned as it is). Known provider keys are redacted
 from projected history and from every event before the host's ``emit`` sees it.
@@ -34,7 +39,12 @@ from typing import Any, TextIO
 
 from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
 from agentloom.observability import Observer
+from agentloom.platform.domain import Run, Session, now
+from agentloom.platform.store import SqlitePlatformStore, WriteConflict, retry_conflicts
+from agentloom.platform.store.session_commits import SessionCommits
+from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
+from agentloom_runtime.context.history import RunHistory
 from agentloom_runtime.contracts import (
     RunOutcome,
     RunStatus,
@@ -43,15 +53,15 @@ from agentloom_runtime.contracts import (
     Verdict,
 )
 from agentloom_runtime.engine import Engine, RunSummary, cancel_run, create_engine, read_run
-from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
+from agentloom_runtime.errors import CheckpointConflict, ConfigError
 from agentloom_runtime.events import Emit, Topic
 from agentloom_runtime.hooks import HookRegistry
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 
-from .driver import drive
 from .operator import hook_registry
 from .redaction import Redactor
-from .sessions import Driver, Liveness, LocalSessions, agent_binding
+from .runs import RunDriver, stopped_step
+from .sessions import Liveness, LocalSessions, agent_binding
 from .workspaces import LocalWorkspaces
 
 HookLoader = Callable[[AgentSnapshot], HookRegistry | None]
@@ -59,6 +69,7 @@ DATABASE = "agentloom.sqlite3"
 KEY_FILE = "agentloom.key"
 CANCEL_ATTEMPTS = 5
 ENDED = ("completed", "failed", "cancelled")
+LOCAL_USER = "local"  # the CLI's one user, in its platform session and run items
 
 
 @dataclass(frozen=True)
@@ -148,46 +159,20 @@ def _why_nothing(before: RunSummary, engine: Engine) -> str:
 
 @dataclass
 class _Driving:
-    """An engine on a run whose session lease this process holds; its steps sync the
-    session's record stream."""
+    """An engine on a run whose session lease this process holds."""
 
     engine: Engine
     workspaces: LocalWorkspaces
-    sessions: LocalSessions
+    driver: RunDriver
     session: str
-
-    def _synced(self, _: StepResult) -> None:
-        with contextlib.suppress(PersistenceError):  # the next sync catches up
-            self.sessions.sync(self.session, runs=[self.engine.run_id])
 
     async def step(self) -> StepResult:
         """One step (a command it asks for is left for the next drive to run)."""
-        result = await self.engine.step()
-        self._synced(result)
-        return result
+        return await self.engine.step()
 
     async def drive(self, pause: float) -> StepResult:
-        run_id = self.engine.run_id
-        observer = Observer.of(self.engine)
-        try:
-            return await drive(self.engine, runner=self.workspaces.runner(), pause=pause,
-                               on_step=self._synced, observer=observer)
-        except CheckpointConflict:
-            summary = read_run(self.sessions.store, run_id)
-            if summary is None or summary.status == "running":
-                raise
-            # stopped by someone else (a cancel): this driver's step lost, nothing more
-            return _done(summary)
-        finally:
-            if observer is not None:
-                observer.close()
-
-
-def _done(summary: RunSummary) -> StepResult:
-    """A stopped run as the driver's last step reports it."""
-    return StepResult(run_id=summary.run_id, next="done", status=summary.status,
-                      instance="main", kind="none", version=summary.version,
-                      error_code=summary.error["code"] if summary.error else None)
+        return await self.driver.drive(self.engine, self.session,
+                                       runner=self.workspaces.runner(), pause=pause)
 
 
 class LocalApp:
@@ -203,19 +188,86 @@ class LocalApp:
         self.hooks = hooks
         self.redactor = Redactor.from_environment()
         self._store: SqliteCheckpointStore | None = None
+        self._platform: SqlitePlatformStore | None = None
+        self._tracker: RunTracker | None = None
 
     @property
     def store(self) -> SqliteCheckpointStore:
-        if self._store is None:
-            self._store = open_checkpoint_store(self.home)
+        self._open()
+        assert self._store is not None
         return self._store
+
+    @property
+    def tracker(self) -> RunTracker:
+        """The session streams: the platform store on the same file, its companion
+        attached to the checkpoint store (one transaction per step)."""
+        self._open()
+        assert self._tracker is not None
+        return self._tracker
+
+    def _open(self) -> None:
+        if self._store is not None:
+            return
+        store = open_checkpoint_store(self.home)
+        platform = SqlitePlatformStore(self.home / DATABASE)
+        commits = SessionCommits(platform, redactor=self.redactor)
+        store.attach(commits)
+        self._store, self._platform = store, platform
+        self._tracker = RunTracker(platform, store, redactor=self.redactor,
+                                   commits=commits)
 
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+        if self._platform is not None:
+            self._platform.close()
 
     def sessions(self) -> LocalSessions:
         return LocalSessions(self.store, redactor=self.redactor)
+
+    def driver(self) -> RunDriver:
+        return RunDriver(self.tracker)
+
+    # -- a session's stream ------------------------------------------------------------------
+
+    def records(self, session: str) -> list[dict[str, Any]]:
+        """The session's main records in session order (messages read from the runs,
+        credentials redacted)."""
+        return self.tracker.records(session)
+
+    def runs(self, session: str) -> list[str]:
+        """The session's runs, in the order they were asked."""
+        runs = self.tracker.store.session_runs(session)
+        return [r.run_id for r in sorted(runs, key=lambda r: (r.created_at, r.run_id))]
+
+    def history(self, session: str) -> RunHistory:
+        """What a new question of the session would inherit."""
+        return self.tracker.history(session)
+
+    def open_run(self, session: str, run_id: str, snapshot: AgentSnapshot) -> None:
+        """Open ``run_id`` in the session's stream (the session created on first use),
+        before its first commit: the companion writes only for runs the stream holds."""
+        if self.sessions().old_stream(session):
+            raise _old_stream(session, self.home)
+        store = self.tracker.store
+        at = now()
+
+        def attempt() -> None:
+            found = store.get_session(session)
+            if found is None:
+                with contextlib.suppress(WriteConflict):  # created meanwhile: read it
+                    store.create_session(Session(
+                        session_id=session, space_id=snapshot.space_id,
+                        agent_id=snapshot.agent_id, version=snapshot.version,
+                        user_id=LOCAL_USER, created_at=at))
+                found = store.get_session(session)
+                assert found is not None
+            store.start_run(found, Run(
+                run_id=run_id, session_id=session, space_id=snapshot.space_id,
+                agent_id=snapshot.agent_id, version=snapshot.version, user_id=LOCAL_USER,
+                created_at=at, updated_at=at))
+
+        retry_conflicts(attempt)
 
     def meta(self, run_id: str) -> dict[str, Any]:
         entries = self.store.read(run_id, "meta", 0, 1)
@@ -260,29 +312,23 @@ class LocalApp:
     async def run(self, snapshot: AgentSnapshot, gateway: Any, question: str, *,
                   session: str = "cli", pause: float = 0.0) -> StepResult:
         self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
-        sessions = self.sessions()
+        driver = self.driver()
         run_id = uuid.uuid4().hex
-        # the lease first (it registers the run, so a crash cannot orphan it)
-        lease = sessions.acquire(session, run_id, agent=agent_binding(snapshot))
-        try:
-            history = sessions.history(session, abandon=True)
-            engine, workspaces = self.engine(snapshot, gateway, session=session,
-                                             new_run=run_id)
+        # the lease first: a crash before the run starts leaves a lease that holds nothing
+        async with driver.leased(session, run_id, new=True, agent=agent_binding(snapshot)):
             try:
-                await engine.start(question, run_id=run_id, labels={"session": session},
-                                   history=history.messages, counters=history.counters,
-                                   history_watermark=history.history_watermark)
-                result = await _Driving(engine, workspaces, sessions, session).drive(pause)
-                view = engine.main_view()
-                if engine.status == "completed" and view.compacted:
-                    # a compacted main view becomes reusable by the next questions
-                    sessions.save_view(session, run_id, history, view.messages,
-                                       view.counters)
-                return result
+                self.open_run(session, run_id, snapshot)
+                engine, workspaces = self.engine(snapshot, gateway, session=session,
+                                                 new_run=run_id)
+                try:
+                    await driver.start(engine, question, run_id=run_id, session=session,
+                                       labels={"session": session})
+                    return await driver.drive(engine, session,
+                                              runner=workspaces.runner(), pause=pause)
+                finally:
+                    await engine.close()
             finally:
-                await engine.close()
-        finally:
-            _finish(sessions, session, run_id, lease)
+                driver.stopped(session, run_id)
 
     async def resume(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
                      retry_unknown_models: bool = False, confirm_hooks: bool = False,
@@ -291,7 +337,7 @@ class LocalApp:
         that already ended (completed, failed, cancelled) is returned as it is."""
         summary = self.summary(run_id)
         if summary.status in ENDED:
-            return _done(summary)
+            return stopped_step(summary)
         async with self._driving(run_id, snapshot, gateway) as run:
             await run.engine.begin_execution(retry_unknown_models=retry_unknown_models,
                                              confirm_hooks=confirm_hooks,
@@ -372,7 +418,7 @@ class LocalApp:
         session's next question sees a status record of it."""
         session = self.summary(run_id).labels.get("session", "cli")
         cancel_run(self.store, run_id, reason, attempts=CANCEL_ATTEMPTS)  # no binding check
-        self.sessions().sync(session, runs=[run_id])
+        self.tracker.stopped(session, run_id)  # its status record rode in the commit
         return self.summary(run_id)
 
     @contextlib.asynccontextmanager
@@ -381,17 +427,19 @@ class LocalApp:
         """The session's lease for the run (refused while a live driver holds it; taken
         over when its driver is provably gone), then an engine attached to it."""
         session = self.summary(run_id).labels.get("session", "cli")
-        sessions = self.sessions()
-        lease = sessions.acquire(session, run_id, new=False)
-        try:
-            engine, workspaces = self.engine(snapshot, gateway, run_id=run_id,
-                                             session=session)
+        if self.sessions().old_stream(session):
+            raise _old_stream(session, self.home)
+        driver = self.driver()
+        async with driver.leased(session, run_id, new=False):
             try:
-                yield _Driving(engine, workspaces, sessions, session)
+                engine, workspaces = self.engine(snapshot, gateway, run_id=run_id,
+                                                 session=session)
+                try:
+                    yield _Driving(engine, workspaces, driver, session)
+                finally:
+                    await engine.close()
             finally:
-                await engine.close()
-        finally:
-            _finish(sessions, session, run_id, lease)
+                driver.stopped(session, run_id)
 
     # -- reading a run ---------------------------------------------------------------------
 
@@ -464,14 +512,13 @@ class LocalApp:
         return report
 
 
-def _finish(sessions: LocalSessions, session: str, run_id: str, lease: Driver) -> None:
-    """Sync what the run committed, then give the lease back. A store failure here never
-    hides the run's own outcome: the next sync catches up, and a lease naming a run that
-    has stopped holds nothing."""
-    with contextlib.suppress(PersistenceError):
-        sessions.sync(session, runs=[run_id])
-    with contextlib.suppress(PersistenceError):
-        sessions.release(session, run_id, lease)
+def _old_stream(session: str, home: Path) -> ConfigError:
+    return ConfigError(
+        f"session {session!r} in {home} holds the session stream of an earlier version "
+        "of the CLI (before session records were written in each run's commit); it is "
+        "not migrated: ask in a new session (`agentloom run --session NEW ...`), or use "
+        "the earlier version to continue it",
+        details={"code": "session_stream_outdated", "session": session})
 
 
 def status_lines(report: RunReport) -> list[str]:

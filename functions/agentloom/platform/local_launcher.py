@@ -5,11 +5,11 @@
 checkpoints, a local workspace per instance, the bubblewrap sandbox for commands — a
 clear ``sandbox_unavailable`` result when it cannot run, never the host shell — and the
 agent's trusted hooks), with the model gateway from the server's ``ModelFactory``. It
-drives a job under the embedded session lease of ``agentloom.local.sessions`` (which
-process drives it); the run's history is the platform's session stream
-(``RunTracker.history``), and each step's records, usage and the run's reusable view are
-written in the step's own checkpoint commit by the store's companion (``SessionCommits``,
-to which a new question's engine offers its main view: ``watch``).
+drives a job with the run driver the CLI uses (``agentloom.local.runs.RunDriver``): the
+session lease, the history from the platform's session stream, the engine's main view
+offered to the completing commit, the steps; each step's records, usage and the run's
+reusable view are written in the step's own checkpoint commit by the store's companion
+(``SessionCommits``).
 
 ``LocalRunLauncher`` owns one background thread with its own event loop; each job is a
 task on it. ``stop`` cancels the task (an in-flight model call is abandoned, an
@@ -24,15 +24,15 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 from agentloom.capabilities import Capabilities, RunScope
-from agentloom.local.driver import drive
 from agentloom.local.operator import hook_registry
 from agentloom.local.redaction import Redactor
-from agentloom.local.sessions import LocalSessions, agent_binding
+from agentloom.local.runs import RunDriver
+from agentloom.local.sessions import agent_binding
 from agentloom.local.workspaces import LocalWorkspaces
 from agentloom.observability import Observer
 from agentloom.platform.domain import Run, RunState
@@ -40,9 +40,9 @@ from agentloom.platform.errors import Conflict, Invalid
 from agentloom.platform.launcher import EngineDetail, ModelFactory, RunJob
 from agentloom.platform.tracker import RunTracker
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
-from agentloom_runtime.contracts import StepResult, Verdict
+from agentloom_runtime.contracts import Verdict
 from agentloom_runtime.engine import Engine, create_engine, read_run
-from agentloom_runtime.errors import AgentLoomError, CheckpointConflict, PersistenceError
+from agentloom_runtime.errors import AgentLoomError, CheckpointConflict
 from agentloom_runtime.snapshot import AgentSnapshot
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ class LocalEngines:
         self.tracker = tracker
         self.model_factory = model_factory
         self.redactor: Redactor = tracker.redactor
+        self.driver = RunDriver(tracker)
 
     def engine(self, run: Run, snapshot: AgentSnapshot, *,
                attach: bool) -> tuple[Engine, LocalWorkspaces]:
@@ -164,80 +165,27 @@ class LocalEngines:
     # -- driving (the worker's loop) -----------------------------------------------------
 
     async def execute(self, job: RunJob) -> None:
-        run, snapshot = job.run, job.snapshot
-        sid = run.session_id
-        sessions = LocalSessions(self.checkpoints, redactor=self.redactor)
-        if job.kind == "ask":
-            lease = sessions.acquire(sid, run.run_id, agent=agent_binding(snapshot),
-                                     record=False)
-        else:
-            lease = sessions.acquire(sid, run.run_id, new=False, record=False)
-        try:
-            if job.kind == "ask":
-                await self._ask(job)
-            else:
-                await self._continue(job)
-        finally:
-            with contextlib.suppress(PersistenceError):
-                sessions.release(sid, run.run_id, lease)
-
-    async def _ask(self, job: RunJob) -> None:
-        run, sid = job.run, job.run.session_id
-        history = self.tracker.history(sid, abandon=True)
-        engine, workspaces = self.engine(run, job.snapshot, attach=False)
-        try:
-            await engine.start(job.question or "", run_id=run.run_id,
-                               labels={"session": sid, "space": run.space_id,
-                                       "user": run.user_id},
-                               history=history.messages, counters=history.counters,
-                               history_watermark=history.history_watermark)
-            self.tracker.started(sid, run.run_id)
-            with self._offering_view(engine):
-                await self._drive(engine, workspaces)
-        finally:
-            await engine.close()
-
-    async def _continue(self, job: RunJob) -> None:
-        run, sid = job.run, job.run.session_id
-        engine, workspaces = self.engine(run, job.snapshot, attach=True)
-        try:
-            if job.kind == "resume":
-                await engine.begin_execution(retry_unknown_models=job.retry_unknown_models,
-                                             confirm_hooks=job.confirm_hooks,
-                                             raise_budget=job.raise_budget)
-            self.tracker.started(sid, run.run_id)
-            with self._offering_view(engine):
-                await self._drive(engine, workspaces)
-        finally:
-            await engine.close()
-
-    @contextlib.contextmanager
-    def _offering_view(self, engine: Engine) -> Iterator[None]:
-        """While ``engine`` drives its run, its main view is the one the completing
-        commit may save as the session's reusable view (``SessionCommits.watch``)."""
-        commits = self.tracker.commits
-        if commits is None:
-            yield
-            return
-        commits.watch(engine.run_id, view=engine.main_view)
-        try:
-            yield
-        finally:
-            commits.unwatch(engine.run_id)
-
-    async def _drive(self, engine: Engine, workspaces: LocalWorkspaces) -> StepResult | None:
-        run_id = engine.run_id
-        observer = Observer.of(engine)
-        try:
-            return await drive(engine, runner=workspaces.runner(), observer=observer)
-        except CheckpointConflict:
-            summary = read_run(self.checkpoints, run_id)
-            if summary is None or summary.status == "running":
-                raise
-            return None  # stopped by someone else (a cancel): this driver's step lost
-        finally:
-            if observer is not None:
-                observer.close()
+        """Drive the job's run under the session's lease (``agentloom.local.runs``, the
+        driver the CLI uses too): a new question starts from the session's history, a
+        resume begins a new execution, a continue drives on."""
+        run, snapshot, sid = job.run, job.snapshot, job.run.session_id
+        ask = job.kind == "ask"
+        async with self.driver.leased(sid, run.run_id, new=ask,
+                                      agent=agent_binding(snapshot) if ask else None):
+            engine, workspaces = self.engine(run, snapshot, attach=not ask)
+            try:
+                if ask:
+                    await self.driver.start(engine, job.question or "", run_id=run.run_id,
+                                            session=sid,
+                                            labels={"session": sid, "space": run.space_id,
+                                                    "user": run.user_id})
+                elif job.kind == "resume":
+                    await engine.begin_execution(
+                        retry_unknown_models=job.retry_unknown_models,
+                        confirm_hooks=job.confirm_hooks, raise_budget=job.raise_budget)
+                await self.driver.drive(engine, sid, runner=workspaces.runner())
+            finally:
+                await engine.close()
 
 
 class LocalRunLauncher:

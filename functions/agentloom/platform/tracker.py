@@ -82,15 +82,15 @@ class RunTracker:
     def __init__(self, store: PlatformStore, checkpoints: BaseCheckpointStore, *,
                  redactor: Redactor | None = None,
                  commits: SessionCommits | None = None) -> None:
-        """``commits``: the companion ``checkpoints`` was opened with (its usage events
-        then go through ``event``)."""
+        """``commits``: the companion ``checkpoints`` was opened with (the usage events
+        it writes in each commit wake this tracker's waiters: ``notify``)."""
         self.store = store
         self.checkpoints = checkpoints
         self.redactor = redactor or Redactor()
         self.commits = commits
         self._appended = threading.Condition()
         if commits is not None:
-            commits.bind_events(self.event)
+            commits.bind_notify(self.notify)
 
     def summary(self, run_id: str) -> RunSummary | None:
         try:
@@ -149,6 +149,13 @@ class RunTracker:
             messages = json.loads(self.checkpoints.get_blob(ref.run_id, ref.blob))
             views.append(chosen.model_copy(update={"messages": self.redactor.scrub(messages)}))
         return build_run_history(records, views)
+
+    def records(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's main records as ``build_run_history`` reads them: ``seq``,
+        ``run_id``, ``instance``, ``kind``, ``message`` (read from the run's logs),
+        ``visible``/``name`` when set; a status record as ``run_status_record`` made it.
+        Known credentials redacted."""
+        return self._main_records(session_id)
 
     def _main_records(self, session_id: str) -> list[dict[str, Any]]:
         """The session's main records as ``build_run_history`` reads them."""
@@ -269,6 +276,10 @@ class RunTracker:
             self.store.append_events(run_id, [(topic, clean)])
         except Exception:  # an observer never breaks a step
             log.exception("run %s: event %s was not recorded", run_id, topic)
+        self.notify()
+
+    def notify(self) -> None:
+        """Wake the readers waiting for events (``wait``)."""
         with self._appended:
             self._appended.notify_all()
 

@@ -479,24 +479,31 @@ class PlatformStore(ABC):
     def append_events(self, run_id: str, events: Sequence[tuple[str, dict[str, Any]]]) -> int:
         """Append events with the next seqs (compare-and-set on the counter, retried);
         returns the last seq."""
-        pk = f"run#{run_id}"
         with self._event_lock:  # writers in one process take turns; others retry
             for _ in range(EVENT_ATTEMPTS):
-                found = self._get(pk, "events")
-                version, last = (found[0], json.loads(found[1])["seq"]) if found else (0, 0)
-                at = now()
-                writes = [put(pk, "events", {"seq": last + len(events)},
-                              version if found else ABSENT)]
-                writes += [put(pk, seq_key("ev", last + i), Event(
-                    run_id=run_id, seq=last + i, type=topic, at=at, data=data), ABSENT)
-                    for i, (topic, data) in enumerate(events, 1)]
+                writes, last = self.event_writes(run_id, events)
                 try:
                     self.transact(writes)
-                    return last + len(events)
+                    return last
                 except WriteConflict:
                     time.sleep(0.001)
         raise WriteConflict(f"run {run_id}: the event counter kept changing", index=0,
-                            pk=pk, sk="events")
+                            pk=f"run#{run_id}", sk="events")
+
+    def event_writes(self, run_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+                     ) -> tuple[list[Write], int]:
+        """The writes that append ``events`` after the counter as read now (conditioned
+        on its version), and the last seq they take."""
+        pk = f"run#{run_id}"
+        found = self._get(pk, "events")
+        version, last = (found[0], json.loads(found[1])["seq"]) if found else (0, 0)
+        at = now()
+        writes = [put(pk, "events", {"seq": last + len(events)},
+                      version if found else ABSENT)]
+        writes += [put(pk, seq_key("ev", last + i), Event(
+            run_id=run_id, seq=last + i, type=topic, at=at, data=data), ABSENT)
+            for i, (topic, data) in enumerate(events, 1)]
+        return writes, last + len(events)
 
     def events(self, run_id: str, *, after: int = 0, limit: int = 200) -> list[Event]:
         return self.query(f"run#{run_id}", "ev#", Event, after=seq_key("ev", after),

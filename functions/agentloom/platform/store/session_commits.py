@@ -15,8 +15,9 @@ crash leaves the run's head *and* what it implies for the session, or neither:
   (a status record, another process) makes the join fail with ``CompanionConflict``
   and the checkpoint store asks again;
 - the run's usage totals (provider usage of the commit's model calls: an action's on
-  its assistant record, a compaction's or review's in ``ops``), and once committed one
-  ``model.usage`` event per call;
+  its assistant record, a compaction's or review's in ``ops``), and one ``model.usage``
+  event per call (the run's event counter conditioned on its version: an event appended
+  meanwhile is a ``CompanionConflict``, and the commit asks again);
 - a status record when the run failed or was cancelled (once per execution and status),
   and the run's leaving the stream's ``open`` set once it completed, failed or was
   cancelled;
@@ -80,7 +81,6 @@ _PAGE = 1000
 STATUS_MESSAGE_CHARS = 2_000
 
 Reader = Callable[[str, int], list[LogEntry]]  # (stream, after) -> entries, ascending
-Events = Callable[[str, str, Mapping[str, Any]], None]  # (run_id, topic, data)
 
 
 class Progress(Protocol):
@@ -207,21 +207,18 @@ class _Joined:
     """The companion's writes for one commit."""
 
     def __init__(self, store: PlatformStore, writes: list[Write],
-                 events: list[tuple[str, dict[str, Any]]], emit: Events | None) -> None:
-        self.store, self.writes, self.events, self.emit = store, writes, events, emit
+                 notify: Callable[[], None] | None) -> None:
+        self.store, self.writes, self.notify = store, writes, notify
 
     def join(self, transaction: object) -> None:
         self.store.join_writes(self.writes, transaction)
 
     def committed(self) -> None:
-        for run_id, data in self.events:
+        if self.notify is not None:
             try:
-                if self.emit is not None:
-                    self.emit(run_id, "model.usage", data)
-                else:
-                    self.store.append_events(run_id, [("model.usage", data)])
+                self.notify()
             except Exception:  # an observation; the commit holds
-                log.exception("run %s: a model.usage event was not recorded", run_id)
+                log.exception("a committed event was not notified")
 
 
 class SessionCommits:
@@ -233,11 +230,12 @@ class SessionCommits:
         self._sessions: dict[str, str] = {}  # run -> session (immutable once known)
         self._watched: dict[str, Callable[[], MainView]] = {}
         self._lock = threading.Lock()
-        self._emit: Events | None = None
+        self._notify: Callable[[], None] | None = None
 
-    def bind_events(self, emit: Events) -> None:
-        """Where the usage events of committed writes go (``RunTracker.event``)."""
-        self._emit = emit
+    def bind_notify(self, notify: Callable[[], None]) -> None:
+        """Called once a commit holding events committed (``RunTracker.notify``: wakes
+        the readers following a run)."""
+        self._notify = notify
 
     def watch(self, run_id: str, *, view: Callable[[], MainView]) -> None:
         """Offer ``view`` (the engine driving ``run_id``: its ``main_view``) as the
@@ -273,7 +271,10 @@ class SessionCommits:
             writes.append(view_write(sid, view))
         if not found.changed and view is None:
             return None
-        return _Joined(self.store, writes, found.usage_events, self._emit)
+        if found.usage_events:  # the model.usage events ride in the same transaction
+            writes += self.store.event_writes(
+                commit.run_id, [("model.usage", data) for _, data in found.usage_events])[0]
+        return _Joined(self.store, writes, self._notify if found.usage_events else None)
 
     def _session_of(self, run_id: str) -> str | None:
         with self._lock:

@@ -1,0 +1,98 @@
+"""One run driver for both embedded hosts: the CLI (``LocalApp``) and ``agentloom
+serve`` (``LocalEngines``).
+
+Both keep a session's records in the platform store on the home's SQLite file, written
+in each step's own checkpoint commit by the store's companion (``SessionCommits``): a
+crash leaves a run's head and its session records together or neither, and nothing is
+synced after a step. What a drive does, in order:
+
+1. ``leased``: the session's lease (``LocalSessions``: which process drives it),
+   refused while a live driver holds it, taken over when its driver is provably gone,
+   given back when the drive ends;
+2. ``start`` (a new question): the run's history from the platform stream
+   (``RunTracker.history``, a blocked run abandoned by the question gets its status
+   record), then the engine's first commit;
+3. ``drive``: the run marked running on the platform, the engine's main view offered to
+   the completing commit as the session's reusable view (``SessionCommits.watch``), then
+   ``Engine.step()`` until done. A step lost to a concurrent stop (a cancel) ends the
+   drive with the stopped run's status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+
+from agentloom.local.driver import CommandRunner, drive
+from agentloom.local.sessions import AgentBinding, Driver, LocalSessions
+from agentloom.observability import Observer
+from agentloom.platform.tracker import RunTracker
+from agentloom_runtime.contracts import StepResult
+from agentloom_runtime.engine import Engine, RunSummary, read_run
+from agentloom_runtime.errors import CheckpointConflict, PersistenceError
+
+
+def stopped_step(summary: RunSummary) -> StepResult:
+    """A stopped run as the driver's last step reports it."""
+    return StepResult(run_id=summary.run_id, next="done", status=summary.status,
+                      instance="main", kind="none", version=summary.version,
+                      error_code=summary.error["code"] if summary.error else None)
+
+
+class RunDriver:
+    """Lease, history, watch and drive over a checkpoint store that has the tracker's
+    ``SessionCommits`` attached."""
+
+    def __init__(self, tracker: RunTracker) -> None:
+        self.tracker = tracker
+        self.checkpoints = tracker.checkpoints
+        self.sessions = LocalSessions(tracker.checkpoints, redactor=tracker.redactor)
+
+    @contextlib.asynccontextmanager
+    async def leased(self, session: str, run_id: str, *, new: bool,
+                     agent: AgentBinding | None = None) -> AsyncIterator[Driver]:
+        """Hold the session's lease for ``run_id`` (``new``: a new question, ``agent``
+        bound or checked) while the block runs. A store failure when giving it back
+        never hides the run's outcome: a lease naming a stopped run holds nothing."""
+        lease = self.sessions.acquire(session, run_id, agent=agent, new=new)
+        try:
+            yield lease
+        finally:
+            with contextlib.suppress(PersistenceError):
+                self.sessions.release(session, run_id, lease)
+
+    def stopped(self, session: str, run_id: str) -> None:
+        """The run's platform status once its driver let go (``interrupted`` when it is
+        still running); a store failure here never hides the run's own outcome."""
+        with contextlib.suppress(PersistenceError):
+            self.tracker.stopped(session, run_id)
+
+    async def start(self, engine: Engine, question: str, *, run_id: str, session: str,
+                    labels: Mapping[str, str]) -> None:
+        """Start ``run_id`` (opened in the platform stream already) with what the session
+        gives it."""
+        history = self.tracker.history(session, abandon=True)
+        await engine.start(question, run_id=run_id, labels=dict(labels),
+                           history=history.messages, counters=history.counters,
+                           history_watermark=history.history_watermark)
+
+    async def drive(self, engine: Engine, session: str, *, runner: CommandRunner | None,
+                    pause: float = 0.0) -> StepResult:
+        run_id = engine.run_id
+        self.tracker.started(session, run_id)
+        commits = self.tracker.commits
+        if commits is not None:
+            commits.watch(run_id, view=engine.main_view)
+        observer = Observer.of(engine)
+        try:
+            return await drive(engine, runner=runner, pause=pause, observer=observer)
+        except CheckpointConflict:
+            summary = read_run(self.checkpoints, run_id)
+            if summary is None or summary.status == "running":
+                raise
+            return stopped_step(summary)  # stopped by someone else: this step lost
+        finally:
+            if commits is not None:
+                commits.unwatch(run_id)
+            if observer is not None:
+                observer.close()
