@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,47 @@ def test_killed_inside_the_commit(tmp_path: Path, where: str, committed: bool) -
     assert [r.seq for r in platform.records("ses_1")] == list(range(1, 4 if committed else 2))
     platform.close()
     store.close()
+
+
+def test_an_event_appended_while_a_commit_prepares_is_a_conflict_then_a_retry(
+        tmp_path: Path) -> None:
+    """The usage event rides in the commit with the run's event counter conditioned on
+    the version read: another event appended between ``prepare`` and the transaction
+    (an observer, a cancel's status) makes the commit ask again, not lose an event."""
+    path = tmp_path / "agentloom.sqlite3"
+    platform = SqlitePlatformStore(path)
+    commits = SessionCommits(platform)
+    store = SqliteCheckpointStore(path, companion=commits)
+    platform.create_session(Session(session_id="ses_1", space_id="spc_1", agent_id="agt_1",
+                                    version=1, user_id="alice", created_at=now()))
+    stored = platform.get_session("ses_1")
+    assert stored is not None
+    platform.start_run(stored, Run(run_id="run_1", session_id="ses_1", space_id="spc_1",
+                                   agent_id="agt_1", version=1, user_id="alice",
+                                   created_at=now(), updated_at=now()))
+    prepare, raced = commits.prepare, []
+
+    def racing_prepare(checkpoints: Any, commit: Commit) -> Any:
+        joined = prepare(checkpoints, commit)
+        if len(raced) < 2:  # an observer's event lands first
+            raced.append(platform.append_events("run_1", [("tool.started", {"n": 1})]))
+        return joined
+
+    commits.prepare = racing_prepare  # type: ignore[method-assign]
+    try:
+        store.commit(Commit("run_1", 0, {
+            "status": "running", "frames": {"main": {}}, "execution": 1, "error": None,
+            "streams": {"src:main": 1}}, [LogEntry("src:main", 1, {
+                "kind": "assistant", "message": {"role": "assistant", "content": "a"},
+                "call": {"op_id": "m1-1", "usage": {"prompt_tokens": 3,
+                                                    "completion_tokens": 2}}})]))
+        events = platform.events("run_1")
+        assert raced == [1, 2]  # the first two attempts lost the counter
+        assert [e.seq for e in events] == [1, 2, 3]
+        assert [e.type for e in events] == ["tool.started", "tool.started", "model.usage"]
+        run = platform.get_run("ses_1", "run_1")
+        assert run is not None and run.value.usage.calls == 1  # counted once
+        assert [r.src for r in platform.records("ses_1")] == [1]
+    finally:
+        platform.close()
+        store.close()
