@@ -131,7 +131,7 @@ def test_an_event_appended_while_a_commit_prepares_is_a_conflict_then_a_retry(
     platform.start_run(stored, Run(run_id="run_1", session_id="ses_1", space_id="spc_1",
                                    agent_id="agt_1", version=1, user_id="alice",
                                    created_at=now(), updated_at=now()))
-    prepare, raced = commits.prepare, []
+    prepare, raced = commits.prepare, list[int]()
 
     def racing_prepare(checkpoints: Any, commit: Commit) -> Any:
         joined = prepare(checkpoints, commit)
@@ -139,7 +139,7 @@ def test_an_event_appended_while_a_commit_prepares_is_a_conflict_then_a_retry(
             raced.append(platform.append_events("run_1", [("tool.started", {"n": 1})]))
         return joined
 
-    commits.prepare = racing_prepare  # type: ignore[method-assign]
+    commits.prepare = racing_prepare  # type: ignore[method-assign, assignment]
     try:
         store.commit(Commit("run_1", 0, {
             "status": "running", "frames": {"main": {}}, "execution": 1, "error": None,
