@@ -17,6 +17,25 @@ from agentloom.platform.errors import Conflict
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.testing.openai_server import OpenAICompatibleServer
 
+ENV = {"AGENTLOOM_CHECKPOINT_TABLE": "c", "AGENTLOOM_PLATFORM_TABLE": "p",
+       "AGENTLOOM_KMS_KEY_ID": "arn:aws:kms:us-east-1:1:key/k",
+       "AGENTLOOM_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:1:stateMachine:m",
+       "AGENTLOOM_STAGE": "t", "AGENTLOOM_WORKSPACE_ROOT": "/mnt/workspaces",
+       "AGENTLOOM_EFS_FILE_SYSTEM_ID": "fs-1", "AGENTLOOM_SANDBOX_CLUSTER": "arn:c",
+       "AGENTLOOM_SANDBOX_FAMILY_PREFIX": "p-sbx", "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN": "r",
+       "AGENTLOOM_SANDBOX_IMAGE": "i", "AGENTLOOM_SANDBOX_SUBNETS": "subnet-1,subnet-2",
+       "AGENTLOOM_SANDBOX_SECURITY_GROUP": "sg-1", "AGENTLOOM_SANDBOX_LOG_GROUP": "/l",
+       "AGENTLOOM_SANDBOX_UID": "1000", "AGENTLOOM_SANDBOX_GID": "1000"}
+
+
+def test_the_contract_parses() -> None:
+    config = AwsConfig.from_environ(ENV, sandbox=True)
+    sandbox = config.require_sandbox()
+    assert sandbox.subnets == ("subnet-1", "subnet-2") and config.rollover_cycles == 500
+    assert AwsConfig.from_environ(ENV).sandbox is None  # the api function: none needed
+    with pytest.raises(ConfigError):
+        AwsConfig.from_environ(ENV).require_sandbox()
+
 
 def event(method: str, path: str, body: Any = None, user: str = "alice") -> dict[str, Any]:
     return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
@@ -123,8 +142,8 @@ def test_the_fence_names_executions_and_refuses_old_generations(bench: Bench) ->
 @pytest.mark.parametrize("missing", ["AGENTLOOM_PLATFORM_TABLE", "AGENTLOOM_KMS_KEY_ID",
                                      "AGENTLOOM_SANDBOX_SUBNETS",
                                      "AGENTLOOM_EFS_FILE_SYSTEM_ID"])
-def test_a_missing_variable_is_named(bench: Bench, missing: str) -> None:
-    env = dict(bench.resources.env)
+def test_a_missing_variable_is_named(missing: str) -> None:
+    env = dict(ENV)
     del env[missing]
     with pytest.raises(ConfigError) as err:
         AwsConfig.from_environ(env, sandbox=True)
@@ -135,8 +154,8 @@ def test_a_missing_variable_is_named(bench: Bench, missing: str) -> None:
                                              ("AGENTLOOM_ROLLOVER_CYCLES", "lots"),
                                              ("AGENTLOOM_SANDBOX_UID", "-1"),
                                              ("AGENTLOOM_WORKSPACE_ROOT", "/tmp/ws")])
-def test_a_malformed_variable_is_named(bench: Bench, name: str, value: str) -> None:
-    env = dict(bench.resources.env, **{name: value})
+def test_a_malformed_variable_is_named(name: str, value: str) -> None:
+    env = dict(ENV, **{name: value})
     with pytest.raises(ConfigError) as err:
         AwsConfig.from_environ(env, sandbox=True)
     assert name in err.value.message
