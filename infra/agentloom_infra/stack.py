@@ -28,6 +28,7 @@ from agentloom_infra.sandbox import CommandSandbox
 from agentloom_infra.state_machine import RunStateMachine, state_machine_arn
 from agentloom_infra.triggers import Triggers
 from agentloom_infra.workspace import MOUNT_PATH, Workspace
+from agentloom_infra.workspace import ROOT as WORKSPACE_ROOT
 
 
 class AgentLoomStack(cdk.Stack):
@@ -99,6 +100,8 @@ class AgentLoomStack(cdk.Stack):
         sandbox = self.sandbox
         return {"AGENTLOOM_WORKSPACE_ROOT": MOUNT_PATH,
                 "AGENTLOOM_EFS_FILE_SYSTEM_ID": self.workspace.file_system.file_system_id,
+                # The Lambda's access point root: session access points are rooted below it
+                "AGENTLOOM_EFS_ROOT_PATH": WORKSPACE_ROOT,
                 "AGENTLOOM_SANDBOX_CLUSTER": sandbox.cluster.cluster_arn,
                 "AGENTLOOM_SANDBOX_FAMILY_PREFIX": sandbox.family_prefix,
                 "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN": sandbox.execution_role.role_arn,

@@ -13,7 +13,7 @@ HANDLERS = {"api": "agentloom.handlers.api.handler",
 COMMON = {"AGENTLOOM_CHECKPOINT_TABLE", "AGENTLOOM_PLATFORM_TABLE", "AGENTLOOM_KMS_KEY_ID",
           "AGENTLOOM_STATE_MACHINE_ARN", "POWERTOOLS_SERVICE_NAME",
           "POWERTOOLS_METRICS_NAMESPACE", "AGENTLOOM_STAGE"}
-STEP = {"AGENTLOOM_WORKSPACE_ROOT", "AGENTLOOM_EFS_FILE_SYSTEM_ID",
+STEP = {"AGENTLOOM_WORKSPACE_ROOT", "AGENTLOOM_EFS_FILE_SYSTEM_ID", "AGENTLOOM_EFS_ROOT_PATH",
         "AGENTLOOM_SANDBOX_CLUSTER", "AGENTLOOM_SANDBOX_FAMILY_PREFIX",
         "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN", "AGENTLOOM_SANDBOX_IMAGE",
         "AGENTLOOM_SANDBOX_SUBNETS", "AGENTLOOM_SANDBOX_SECURITY_GROUP",
@@ -146,6 +146,10 @@ def test_environment_is_exactly_the_contract(synthesized):
     assert set(env["trigger"]) == COMMON | TRIGGER
     step = env["step"]
     assert step["AGENTLOOM_WORKSPACE_ROOT"] == "/mnt/workspaces"
+    # = the root of the Lambda's access point, so session access points land where the
+    # step writes (docs/deploy.md, "What the orchestration adds")
+    (ap,) = synthesized.of_type("AWS::EFS::AccessPoint").values()
+    assert step["AGENTLOOM_EFS_ROOT_PATH"] == ap["Properties"]["RootDirectory"]["Path"]
     assert step["AGENTLOOM_SANDBOX_FAMILY_PREFIX"] == "agentloom-test-sbx"
     assert step["AGENTLOOM_ROLLOVER_CYCLES"] == "500"
     assert (step["AGENTLOOM_SANDBOX_UID"], step["AGENTLOOM_SANDBOX_GID"]) == ("1000", "1000")
