@@ -1,7 +1,9 @@
 """``FargateTaskSpec``: a CommandSpec as ECS RunTask parameters (pure dicts, no boto3).
 
-The state machine (orchestration issue) calls ``ecs:runTask.sync`` with ``run_task(spec)``
-after the step has claimed the marker, and removes the marker once the task is STOPPED.
+The run state machine calls ``ecs:runTask.sync`` with the session's revision and the
+overrides of ``run_task(spec)`` (in the integration's casing: ``sfn_overrides``) after the
+step has claimed the marker; the step after the task reads the result and removes the
+marker.
 The container entry point (``agentloom.command_entry``) runs the command and writes the
 ``CommandResult`` to ``<lock_dir>/results/<request_id>.json``; the container exits 0 when
 that file was written (the command's own exit code is inside it).
@@ -9,14 +11,15 @@ that file was written (the command's own exit code is inside it).
 Task definition requirements (``task_definition`` builds them; Fargate facts in
 NOTES-AWS.md):
 
-- one task definition revision per instance workspace: RunTask cannot override volumes, so
-  the workspace volume names the instance's EFS access point (root directory = the
-  instance directory, POSIX user = the workspace owner), ``transitEncryption: ENABLED``;
-  a second access point rooted at the session's ``<lock_dir>/results`` is mounted at
-  ``/agentloom-results`` (never the whole lock directory: markers and the write lock stay
-  out of reach). The command can write there as well, so a result is as trustworthy as
-  the command's own output: treat it as untrusted data; the step deletes any stale result
-  for a request id before starting it.
+- one task definition revision per session (``agentloom.aws.sandbox``; ADR 0004): RunTask
+  cannot override volumes, so the workspace volume names the session's EFS access point
+  (root directory = the session's workspace directory, POSIX user = the sandbox's) and
+  ``WORKSPACE`` names the instance's directory below ``/workspace``;
+  ``transitEncryption: ENABLED``. A second access point rooted at the session's
+  ``<lock_dir>/results`` is mounted at ``/agentloom-results`` (never the whole lock
+  directory: markers and the write lock stay out of reach). The command can write there
+  as well, so a result is as trustworthy as the command's own output: treat it as
+  untrusted data.
 - ``readonlyRootFilesystem``, a non-root ``user``, all capabilities dropped, an ``nproc``
   ulimit (Fargate has no pid limit), task ``cpu``/``memory``; ``/tmp`` is a task-storage
   volume (Fargate has no tmpfs). No task role: the command gets no AWS credentials, and

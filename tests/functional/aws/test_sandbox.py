@@ -1,0 +1,77 @@
+"""Per-session isolation on the real parameters (moto EFS/ECS): each session's revision
+mounts access points rooted at that session's directories only; the registry creates
+them once (cached in the platform table and in memory)."""
+
+from __future__ import annotations
+
+import pytest
+from functional.aws.harness import ALICE, Bench, Container
+
+from agentloom.sandbox.fargate import FargateTaskSpec, sfn_overrides
+from agentloom_runtime.workspace import CommandSpec, WorkspaceError
+
+
+def _record(bench: Bench, session_id: str) -> tuple[str, dict[str, object]]:
+    run, _ = bench.api.sessions.ask(ALICE, session_id, "Copy the notes")
+    found = bench.api.store.find_run(run.run_id)
+    assert found is not None
+    snapshot = bench.service._snapshot(found.value)
+    workspaces = bench.service.engines.workspaces(found.value, snapshot)
+    spec = CommandSpec(request_id=f"{run.run_id}.main.1", command="true")
+    instance = workspaces.session_dir() / "main"
+    instance.mkdir(parents=True, exist_ok=True)
+    return str(workspaces.session_dir()), bench.service.sandbox.command(
+        workspaces, spec, str(instance))
+
+
+def test_each_session_mounts_only_its_own_directories(bench: Bench) -> None:
+    first_dir, first = _record(bench, bench.session_id)
+    other = bench.api.sessions.create_session(ALICE, bench.space_id, bench.agent_id)
+    second_dir, second = _record(bench, other.session_id)
+    container = Container(bench)
+    mounts_a = container.mounts(str(first["task_definition"]))
+    mounts_b = container.mounts(str(second["task_definition"]))
+    assert str(mounts_a["/workspace"]) == first_dir
+    assert str(mounts_b["/workspace"]) == second_dir
+    assert mounts_a["/agentloom-results"] != mounts_b["/agentloom-results"]
+    assert mounts_a["/agentloom-results"].name == "results"
+    assert first["task_definition"] != second["task_definition"]
+    described = bench.aws.ecs.describe_task_definition(
+        taskDefinition=str(first["task_definition"]))["taskDefinition"]
+    container_def = described["containerDefinitions"][0]
+    assert container_def["readonlyRootFilesystem"] is True
+    assert container_def["user"] != "0" and "taskRoleArn" not in described
+    for volume in described["volumes"]:
+        if "efsVolumeConfiguration" in volume:
+            assert volume["efsVolumeConfiguration"]["transitEncryption"] == "ENABLED"
+    override = first["overrides"]["ContainerOverrides"][0]  # type: ignore[index]
+    env = {e["Name"]: e["Value"] for e in override["Environment"]}
+    assert env["WORKSPACE"] == "/workspace/main"
+
+
+def test_the_registry_creates_once(bench: Bench) -> None:
+    _record(bench, bench.session_id)
+    made = bench.service.sandbox.created
+    cold = bench.container()
+    try:
+        run = bench.api.store.session_runs(bench.session_id)[0]
+        workspaces = cold.engines.workspaces(run, cold._snapshot(run))
+        cold.sandbox.record(workspaces)
+        assert cold.sandbox.created == 0  # read from the platform table
+    finally:
+        cold.close()
+    assert made == 3  # two access points and a revision
+
+
+def test_overrides_are_in_the_integration_casing_and_stay_in_the_workspace() -> None:
+    task = FargateTaskSpec(cluster="c", task_definition="td", subnets=["s"],
+                           security_groups=["g"])
+    spec = CommandSpec(request_id="r.main.1", command="echo hi")
+    params = task.run_task(spec, workspace="/workspace/runs/r/children/sub-1")
+    converted = sfn_overrides(params["overrides"])
+    override = converted["ContainerOverrides"][0]
+    assert override["Command"][0] == "--spec-json"
+    assert {"Name": "WORKSPACE", "Value": "/workspace/runs/r/children/sub-1"} in \
+        override["Environment"]
+    with pytest.raises(WorkspaceError):
+        task.run_task(spec, workspace="/etc")
