@@ -79,8 +79,8 @@ def acknowledge(stack: AgentLoomStack) -> None:
     _ack(fns.step, families, "the step registers one task-definition revision per session "
          "(docs/adr/0004); scoped to the stage's family prefix")
     _ack(fns.step, f"IAM5[Resource::{_arn(stack, 'elasticfilesystem', 'access-point', '*')}]",
-         "DescribeAccessPoints of the per-session "
-         "access points, created at run time (read-only)")
+         "tagging (on create) and describing the "
+         "per-session access points, whose ids exist only at run time")
     _ack(fns.api, f"IAM5[Resource::{_arn(stack, 'states', 'execution', stack.runs.name + ':*')}]",
          "cancel stops the run's "
          "current execution (any generation) of this one state machine")

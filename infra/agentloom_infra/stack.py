@@ -148,13 +148,12 @@ class AgentLoomStack(cdk.Stack):
         revision per session, created by the step on first use."""
         fs = self.workspace.file_system
         fn.add_to_role_policy(iam.PolicyStatement(
-            actions=["elasticfilesystem:CreateAccessPoint", "elasticfilesystem:TagResource"],
-            resources=[fs.file_system_arn]))
+            actions=["elasticfilesystem:CreateAccessPoint"], resources=[fs.file_system_arn]))
+        # Tag-on-create is authorized against the new access point, whose id is unknown.
         fn.add_to_role_policy(iam.PolicyStatement(
-            actions=["elasticfilesystem:DescribeAccessPoints"], resources=[
-                fs.file_system_arn, self.format_arn(service="elasticfilesystem",
-                                                    resource="access-point",
-                                                    resource_name="*")]))
+            actions=["elasticfilesystem:TagResource", "elasticfilesystem:DescribeAccessPoints"],
+            resources=[fs.file_system_arn, self.format_arn(
+                service="elasticfilesystem", resource="access-point", resource_name="*")]))
         fn.add_to_role_policy(iam.PolicyStatement(
             actions=["ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition"],
             resources=["*"]))  # neither action supports resource-level permissions
