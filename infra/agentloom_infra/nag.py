@@ -81,9 +81,11 @@ def acknowledge(stack: AgentLoomStack) -> None:
     _ack(fns.step, f"IAM5[Resource::{_arn(stack, 'elasticfilesystem', 'access-point', '*')}]",
          "tagging (on create) and describing the "
          "per-session access points, whose ids exist only at run time")
-    _ack(fns.api, f"IAM5[Resource::{_arn(stack, 'states', 'execution', stack.runs.name + ':*')}]",
-         "cancel stops the run's "
-         "current execution (any generation) of this one state machine")
+    executions = f"IAM5[Resource::{_arn(stack, 'states', 'execution', stack.runs.name + ':*')}]"
+    _ack(fns.api, executions, "cancel stops the run's current execution (any generation) of "
+         "this one state machine")
+    _ack(fns.trigger, executions, "reads the status of this state machine's executions "
+         "(is a run still driven)")
     runs = stack.runs.state_machine
     step_arn = nag_ref(stack, fns.step.function_arn)
     _ack(runs, f"IAM5[Resource::{step_arn}:*]", "invoking the step function's versions "

@@ -124,11 +124,15 @@ class AgentLoomStack(cdk.Stack):
         machine = self.runs.state_machine
         machine.grant_start_execution(fns.api)
         machine.grant_start_execution(fns.trigger)
+        executions = self.format_arn(service="states", resource="execution",
+                                     resource_name=f"{self.runs.name}:*",
+                                     arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         fns.api.add_to_role_policy(iam.PolicyStatement(
             actions=["states:StopExecution", "states:DescribeExecution"],
-            resources=[self.format_arn(service="states", resource="execution",
-                                       resource_name=f"{self.runs.name}:*",
-                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)]))
+            resources=[executions]))
+        # The launcher asks whether a run is still driven (SessionService) before it starts
+        fns.trigger.add_to_role_policy(iam.PolicyStatement(
+            actions=["states:DescribeExecution"], resources=[executions]))
         self._grant_sandbox_control(fns.api)
         self._grant_sandbox_control(fns.step)
         self._grant_sandbox_setup(fns.step)
