@@ -38,6 +38,7 @@ import contextlib
 import logging
 import re
 import time
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,14 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 class StepInputError(ConfigError):
     code = "invalid_step_input"
+
+
+class StepFailed(AgentLoomError):
+    """A step failed in a way the engine did not classify. Its message — the Lambda
+    error the state machine keeps in its history — names only the error's type and code:
+    never the original message, which may quote content."""
+
+    code = "step_failed"
 
 
 class OperationInFlight(AgentLoomError):
@@ -132,6 +141,19 @@ class StepService:
     # -- the invocation ------------------------------------------------------------------
 
     def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return self._handle(event)
+        except (StepInputError, OperationInFlight):
+            raise
+        except Exception as exc:
+            code = exc.code if isinstance(exc, AgentLoomError) else "unexpected"
+            # the frames, never the message (it may quote a question or a tool's output)
+            log.error("step failed: %s (%s)\n%s", type(exc).__name__, code,
+                      "".join(traceback.format_tb(exc.__traceback__)))
+            raise StepFailed(f"the step failed: {type(exc).__name__} ({code}); see the "
+                             "step function's log", details={"code": code}) from None
+
+    def _handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
         step = StepInput.parse(event)
         found = self.store.find_run(step.run_id)
         if found is None:

@@ -155,3 +155,21 @@ def test_a_command_task_without_a_result_blocks_and_is_resolved(
     markers = list(bench.root.glob(".agentloom-locks/*/markers/*.json"))
     assert markers == []  # released after the verdict's commit
     assert bench.ran == []  # the command never ran
+
+
+def test_an_unexpected_error_reaches_the_state_machine_without_its_message(
+        bench: Bench, caplog: pytest.LogCaptureFixture) -> None:
+    from agentloom.aws.steps import StepFailed
+
+    run_id = ask(bench)
+
+    content = "".join(["the sec", "ret question"])  # not on a source line of the trace
+
+    def broken(snapshot: object) -> object:
+        raise RuntimeError(content)
+
+    bench.service.engines.model_factory = broken  # type: ignore[assignment]
+    with pytest.raises(StepFailed) as failed:
+        bench.service.handle({"run_id": run_id, "generation": 1, "command": None})
+    assert "secret" not in str(failed.value) and "RuntimeError" in str(failed.value)
+    assert "secret" not in caplog.text
