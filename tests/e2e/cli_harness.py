@@ -214,6 +214,35 @@ def run_records(home: Path, run_id: str) -> list[dict[str, Any]]:
         store.close()
 
 
+def session_problems(home: Path, run_id: str) -> list[str]:
+    """What is wrong with the run's session stream once the run completed: every main
+    source record of the run (its own prompt and history copies aside) has exactly one
+    session record, the seqs are 1..n, and the run left the stream's open set — written
+    in the run's own commits however often its processes were killed."""
+    from agentloom.local.app import LocalApp
+    from agentloom_runtime.context.history import SKIPPED_KINDS
+
+    app = LocalApp(home)
+    try:
+        session = app.summary(run_id).labels.get("session", "cli")
+        records = app.tracker.store.records(session, limit=200)
+        stream = app.tracker.store.get_stream(session)
+        sources = [e.seq for e in app.store.read(run_id, "src:main")
+                   if e.body.get("kind") not in SKIPPED_KINDS]
+    finally:
+        app.close()
+    problems = []
+    mine = [r.src for r in records if r.run_id == run_id and r.src is not None]
+    if mine != sources:
+        problems.append(f"session records of the run {mine} != its source records "
+                        f"{sources}")
+    if [r.seq for r in records] != list(range(1, len(records) + 1)):
+        problems.append(f"session seqs are not 1..n: {[r.seq for r in records]}")
+    if stream is None or run_id in stream.value.open:
+        problems.append("the completed run is still open in the session's stream")
+    return problems
+
+
 def verdicts(home: Path, run_id: str) -> list[dict[str, Any]]:
     from agentloom.local.app import open_checkpoint_store
 

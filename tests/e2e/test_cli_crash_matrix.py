@@ -14,8 +14,10 @@ with the verdict the workspace shows (the effect is there: ``--ran``; it is not:
 
 Asserted for every scenario: the run completes; the command's side effect happened at
 most once (exactly once unless an operator said it did not run), the file was written
-once, every tool call has exactly one result; and no request the server received breaks
-the chat protocol (every tool message answers an open call, no id is used twice).
+once, every tool call has exactly one result; no request the server received breaks
+the chat protocol (every tool message answers an open call, no id is used twice); and
+the session's stream holds each of the run's records exactly once, seqs 1..n, the run
+closed (the records ride in each commit: no kill falls between a commit and them).
 
 The kill points derive from the reference run (its transcript lines and its model
 requests), so a new step of the conversation is swept, not skipped.
@@ -42,6 +44,7 @@ from e2e.cli_harness import (
     provider_env,
     request_problems,
     run_records,
+    session_problems,
     state_dir,
     verdicts,
     wait_until,
@@ -260,6 +263,7 @@ def _check(outcome: Outcome, home: Path, run_id: str, server: OpenAICompatibleSe
     if any(r.get("status") != "ok" for r in writes):  # a second create-only write fails
         problems.append(f"the write was refused (ran twice?): {writes}")
     problems += request_problems(server.bodies)
+    problems += session_problems(home, run_id)
     if server.unexpected:
         problems.append(f"unexpected requests: {server.unexpected}")
     given = [v["verdict"] for v in verdicts(home, run_id)]
