@@ -1,11 +1,12 @@
 """Serverless figures: cold imports, and what one cycle of a run costs on AWS.
 
-Run: PYTHONPATH=functions:runtime .venv/bin/python tests/benchmarks/bench_serverless.py
-(prints figures; asserts none)
+Run: PYTHONPATH=functions:runtime:tests .venv/bin/python tests/benchmarks/bench_serverless.py \
+     | grep -v '^{'     (prints figures; asserts none; the grep drops the steps' JSON logs)
 
 - **cold import** of each Lambda handler module, in a fresh interpreter (median of 5):
   ``agentloom.handlers.step`` (target ≤ 300 ms), ``api``, ``trigger``; and what the step
-  function's first invocation imports to wire itself (``agentloom.aws.steps`` + boto3).
+  function's first invocation imports to wire itself (``agentloom.aws.steps`` + boto3;
+  the API's: ``agentloom.api.app``).
 - **a ~100-cycle run** on moto (the real step service, driven as the state machine
   drives it; a scripted model on 127.0.0.1): per cycle, state transitions (Step + Next?
   per step, RunCommand + AfterCommand per command, Rollover + Succeed per rollover, one
@@ -162,8 +163,11 @@ def run_once(cold: bool) -> dict[str, Any]:
 
 def main() -> None:
     print("cold import (median of 5, fresh interpreter):")
+    # the handler modules defer their wiring: the first invocation also imports
+    # agentloom.aws.steps + boto3 (step) or agentloom.api.app + agentloom.aws.platform (api)
     for module in ("agentloom.handlers.step", "agentloom.handlers.api",
-                   "agentloom.handlers.trigger", "agentloom.aws.steps"):
+                   "agentloom.handlers.trigger", "agentloom.aws.steps", "boto3",
+                   "agentloom.api.app"):
         ms = cold_import(module)
         shown = "not importable here" if ms is None else f"{ms:7.1f} ms"
         print(f"  {module:32s} {shown}")
