@@ -22,6 +22,7 @@ import pytest
 from agentloom.api.app import build_app
 from agentloom.api.client import Client
 from agentloom.api.server import ApiServer
+from agentloom.capabilities.defaults import embedded_capabilities
 from agentloom.platform.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
@@ -85,7 +86,11 @@ def open_platform(tmp_path: Path, model: Model) -> Iterator[Callable[[], Embedde
     opened: list[EmbeddedPlatform] = []
 
     def open_() -> EmbeddedPlatform:
-        platform = EmbeddedPlatform.open(tmp_path / "home", model_factory=model.factory)
+        # the default capability set of `agentloom serve` (Skills, MCP, knowledge), so
+        # their routes are exercised like every other one
+        home = tmp_path / "home"
+        platform = EmbeddedPlatform.open(home, model_factory=model.factory,
+                                         capabilities=embedded_capabilities(home))
         opened.append(platform)
         return platform
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from agentloom.api.app import build_app
 from agentloom.api.server import ApiServer, check_loopback
+from agentloom.capabilities.defaults import embedded_capabilities
 from agentloom.platform.agents import DEFAULT_KEY_REFS, DraftRules
 from agentloom.platform.embedded import EmbeddedPlatform
 from agentloom.platform.errors import PlatformError
@@ -57,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key-env", action="append", default=None, metavar="NAME",
                    help="an environment variable agents may name as their model key "
                         "(repeatable; default OPENAI_API_KEY, DEEPSEEK_API_KEY)")
+    p.add_argument("--allow-loopback-tools", action="store_true",
+                   help="let MCP servers and embeddings endpoints on 127.0.0.1 be reached "
+                        "(local development)")
     p.add_argument("--model-factory", metavar="MODULE:FUNCTION",
                    help="trusted Python building each run's model gateway from its snapshot")
     sub = p.add_subparsers(dest="command")
@@ -93,8 +97,11 @@ def open_platform(args: argparse.Namespace) -> EmbeddedPlatform:
         key_refs=frozenset(args.key_env) if args.key_env is not None else DEFAULT_KEY_REFS,
         hook_roots=tuple(Path(d).resolve() for d in args.hook_root))
     factory = load_factory(args.model_factory) if args.model_factory else None
-    return EmbeddedPlatform.open(_home(getattr(args, "sub_home", None) or args.home),
-                                 model_factory=factory, rules=rules)
+    home = _home(getattr(args, "sub_home", None) or args.home)
+    tools = embedded_capabilities(home, allow_loopback=bool(getattr(args,
+                                                                     "allow_loopback_tools",
+                                                                     False)))
+    return EmbeddedPlatform.open(home, model_factory=factory, rules=rules, capabilities=tools)
 
 
 def bootstrap(platform: EmbeddedPlatform, user: str, space_name: str) -> dict[str, Any]:
