@@ -139,12 +139,12 @@ class Crasher:
                 if after_join:
                     tick()
 
-            joined.join = crashing_join  # type: ignore[method-assign]
+            joined.join = crashing_join  # type: ignore[method-assign,assignment]
             return joined
 
-        store._put_blob = crashing_put_blob  # type: ignore[method-assign]
-        store._write = crashing_write  # type: ignore[method-assign]
-        joint.commits.prepare = crashing_prepare  # type: ignore[method-assign]
+        store._put_blob = crashing_put_blob  # type: ignore[method-assign,assignment]
+        store._write = crashing_write  # type: ignore[method-assign,assignment]
+        joint.commits.prepare = crashing_prepare  # type: ignore[method-assign,assignment]
 
 
 def stream(joint: Joint, session_id: str) -> list[Any]:
@@ -288,7 +288,7 @@ async def test_a_concurrent_stream_writer_makes_the_commit_retry(joint: Joint) -
             raced.append(head.version)
         return joined
 
-    joint.commits.prepare = racing_prepare  # type: ignore[method-assign]
+    joint.commits.prepare = racing_prepare  # type: ignore[method-assign,assignment]
     engine = build(joint, 1)
     await engine.start("count", run_id=run.run_id)
     assert (await drive(engine)).status == "completed"
