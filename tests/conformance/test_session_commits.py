@@ -139,7 +139,7 @@ class Crasher:
                 if after_join:
                     tick()
 
-            joined.join = crashing_join  # type: ignore[method-assign,assignment]
+            joined.join = crashing_join  # type: ignore[method-assign]
             return joined
 
         store._put_blob = crashing_put_blob  # type: ignore[method-assign,assignment]
