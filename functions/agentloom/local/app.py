@@ -30,18 +30,15 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
 from agentloom.observability import Observer
 from agentloom.platform.domain import Run, Session, now
-from agentloom.platform.store import SqlitePlatformStore, WriteConflict, retry_conflicts
-from agentloom.platform.store.session_commits import SessionCommits
+from agentloom.platform.store import WriteConflict, retry_conflicts
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.context.history import RunHistory
@@ -58,6 +55,10 @@ from agentloom_runtime.events import Emit, Topic
 from agentloom_runtime.hooks import HookRegistry
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 
+from .home import DATABASE as DATABASE  # the home's names, where callers import them
+from .home import KEY_FILE as KEY_FILE
+from .home import Home, open_home
+from .home import open_checkpoint_store as open_checkpoint_store
 from .operator import hook_registry
 from .redaction import Redactor
 from .runs import RunDriver, stopped_step
@@ -65,8 +66,6 @@ from .sessions import Liveness, LocalSessions, agent_binding
 from .workspaces import LocalWorkspaces
 
 HookLoader = Callable[[AgentSnapshot], HookRegistry | None]
-DATABASE = "agentloom.sqlite3"
-KEY_FILE = "agentloom.key"
 CANCEL_ATTEMPTS = 5
 ENDED = ("completed", "failed", "cancelled")
 LOCAL_USER = "local"  # the CLI's one user, in its platform session and run items
@@ -97,45 +96,6 @@ class Resolution:
     ended: RunOutcome | None  # the verdict itself ended the run
     way_out: str | None
     result: StepResult | None  # None: not driven on (``drive_on=False``) or ended
-
-
-def open_checkpoint_store(home: Path) -> SqliteCheckpointStore:
-    """The embedded checkpoint store: ``home/agentloom.sqlite3`` (mode 0600), encrypted
-    with the envelope codec under the local key file ``home/agentloom.key`` (created 0600
-    on first use; ``ConfigError`` when it is unreadable, not ours or open to group or
-    others). State written before encryption became the default is refused, naming the
-    file: the codec reads no plaintext (docs/encryption.md, "Embedded mode")."""
-    # Others may traverse (a sandbox running as nobody must reach its workspace) but not
-    # list; the database holding conversations is owner-only (SQLite gives its -wal/-shm
-    # files the database file's mode).
-    home.mkdir(mode=0o711, parents=True, exist_ok=True)
-    path, key = home / DATABASE, home / KEY_FILE
-    if not key.exists() and _holds_runs(path):
-        raise ConfigError(
-            f"{path} holds runs stored without encryption (written before embedded mode "
-            f"encrypted by default), and there is no key file {key}; encrypted and "
-            f"plaintext runs are not mixed in one store: move {path} and its -wal/-shm "
-            "files aside to start afresh (or read them with the earlier version)",
-            details={"code": "unencrypted_state", "path": str(path)})
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    codec = EnvelopeCodec(LocalKeyring(key), scope=fixed_scope(space="local"))
-    return SqliteCheckpointStore(path, codec=codec)
-
-
-def _holds_runs(path: Path) -> bool:
-    """Whether the SQLite file at ``path`` holds checkpoint rows (read-only look)."""
-    if not path.exists() or path.stat().st_size == 0:
-        return False
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        tables = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        return any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
-                   for table in ("heads", "log", "blobs") if table in tables)
-    except sqlite3.DatabaseError as exc:
-        raise ConfigError(f"{path} is not a readable SQLite database: {exc}") from None
-    finally:
-        conn.close()
 
 
 def _nothing_to_resolve(run_id: str, status: RunStatus, way_out: str | None,
@@ -187,40 +147,26 @@ class LocalApp:
         self.emit = emit
         self.hooks = hooks
         self.redactor = Redactor.from_environment()
-        self._store: SqliteCheckpointStore | None = None
-        self._platform: SqlitePlatformStore | None = None
-        self._tracker: RunTracker | None = None
+        self._home: Home | None = None
+
+    def _opened(self) -> Home:
+        if self._home is None:
+            self._home = open_home(self.home, self.redactor)
+        return self._home
 
     @property
     def store(self) -> SqliteCheckpointStore:
-        self._open()
-        assert self._store is not None
-        return self._store
+        return self._opened().checkpoints
 
     @property
     def tracker(self) -> RunTracker:
         """The session streams: the platform store on the same file, its companion
         attached to the checkpoint store (one transaction per step)."""
-        self._open()
-        assert self._tracker is not None
-        return self._tracker
-
-    def _open(self) -> None:
-        if self._store is not None:
-            return
-        store = open_checkpoint_store(self.home)
-        platform = SqlitePlatformStore(self.home / DATABASE)
-        commits = SessionCommits(platform, redactor=self.redactor)
-        store.attach(commits)
-        self._store, self._platform = store, platform
-        self._tracker = RunTracker(platform, store, redactor=self.redactor,
-                                   commits=commits)
+        return self._opened().tracker
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-        if self._platform is not None:
-            self._platform.close()
+        if self._home is not None:
+            self._home.close()
 
     def sessions(self) -> LocalSessions:
         return LocalSessions(self.store, redactor=self.redactor)

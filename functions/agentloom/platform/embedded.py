@@ -5,7 +5,8 @@ One state directory (``--home``) holds one SQLite file, ``agentloom.sqlite3`` (m
 ``agentloom.key``: ``agentloom.local.app.open_checkpoint_store``) and the platform store
 (spaces, agents, sessions, tokens, the session record streams, run events), and the run
 workspaces (``workspaces/``). Each run commit writes its session records in the same
-SQLite transaction (``SessionCommits``, attached to the checkpoint store). Runs are
+SQLite transaction (``SessionCommits``, attached to the checkpoint store): the stores are
+wired by ``agentloom.local.home.open_home``, as for the CLI. Runs are
 driven by ``LocalRunLauncher`` in a worker thread.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from agentloom.capabilities import Capabilities
 from agentloom.crypto import LocalKeyring
-from agentloom.local.app import DATABASE, KEY_FILE, open_checkpoint_store
+from agentloom.local.home import KEY_FILE, open_home
 from agentloom.local.redaction import Redactor
 from agentloom.models import ModelDiscovery
 from agentloom.models.gateway import ConnectionModels
@@ -28,7 +29,6 @@ from agentloom.platform.local_launcher import LocalEngines, LocalRunLauncher
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.sessions import SessionService
 from agentloom.platform.store import SqlitePlatformStore
-from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.contracts import ModelGateway
@@ -67,12 +67,8 @@ class EmbeddedPlatform:
         ``capabilities``: the bound-resource kinds (Skills, MCP, knowledge) publish pins
         and runs use (``agentloom.capabilities``)."""
         capabilities = capabilities or Capabilities()
-        checkpoints = open_checkpoint_store(home)
-        store = SqlitePlatformStore(home / DATABASE)
-        redactor = Redactor.from_environment()
-        commits = SessionCommits(store, redactor=redactor)  # one transaction, one file
-        checkpoints.attach(commits)
-        tracker = RunTracker(store, checkpoints, redactor=redactor, commits=commits)
+        opened = open_home(home, Redactor.from_environment())  # the CLI's wiring too
+        store, checkpoints, tracker = opened.platform, opened.checkpoints, opened.tracker
         admin = AdminService(store, rules,
                              secrets=CodecSecrets(LocalKeyring(home / KEY_FILE), store),
                              discovery=ModelDiscovery(allow_loopback=allow_loopback_discovery),

@@ -1,0 +1,91 @@
+"""A home: the one SQLite file (and its key file) both embedded hosts keep state in.
+
+``home/agentloom.sqlite3`` (mode 0600) holds the checkpoint store (runs, encrypted under
+``home/agentloom.key``) and the platform store (sessions, runs, the session record
+streams, events …). ``open_home`` wires them the one way both hosts use — the CLI
+(``LocalApp``) and ``agentloom serve`` (``EmbeddedPlatform``): the platform's companion
+``SessionCommits`` attached to the checkpoint store, so a run's commit, its session
+records, usage, events and reusable view are one SQLite transaction, and a
+``RunTracker`` over both.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
+from agentloom.platform.store import SqlitePlatformStore
+from agentloom.platform.store.session_commits import SessionCommits
+from agentloom.platform.tracker import RunTracker
+from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
+from agentloom_runtime.errors import ConfigError
+
+from .redaction import Redactor
+
+DATABASE = "agentloom.sqlite3"
+KEY_FILE = "agentloom.key"
+
+
+@dataclass(frozen=True)
+class Home:
+    """The stores of one home, wired (``open_home``)."""
+
+    checkpoints: SqliteCheckpointStore
+    platform: SqlitePlatformStore
+    commits: SessionCommits
+    tracker: RunTracker
+
+    def close(self) -> None:
+        self.platform.close()
+        self.checkpoints.close()
+
+
+def open_home(home: Path, redactor: Redactor) -> Home:
+    checkpoints = open_checkpoint_store(home)
+    platform = SqlitePlatformStore(home / DATABASE)
+    commits = SessionCommits(platform, redactor=redactor)  # one transaction, one file
+    checkpoints.attach(commits)
+    tracker = RunTracker(platform, checkpoints, redactor=redactor, commits=commits)
+    return Home(checkpoints, platform, commits, tracker)
+
+
+def open_checkpoint_store(home: Path) -> SqliteCheckpointStore:
+    """The embedded checkpoint store: ``home/agentloom.sqlite3`` (mode 0600), encrypted
+    with the envelope codec under the local key file ``home/agentloom.key`` (created 0600
+    on first use; ``ConfigError`` when it is unreadable, not ours or open to group or
+    others). State written before encryption became the default is refused, naming the
+    file: the codec reads no plaintext (docs/encryption.md, "Embedded mode")."""
+    # Others may traverse (a sandbox running as nobody must reach its workspace) but not
+    # list; the database holding conversations is owner-only (SQLite gives its -wal/-shm
+    # files the database file's mode).
+    home.mkdir(mode=0o711, parents=True, exist_ok=True)
+    path, key = home / DATABASE, home / KEY_FILE
+    if not key.exists() and _holds_runs(path):
+        raise ConfigError(
+            f"{path} holds runs stored without encryption (written before embedded mode "
+            f"encrypted by default), and there is no key file {key}; encrypted and "
+            f"plaintext runs are not mixed in one store: move {path} and its -wal/-shm "
+            "files aside to start afresh (or read them with the earlier version)",
+            details={"code": "unencrypted_state", "path": str(path)})
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    codec = EnvelopeCodec(LocalKeyring(key), scope=fixed_scope(space="local"))
+    return SqliteCheckpointStore(path, codec=codec)
+
+
+def _holds_runs(path: Path) -> bool:
+    """Whether the SQLite file at ``path`` holds checkpoint rows (read-only look)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+                   for table in ("heads", "log", "blobs") if table in tables)
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"{path} is not a readable SQLite database: {exc}") from None
+    finally:
+        conn.close()
