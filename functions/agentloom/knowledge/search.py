@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from agentloom.platform.domain import now
 from agentloom.platform.store.base import ABSENT
@@ -87,12 +86,14 @@ def citation_id(run_id: str, request_id: str, rank: int) -> str:
     return f"kb-{short}-{rank}"
 
 
+# A saved query vector is float32 in native byte order, as numpy wrote it before; the stdlib
+# array keeps numpy (the embedded index's dependency) out of the Lambda path.
 def _pack(vector: Sequence[float]) -> str:
-    return base64.b64encode(np.asarray(vector, dtype=np.float32).tobytes()).decode("ascii")
+    return base64.b64encode(array("f", vector).tobytes()).decode("ascii")
 
 
 def _unpack(text: str) -> list[float]:
-    return [float(x) for x in np.frombuffer(base64.b64decode(text), dtype=np.float32)]
+    return array("f", base64.b64decode(text)).tolist()
 
 
 EmbedQuery = Callable[[], Awaitable[tuple[list[float], int]]]
