@@ -95,6 +95,12 @@ class AwsConfig:
     region: str
     rollover_cycles: int
     sandbox: SandboxConfig | None = None
+    vector_bucket: str | None = None  # S3 Vectors bucket of knowledge bases; none: off
+
+    @property
+    def workspace_root(self) -> str:
+        """The EFS mount (the step function's; the api function has none)."""
+        return self.sandbox.workspace_root if self.sandbox else "/mnt/workspaces"
 
     @property
     def volume_id(self) -> str:
@@ -121,7 +127,8 @@ class AwsConfig:
                    rollover_cycles=_int(env, "AGENTLOOM_ROLLOVER_CYCLES",
                                         DEFAULT_ROLLOVER_CYCLES, low=1,
                                         high=MAX_ROLLOVER_CYCLES),
-                   sandbox=SandboxConfig.from_environ(env) if sandbox else None)
+                   sandbox=SandboxConfig.from_environ(env) if sandbox else None,
+                   vector_bucket=env.get("AGENTLOOM_VECTOR_BUCKET", "").strip() or None)
 
 
 def is_aws(env: Mapping[str, str]) -> bool:

@@ -8,7 +8,9 @@ under a ``KmsKeyring`` (the checkpoint documents' key scope is their space and s
 looked up once per document in the platform table: a data key, and so a KMS call, per
 document and cache lifetime — docs/encryption.md); ``RunTracker``; ``AwsEngines`` (the
 embedded engine assembly on the EFS workspaces, or detached from them in the API
-function); ``SfnRunLauncher``; ``SessionService`` and ``AdminService``. Clients are
+function); ``SfnRunLauncher``; ``SessionService`` and ``AdminService``; the capability
+set (``agentloom.capabilities.aws``: Skills, MCP tools, knowledge bases when a vector
+bucket is configured) shared by the admin's publish and the engines. Clients are
 injected (``AwsClients``), built once per container from the region otherwise.
 """
 
@@ -23,6 +25,7 @@ from typing import Any
 from agentloom.aws.config import AwsConfig
 from agentloom.aws.workspaces import EfsWorkspaces
 from agentloom.capabilities import Capabilities, RunScope
+from agentloom.capabilities.aws import aws_capabilities
 from agentloom.crypto import EnvelopeCodec, KeyScope
 from agentloom.crypto.kms_keyring import KmsKeyring
 from agentloom.local.operator import hook_registry
@@ -57,6 +60,14 @@ class AwsClients:
     sfn: Any
     ecs: Any
     efs: Any
+    s3vectors: Any = None  # made on first use (knowledge bases only)
+
+    def vectors(self, region: str) -> Any:
+        if self.s3vectors is None:
+            import boto3
+
+            self.s3vectors = boto3.session.Session(region_name=region).client("s3vectors")
+        return self.s3vectors
 
     @classmethod
     def for_region(cls, region: str) -> AwsClients:
@@ -103,7 +114,7 @@ class AwsEngines(LocalEngines):
     def __init__(self, config: AwsConfig, checkpoints: DynamoDbCheckpointStore,
                  tracker: RunTracker, model_factory: ModelFactory,
                  capabilities: Capabilities | None = None) -> None:
-        root = config.sandbox.workspace_root if config.sandbox else "/mnt/workspaces"
+        root = config.workspace_root
         super().__init__(Path(root), checkpoints, tracker, model_factory, capabilities)
         self.config = config
         self.root = root
@@ -121,17 +132,18 @@ class AwsEngines(LocalEngines):
             self.tracker.event(run.run_id, topic, data)
 
         relay = Relay(emit)  # a warm engine serves many invocations, each observed alone
+        scope = RunScope(space_id=run.space_id, agent_id=run.agent_id, version=run.version,
+                         session_id=run.session_id, run_id=run.run_id)
         engine = create_engine(
             snapshot, workspace=workspaces.for_instance, emit=relay.emit,
             save=self.checkpoints,
             checkpoint=run.run_id if attach else None,
             model_gateway=self.model_factory(snapshot),
-            tools=[*workspaces.tools(), *self.capabilities.tools(snapshot, RunScope(
-                space_id=run.space_id, agent_id=run.agent_id, version=run.version,
-                session_id=run.session_id, run_id=run.run_id))],
+            tools=[*workspaces.tools(), *self.capabilities.tools(snapshot, scope)],
             workspace_provider=workspaces.provider,
             commands=workspaces.commands if workspaces.mounted else None,
-            services=workspaces.services(), hook_registry=hook_registry(snapshot))
+            services={**workspaces.services(), **self.capabilities.services(snapshot, scope)},
+            hook_registry=hook_registry(snapshot))
         workspaces.bind(engine)
         relay.watch(engine)
         return engine, workspaces
@@ -156,9 +168,14 @@ class AwsPlatform:
         from agentloom.aws.launcher import SfnRunLauncher
 
         clients = clients or AwsClients.for_region(config.region)
-        capabilities = capabilities or Capabilities()
         store = DynamoDbPlatformStore(config.platform_table, client=clients.dynamodb)
         keyring = KmsKeyring(config.kms_key_id, client=clients.kms)
+        if capabilities is None:
+            capabilities = aws_capabilities(
+                table=config.platform_table, dynamodb=clients.dynamodb, store=store,
+                keyring=keyring, workspace_root=config.workspace_root,
+                vector_bucket=config.vector_bucket,
+                vectors=lambda: clients.vectors(config.region))
         codec = EnvelopeCodec(keyring, scope=document_scope(store, config.stage))
         checkpoints = DynamoDbCheckpointStore(config.checkpoint_table,
                                               client=clients.dynamodb, codec=codec)

@@ -4,11 +4,16 @@ RunTask cannot override a task definition's volumes, so each session gets, on fi
 two EFS access points — its workspace directory (seed 002 §10 layout, mounted at
 ``/workspace``) and its lock directory's ``results/`` (mounted at
 ``/agentloom-results``) — and a task-definition revision whose volumes name them (family
-``{prefix}-{hash of the read-only skill mounts}``, one family while no skills are
-mounted). The revision's ARN is cached in the platform table (``sandbox#{session}`` /
-``taskdef``) and in memory; RunTask carries only that ARN and the command overrides, so a
-command can reach its own session's files and nothing else: the access point enforces the
-root directory and the POSIX uid/gid for every request made through it.
+``{prefix}-{hash of the sorted id@content-hash list of the mounted skills}``). A command
+of an instance with skills (``CommandSpec.skills``: id -> the version's folder the step
+materialized on the volume) runs on a revision that also mounts, read-only at
+``/skills/<id>``, one access point per skill version (rooted at its folder, shared by
+every session: the content is immutable); the spec the task receives names those
+container paths. The revisions' ARNs are cached in the platform table
+(``sandbox#{session}`` / ``taskdef`` and ``taskdef#{family}``) and in memory; RunTask
+carries only that ARN and the command overrides, so a command can reach its own session's
+files (and its skills, read-only) and nothing else: the access point enforces the root
+directory and the POSIX uid/gid for every request made through it.
 
 Creation is idempotent: ``CreateAccessPoint`` has a client token derived from the session
 and the mount, and a repeated ``RegisterTaskDefinition`` only adds an unused revision.
@@ -18,7 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -27,7 +33,9 @@ from agentloom.aws.workspaces import EfsWorkspaces
 from agentloom.platform.store import ABSENT, PlatformStore, WriteConflict
 from agentloom.platform.store.base import put
 from agentloom.sandbox.fargate import FargateTaskSpec, sfn_overrides, task_definition
-from agentloom_runtime.workspace import CommandSpec
+from agentloom.skills.manifest import HASH_PREFIX
+from agentloom.skills.materialize import FOLDER, SkillMount, skill_directory
+from agentloom_runtime.workspace import CommandSpec, WorkspaceError
 
 CACHE = 512
 
@@ -37,6 +45,17 @@ class SandboxRecord(BaseModel):
     workspace_access_point: str
     results_access_point: str
     family: str
+
+
+class SkillRevision(BaseModel):
+    """A revision of the session's task definition with skill versions mounted."""
+
+    task_definition: str
+    family: str
+    access_points: dict[str, str]  # skill id -> the version's access point
+
+
+Record = TypeVar("Record", SandboxRecord, SkillRevision)
 
 
 def family(prefix: str, skills: tuple[str, ...] = ()) -> str:
@@ -52,7 +71,7 @@ class SandboxRegistry:
         self.efs = efs
         self.ecs = ecs
         self.region = region
-        self._cache: dict[str, SandboxRecord] = {}
+        self._cache: dict[str, SandboxRecord | SkillRevision] = {}
         self.created = 0  # access points + revisions made by this container (benchmarks)
 
     def efs_path(self, local: str) -> str:
@@ -63,38 +82,48 @@ class SandboxRegistry:
         base = self.config.efs_root_path.rstrip("/")
         return f"{base}/{relative}" if relative != "." else base or "/"
 
-    def _access_point(self, session_id: str, kind: str, local: str) -> str:
-        token = hashlib.sha256(f"{session_id}:{kind}".encode()).hexdigest()[:32]
+    def _access_point(self, seed: str, local: str, tags: dict[str, str]) -> str:
+        token = hashlib.sha256(seed.encode()).hexdigest()[:32]
         made = self.efs.create_access_point(
             ClientToken=token, FileSystemId=self.config.file_system_id,
             PosixUser={"Uid": self.config.uid, "Gid": self.config.gid},
             RootDirectory={"Path": self.efs_path(local), "CreationInfo": {
                 "OwnerUid": self.config.uid, "OwnerGid": self.config.gid,
                 "Permissions": "0750"}},
-            Tags=[{"Key": "agentloom:session", "Value": session_id},
-                  {"Key": "agentloom:mount", "Value": kind}])
+            Tags=[{"Key": key, "Value": value} for key, value in tags.items()])
         self.created += 1
         return str(made["AccessPointId"])
 
-    def record(self, workspaces: EfsWorkspaces) -> SandboxRecord:
-        """The session's access points and revision: cached, or made now."""
-        session_id = workspaces.session
-        if session_id in self._cache:
-            return self._cache[session_id]
-        found = self.store.get(f"sandbox#{session_id}", "taskdef", SandboxRecord)
+    def _session_access_point(self, session_id: str, kind: str, local: str) -> str:
+        return self._access_point(f"{session_id}:{kind}", local, {
+            "agentloom:session": session_id, "agentloom:mount": kind})
+
+    def _stored(self, session_id: str, sk: str, kind: type[Record],
+                make: Callable[[], Record]) -> Record:
+        """The session's item ``sk``: cached, read from the table, or made now (a
+        concurrent maker's item wins; ours is then an unused revision)."""
+        key = f"{session_id}/{sk}"
+        if key in self._cache:
+            return cast(Record, self._cache[key])
+        found = self.store.get(f"sandbox#{session_id}", sk, kind)
         if found is not None:
             record = found.value
         else:
-            record = self._create(workspaces)
+            record = make()
             try:
-                self.store.transact([put(f"sandbox#{session_id}", "taskdef", record, ABSENT)])
+                self.store.transact([put(f"sandbox#{session_id}", sk, record, ABSENT)])
             except WriteConflict:  # made meanwhile by another step: use that one
-                again = self.store.get(f"sandbox#{session_id}", "taskdef", SandboxRecord)
+                again = self.store.get(f"sandbox#{session_id}", sk, kind)
                 record = again.value if again else record
         if len(self._cache) >= CACHE:
             self._cache.clear()
-        self._cache[session_id] = record
+        self._cache[key] = record
         return record
+
+    def record(self, workspaces: EfsWorkspaces) -> SandboxRecord:
+        """The session's access points and revision (no skills mounted)."""
+        return self._stored(workspaces.session, "taskdef", SandboxRecord,
+                            lambda: self._create(workspaces))
 
     def _create(self, workspaces: EfsWorkspaces) -> SandboxRecord:
         snap = workspaces.snapshot
@@ -103,16 +132,12 @@ class SandboxRegistry:
         lock_dir = workspaces.provider.lock_dir(snap.space_id, snap.agent_id,
                                                 workspaces.session)
         (lock_dir / "results").mkdir(mode=0o700, exist_ok=True)
-        workspace_ap = self._access_point(workspaces.session, "workspace", str(session_dir))
-        results_ap = self._access_point(workspaces.session, "results",
-                                        str(lock_dir / "results"))
+        workspace_ap = self._session_access_point(workspaces.session, "workspace",
+                                                  str(session_dir))
+        results_ap = self._session_access_point(workspaces.session, "results",
+                                                str(lock_dir / "results"))
         name = family(self.config.family_prefix)
-        params = task_definition(
-            family=name, image=self.config.image,
-            execution_role_arn=self.config.execution_role_arn,
-            file_system_id=self.config.file_system_id, workspace_access_point=workspace_ap,
-            results_access_point=results_ap, user=f"{self.config.uid}:{self.config.gid}",
-            log_group=self.config.log_group, region=self.region)
+        params = self._params(name, workspace_ap, results_ap)
         params["tags"] = [{"key": "agentloom:session", "value": workspaces.session}]
         registered = self.ecs.register_task_definition(**params)
         self.created += 1
@@ -121,16 +146,72 @@ class SandboxRegistry:
             workspace_access_point=workspace_ap, results_access_point=results_ap,
             family=name)
 
+    def skill_mounts(self, workspaces: EfsWorkspaces, spec: CommandSpec
+                     ) -> list[SkillMount]:
+        """The spec's skills (id -> the materialized version's folder on this mount)
+        as mounts; a folder that is not a skill version of the run's space is refused."""
+        mounts = []
+        for skill_id, host in sorted(spec.skills.items()):
+            relative = os.path.relpath(host, self.config.workspace_root).split(os.sep)
+            if len(relative) != 3 or relative[0] != FOLDER or \
+                    relative[1] != workspaces.snapshot.space_id:
+                raise WorkspaceError("invalid_argument", f"skill {skill_id!r} is not a "
+                                     "skill version on the workspace volume")
+            content_hash = f"{HASH_PREFIX}{relative[2]}"
+            directory = skill_directory(relative[1], content_hash)  # checks the hash
+            mounts.append(SkillMount(skill_id, content_hash, directory))
+        return mounts
+
+    def revision(self, workspaces: EfsWorkspaces, mounts: list[SkillMount]) -> str:
+        """The session's task-definition revision with these skills mounted read-only
+        at ``/skills/<id>`` (family keyed by the sorted ``id@hash`` list)."""
+        base = self.record(workspaces)
+        if not mounts:
+            return base.task_definition
+        name = family(self.config.family_prefix,
+                      tuple(f"{m.skill_id}@{m.content_hash}" for m in mounts))
+        made = self._stored(workspaces.session, f"taskdef#{name}", SkillRevision,
+                            lambda: self._register_skills(workspaces, base, name, mounts))
+        return made.task_definition
+
+    def _register_skills(self, workspaces: EfsWorkspaces, base: SandboxRecord, name: str,
+                         mounts: list[SkillMount]) -> SkillRevision:
+        root = self.config.workspace_root
+        # one access point per skill version, shared by every session (read-only content;
+        # the mount is read-only too): its client token is the version's folder
+        points = [(m.skill_id, self._access_point(
+            f"skill:{m.directory}", os.path.join(root, m.directory),
+            {"agentloom:skill": m.content_hash, "agentloom:mount": "skill"}))
+            for m in mounts]
+        params = self._params(name, base.workspace_access_point, base.results_access_point,
+                              skills=points)
+        params["tags"] = [{"key": "agentloom:session", "value": workspaces.session}]
+        registered = self.ecs.register_task_definition(**params)
+        self.created += 1
+        return SkillRevision(
+            task_definition=registered["taskDefinition"]["taskDefinitionArn"],
+            family=name, access_points=dict(points))
+
+    def _params(self, name: str, workspace_ap: str, results_ap: str, *,
+                skills: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+        return task_definition(
+            family=name, image=self.config.image,
+            execution_role_arn=self.config.execution_role_arn,
+            file_system_id=self.config.file_system_id, workspace_access_point=workspace_ap,
+            results_access_point=results_ap, user=f"{self.config.uid}:{self.config.gid}",
+            log_group=self.config.log_group, region=self.region, skills=skills or ())
+
     def command(self, workspaces: EfsWorkspaces, spec: CommandSpec,
                 instance_dir: str) -> dict[str, Any]:
-        """The step's ``command`` payload: request id, the session's revision, overrides."""
-        record = self.record(workspaces)
+        """The step's ``command`` payload: request id, the session's revision (with the
+        instance's skills mounted), overrides."""
+        task_definition_arn = self.revision(workspaces, self.skill_mounts(workspaces, spec))
         relative = os.path.relpath(instance_dir, workspaces.session_dir())
         inside = "/workspace" if relative == "." else f"/workspace/{relative}"
         task = FargateTaskSpec(cluster=self.config.cluster,
-                               task_definition=record.task_definition,
+                               task_definition=task_definition_arn,
                                subnets=self.config.subnets,
                                security_groups=[self.config.security_group])
         params = task.run_task(spec, workspace=inside)
-        return {"request_id": spec.request_id, "task_definition": record.task_definition,
+        return {"request_id": spec.request_id, "task_definition": task_definition_arn,
                 "overrides": sfn_overrides(params["overrides"])}

@@ -20,6 +20,9 @@ NOTES-AWS.md):
   directory: markers and the write lock stay out of reach). The command can write there
   as well, so a result is as trustworthy as the command's own output: treat it as
   untrusted data.
+- the skills of the instance (``CommandSpec.skills``) are read-only volumes at
+  ``/skills/<id>``, each through the skill version's own access point; the spec in the
+  overrides names those container paths.
 - ``readonlyRootFilesystem``, a non-root ``user``, all capabilities dropped, an ``nproc``
   ulimit (Fargate has no pid limit), task ``cpu``/``memory``; ``/tmp`` is a task-storage
   volume (Fargate has no tmpfs). No task role: the command gets no AWS credentials, and
@@ -33,13 +36,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentloom_runtime.workspace import CommandSpec, WorkspaceError
 
 WORKSPACE = "/workspace"
 RESULTS = "/agentloom-results"
+SKILLS = "/skills"
 ENTRY = ["python", "-m", "agentloom.command_entry"]
 MAX_OVERRIDES_BYTES = 8192  # RunTask: total overrides JSON
 
@@ -80,9 +84,8 @@ class FargateTaskSpec:
         child's directory below it)."""
         if workspace != WORKSPACE and not workspace.startswith(WORKSPACE + "/"):
             raise WorkspaceError("invalid_argument", "the workspace must be under /workspace")
-        if spec.skills:
-            raise WorkspaceError("invalid_argument", "skills are not mounted in Fargate "
-                                 "command tasks yet")
+        # the task definition mounts each skill at /skills/<id> (agentloom.aws.sandbox)
+        spec = replace(spec, skills={name: f"{SKILLS}/{name}" for name in spec.skills})
         overrides = {"containerOverrides": [{
             "name": self.container_name,
             "command": ["--spec-json", json.dumps(spec.to_dict(), separators=(",", ":"))],
@@ -123,9 +126,10 @@ def task_definition(*, family: str, image: str, execution_role_arn: str,
                     file_system_id: str, workspace_access_point: str,
                     results_access_point: str, cpu: int = 1024, memory_mb: int = 2048,
                     user: str = "65534:65534", nproc: int = 256, nofile: int = 1024,
-                    log_group: str | None = None, region: str | None = None
-                    ) -> dict[str, Any]:
-    """RegisterTaskDefinition parameters that satisfy the requirements above."""
+                    log_group: str | None = None, region: str | None = None,
+                    skills: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """RegisterTaskDefinition parameters that satisfy the requirements above. ``skills``:
+    (skill id, access point) pairs, each mounted read-only at ``/skills/<id>``."""
 
     def efs(access_point: str) -> dict[str, Any]:
         return {"fileSystemId": file_system_id, "transitEncryption": "ENABLED",
@@ -138,7 +142,9 @@ def task_definition(*, family: str, image: str, execution_role_arn: str,
         "mountPoints": [
             {"sourceVolume": "workspace", "containerPath": WORKSPACE, "readOnly": False},
             {"sourceVolume": "results", "containerPath": RESULTS, "readOnly": False},
-            {"sourceVolume": "tmp", "containerPath": "/tmp", "readOnly": False}],
+            {"sourceVolume": "tmp", "containerPath": "/tmp", "readOnly": False},
+            *({"sourceVolume": f"skill-{i}", "containerPath": f"{SKILLS}/{name}",
+               "readOnly": True} for i, (name, _) in enumerate(skills))],
         "ulimits": [{"name": "nproc", "softLimit": nproc, "hardLimit": nproc},
                     {"name": "nofile", "softLimit": nofile, "hardLimit": nofile},
                     {"name": "core", "softLimit": 0, "hardLimit": 0}],
@@ -156,5 +162,7 @@ def task_definition(*, family: str, image: str, execution_role_arn: str,
         "containerDefinitions": [container],
         "volumes": [{"name": "workspace", "efsVolumeConfiguration": efs(workspace_access_point)},
                     {"name": "results", "efsVolumeConfiguration": efs(results_access_point)},
-                    {"name": "tmp"}],
+                    {"name": "tmp"},
+                    *({"name": f"skill-{i}", "efsVolumeConfiguration": efs(point)}
+                      for i, (_, point) in enumerate(skills))],
     }

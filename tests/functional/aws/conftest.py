@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from functional.aws.harness import REGION, Bench, clients, fake_credentials, open_bench
+from functional.aws.harness import (
+    REGION,
+    Bench,
+    clients,
+    fake_credentials,
+    open_bench,
+    pass_machine,
+)
 from moto import mock_aws
 
 from agentloom_runtime.testing.openai_server import OpenAICompatibleServer
@@ -58,11 +65,7 @@ def bench(aws_env: None, tmp_path: Path,
     the test drives the steps (``harness.drive``)."""
     with mock_aws():
         aws = clients()
-        role = "arn:aws:iam::123456789012:role/sfn"
-        machine = aws.sfn.create_state_machine(
-            name="agentloom-test-run", roleArn=role,
-            definition='{"StartAt":"P","States":{"P":{"Type":"Pass","End":true}}}'
-        )["stateMachineArn"]
+        machine = pass_machine(aws)
         made = open_bench(aws, tmp_path, model_server.base_url, state_machine_arn=machine)
         made.agent(AGENT)
         assert REGION

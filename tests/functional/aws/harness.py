@@ -26,6 +26,7 @@ from agentloom.aws.config import AwsConfig
 from agentloom.aws.platform import AwsClients, AwsPlatform
 from agentloom.aws.sandbox import SandboxRegistry
 from agentloom.aws.steps import StepService
+from agentloom.capabilities import Capabilities
 from agentloom.platform.identity import Principal
 from agentloom.platform.store.dynamodb import create_table as create_platform_table
 from agentloom.stores.dynamodb_checkpoints import create_table as create_checkpoint_table
@@ -93,6 +94,14 @@ def create_resources(aws: AwsClients, root: Path, *, state_machine_arn: str,
     return Resources(env, [subnet], group, cluster)
 
 
+def pass_machine(aws: AwsClients) -> str:
+    """A recorded state machine (moto without its interpreter: executions are not run)."""
+    return str(aws.sfn.create_state_machine(
+        name=STATE_MACHINE, roleArn="arn:aws:iam::123456789012:role/sfn",
+        definition='{"StartAt":"P","States":{"P":{"Type":"Pass","End":true}}}'
+    )["stateMachineArn"])
+
+
 def gateway_factory(base_url: str) -> Callable[[AgentSnapshot], ModelGateway]:
     def factory(snapshot: AgentSnapshot) -> ModelGateway:
         return ChatCompletionsGateway(base_url=base_url, model="scripted-model",
@@ -114,6 +123,13 @@ class Bench:
     space_id: str = ""
     session_id: str = ""
     ran: list[str] = field(default_factory=list)
+    # the capability set of every platform of the bench (None: AwsPlatform's default)
+    capabilities: Callable[[AwsConfig], Capabilities] | None = None
+
+    def open_platform(self, config: AwsConfig, factory: Any) -> AwsPlatform:
+        wired = self.capabilities(config) if self.capabilities else None
+        return AwsPlatform.open(config, self.aws, model_factory=factory,
+                                capabilities=wired)
 
     def config(self, *, sandbox: bool) -> AwsConfig:
         env = dict(self.resources.env)
@@ -127,7 +143,7 @@ class Bench:
     def container(self) -> StepService:
         """Another warm container of the step function (nothing shared in memory)."""
         factory = self.step_platform.engines.model_factory
-        platform = AwsPlatform.open(self.config(sandbox=True), self.aws, model_factory=factory)
+        platform = self.open_platform(self.config(sandbox=True), factory)
         sandbox = SandboxRegistry(platform.config.require_sandbox(), platform.store,
                                   efs=self.aws.efs, ecs=self.aws.ecs, region=REGION)
         self.step_platform = platform
@@ -165,17 +181,19 @@ class Bench:
 
 
 def open_bench(aws: AwsClients, tmp_path: Path, model_url: str, *,
-               state_machine_arn: str, rollover: int = 500) -> Bench:
+               state_machine_arn: str, rollover: int = 500,
+               capabilities: Callable[[AwsConfig], Capabilities] | None = None) -> Bench:
     root = tmp_path / "efs"
     resources = create_resources(aws, root, state_machine_arn=state_machine_arn,
                                  rollover=rollover)
     factory = gateway_factory(model_url)
     env = dict(resources.env)
-    api = AwsPlatform.open(AwsConfig.from_environ(env), aws, model_factory=factory)
+    api = AwsPlatform.open(AwsConfig.from_environ(env), aws, model_factory=factory,
+                           capabilities=capabilities(AwsConfig.from_environ(env))
+                           if capabilities else None)
     bench = Bench(aws, resources, root, api, service=None,  # type: ignore[arg-type]
-                  step_platform=api)
-    bench.step_platform = AwsPlatform.open(bench.config(sandbox=True), aws,
-                                           model_factory=factory)
+                  step_platform=api, capabilities=capabilities)
+    bench.step_platform = bench.open_platform(bench.config(sandbox=True), factory)
     bench.service = None  # type: ignore[assignment]
     bench.new_step_service()
     return bench
@@ -246,6 +264,17 @@ def drive(bench: Bench, run_id: str, generation: int = 1, *, max_steps: int = 20
         else:
             payload = {"run_id": run_id, "generation": reply["generation"], "command": None}
     raise AssertionError("the run did not stop")
+
+
+def event(method: str, path: str, body: Any = None, user: str = "alice") -> dict[str, Any]:
+    """An HTTP API (payload 2.0) event of ``user`` for the api function."""
+    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+            "headers": {"content-type": "application/json"},
+            "requestContext": {"http": {"method": method, "path": path,
+                                        "sourceIp": "127.0.0.1"},
+                               "authorizer": {"jwt": {"claims": {"sub": user}}},
+                               "requestId": "r", "stage": "$default"},
+            "body": json.dumps(body) if body is not None else None, "isBase64Encoded": False}
 
 
 def mock_config() -> dict[str, Any]:

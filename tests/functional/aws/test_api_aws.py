@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from functional.aws.harness import ALICE, Bench, drive
+from functional.aws.harness import ALICE, Bench, drive, event
 
 from agentloom.aws import fence
 from agentloom.aws.config import AwsConfig
@@ -35,16 +35,6 @@ def test_the_contract_parses() -> None:
     assert AwsConfig.from_environ(ENV).sandbox is None  # the api function: none needed
     with pytest.raises(ConfigError):
         AwsConfig.from_environ(ENV).require_sandbox()
-
-
-def event(method: str, path: str, body: Any = None, user: str = "alice") -> dict[str, Any]:
-    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
-            "headers": {"content-type": "application/json"},
-            "requestContext": {"http": {"method": method, "path": path,
-                                        "sourceIp": "127.0.0.1"},
-                               "authorizer": {"jwt": {"claims": {"sub": user}}},
-                               "requestId": "r", "stage": "$default"},
-            "body": json.dumps(body) if body is not None else None, "isBase64Encoded": False}
 
 
 def test_the_environment_wires_the_aws_platform(bench: Bench,
