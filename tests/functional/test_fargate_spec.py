@@ -47,8 +47,11 @@ def test_run_task_refusals() -> None:
     with pytest.raises(WorkspaceError) as big:
         SPEC.run_task(CommandSpec(request_id="r", command="x" * 9000))
     assert big.value.code == "too_large"
-    with pytest.raises(WorkspaceError):
-        SPEC.run_task(CommandSpec(request_id="r", command="ls", skills={"pdf": "/s"}))
+    # skills are no refusal: the task receives their container paths (agentloom.aws.sandbox
+    # mounts them read-only at /skills/<id>), never the step's host paths
+    params = SPEC.run_task(CommandSpec(request_id="r", command="ls", skills={"pdf": "/s"}))
+    sent = json.loads(params["overrides"]["containerOverrides"][0]["command"][1])
+    assert sent["skills"] == {"pdf": "/skills/pdf"}
 
 
 def test_task_definition_requirements() -> None:
