@@ -1,0 +1,46 @@
+"""``KnowledgeVectors``: the S3 Vectors bucket of knowledge bases (docs/knowledge.md,
+docs/adr/0005-knowledge-vector-store.md), SSE-KMS under the stage's data key.
+
+The functions create one index per knowledge base (``kb-{base_id}``) at run time, so the
+grant covers the bucket's indexes by ARN pattern; vectors carry only chunk keys and a
+document id (the passages stay in the platform table, sealed). Wire it in the stack::
+
+    self.knowledge = KnowledgeVectors(self, "Knowledge", prefix=prefix, key=key)
+    for fn in (fns.api, fns.step):  # the api indexes uploads; the step searches
+        self.knowledge.grant(fn)
+        fn.add_environment("AGENTLOOM_VECTOR_BUCKET", self.knowledge.bucket_name)
+"""
+
+from __future__ import annotations
+
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3vectors as s3vectors
+from constructs import Construct
+
+# what agentloom.knowledge.s3vectors_index calls (QueryVectors with metadata also
+# needs GetVectors)
+ACTIONS = ["s3vectors:GetIndex", "s3vectors:CreateIndex", "s3vectors:DeleteIndex",
+           "s3vectors:PutVectors", "s3vectors:GetVectors", "s3vectors:DeleteVectors",
+           "s3vectors:ListVectors", "s3vectors:QueryVectors"]
+
+
+class KnowledgeVectors(Construct):
+    """Attributes: ``bucket`` (the L1 vector bucket), ``bucket_name``, ``bucket_arn``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, prefix: str,
+                 key: kms.IKey) -> None:
+        super().__init__(scope, construct_id)
+        self.bucket_name = f"{prefix}-kb".lower()
+        self.bucket = s3vectors.CfnVectorBucket(
+            self, "Bucket", vector_bucket_name=self.bucket_name,
+            encryption_configuration=s3vectors.CfnVectorBucket
+            .EncryptionConfigurationProperty(sse_type="aws:kms", kms_key_arn=key.key_arn))
+        self.bucket_arn = self.bucket.attr_vector_bucket_arn
+        self.key = key
+
+    def grant(self, grantee: iam.IGrantable) -> None:
+        """The index and vector operations on this bucket's indexes, and the key."""
+        grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=ACTIONS, resources=[self.bucket_arn, f"{self.bucket_arn}/index/*"]))
+        self.key.grant_encrypt_decrypt(grantee)
