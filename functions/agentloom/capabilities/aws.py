@@ -11,22 +11,49 @@ stage's platform table and KMS key, the same set in the api and the step functio
   refused when called (``mcp_sandbox_unavailable``: a Lambda has no bubblewrap sandbox).
 - Knowledge bases: records in the platform table, passages sealed under the KMS key,
   vectors in the S3 Vectors bucket ``AGENTLOOM_VECTOR_BUCKET``. Without that variable
-  knowledge is not offered: its routes answer 404 ``knowledge_unavailable``.
+  knowledge is not offered: its routes answer 404 ``knowledge_unavailable`` and a draft
+  binding a base is refused at publish (``KnowledgeOff``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentloom.capabilities import Capabilities, Capability
+from agentloom.capabilities import Capabilities, Capability, CapabilityBase, RunScope
 from agentloom.crypto import Keyring
 from agentloom.mcp.connect import McpPolicy
+from agentloom.platform.errors import Invalid
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.store import PlatformStore
+from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.tool_contracts import ToolDefinition
 
 DEFAULT_ROOT = "/mnt/workspaces"
+
+
+class KnowledgeOff(CapabilityBase):
+    """Knowledge where the deployment has no vector bucket: a draft (or a template)
+    binding a base is refused at publish, so no version silently runs without it."""
+
+    kind = "knowledge"
+
+    def pin(self, space_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        fields = (["knowledge_bases"] if config.get("knowledge_bases") else []) + [
+            f"subagents[{i}].knowledge_bases"
+            for i, t in enumerate(config.get("subagents") or ())
+            if isinstance(t, Mapping) and t.get("knowledge_bases")]
+        if fields:
+            message = ("knowledge bases are not offered by this deployment (it sets no "
+                       "AGENTLOOM_VECTOR_BUCKET); remove the binding or deploy the bucket")
+            raise Invalid(f"{fields[0]}: {message}", code="knowledge_unavailable",
+                          details={"fields": [{"field": f, "message": message}
+                                              for f in fields]})
+        return dict(config)
+
+    def tools(self, snapshot: AgentSnapshot, scope: RunScope) -> list[ToolDefinition]:
+        return []
 
 
 def aws_capabilities(*, table: str, dynamodb: Any, store: PlatformStore, keyring: Keyring,
@@ -54,4 +81,6 @@ def aws_capabilities(*, table: str, dynamodb: Any, store: PlatformStore, keyring
             raise ValueError("a vector bucket needs an s3vectors client")
         index = S3VectorsIndex(vectors(), vector_bucket)
         items.append(KnowledgeCapability(knowledge_service(store, keyring, index)))
+    else:
+        items.append(KnowledgeOff())
     return Capabilities.of(items)

@@ -193,6 +193,17 @@ def test_the_api_function_offers_skills_and_mcp_and_knowledge_only_with_a_bucket
         out = api_handler.handler(event("GET", f"{base}/knowledge/bases"), None)
         assert out["statusCode"] == 404
         assert json.loads(out["body"])["error"]["code"] == "knowledge_unavailable"
+        out = api_handler.handler(event("POST", f"{base}/agents", {
+            "name": "Reader", "config": {"prompt": "p", "model": {"model": "m"},
+                                         "knowledge_bases": ["kb_x"]}}), None)
+        assert out["statusCode"] == 201, out
+        agent_id = json.loads(out["body"])["agent"]["agent_id"]
+        out = api_handler.handler(event("POST", f"{base}/agents/{agent_id}/publish", {}),
+                                  None)
+        assert out["statusCode"] == 422, out
+        error = json.loads(out["body"])["error"]
+        assert error["code"] == "knowledge_unavailable"
+        assert "AGENTLOOM_VECTOR_BUCKET" in error["message"]
     finally:
         api_handler.configure(None)
 
