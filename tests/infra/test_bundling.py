@@ -11,6 +11,7 @@ import tomllib
 
 from agentloom_infra.bundling import (
     ELSEWHERE,
+    LAYER_SOURCE_EXCLUDES,
     PACKAGES,
     REPO_ROOT,
     SOURCE_EXCLUDES,
@@ -48,6 +49,7 @@ def test_packages_are_the_distributions_and_sources_exclude_the_rest():
     assert SOURCE_EXCLUDES[0] == "*"  # an allow-list
     assert {p for p in SOURCE_EXCLUDES if p.startswith("!")} == {
         "!pyproject.toml", "!runtime", "!functions"}
+    assert LAYER_SOURCE_EXCLUDES == ["*", "!pyproject.toml"]  # the pins, not the code
 
 
 def test_one_code_asset_serves_all_three_functions(synthesized):
@@ -94,8 +96,9 @@ def test_remove_distribution_deletes_its_recorded_files_only(tmp_path):
 def test_left_out_are_the_layers_and_the_embedded_only_numpy():
     assert set(ELSEWHERE) == {"aws-lambda-powertools", "numpy", *TOKENIZERS}
     assert {r.split(">")[0] for r in tokenizer_requirements()} == TOKENIZERS
-    assert LAYERS == {"api": ("powertools", "tokenizers"),
-                      "step": ("powertools", "tokenizers"), "trigger": ("powertools",)}
+    # api, step and trigger all create engines (an ask starts the run's engine), and an
+    # engine's budget policy constructs its estimator: every function takes both layers.
+    assert LAYERS == dict.fromkeys(("api", "step", "trigger"), ("powertools", "tokenizers"))
 
 
 def _layers(synthesized, handler):
@@ -111,9 +114,8 @@ def test_each_function_takes_its_layers(synthesized):
     assert layer["CompatibleArchitectures"] == ["arm64"]
     powertools = {"Fn::Sub": POWERTOOLS_ARN}
     assert "python312-arm64" in POWERTOOLS_ARN and "${AWS::Region}" in POWERTOOLS_ARN
-    for handler in ("api", "step"):
+    for handler in ("api", "step", "trigger"):
         assert _layers(synthesized, handler) == [powertools, {"Ref": tokenizers}]
-    assert _layers(synthesized, "trigger") == [powertools]
     code = {json_key(f["Properties"]["Code"]) for f in
             synthesized.of_type("AWS::Lambda::Function").values()
             if f["Properties"]["Handler"].startswith("agentloom.handlers.")}
