@@ -16,7 +16,9 @@ files (and its skills, read-only) and nothing else: the access point enforces th
 directory and the POSIX uid/gid for every request made through it.
 
 Creation is idempotent: ``CreateAccessPoint`` has a client token derived from the session
-and the mount, and a repeated ``RegisterTaskDefinition`` only adds an unused revision.
+and the mount (a skill version: its folder), and EFS's ``AccessPointAlreadyExists`` names
+the one the token made; a repeated ``RegisterTaskDefinition`` only adds an unused
+revision.
 """
 
 from __future__ import annotations
@@ -84,13 +86,18 @@ class SandboxRegistry:
 
     def _access_point(self, seed: str, local: str, tags: dict[str, str]) -> str:
         token = hashlib.sha256(seed.encode()).hexdigest()[:32]
-        made = self.efs.create_access_point(
-            ClientToken=token, FileSystemId=self.config.file_system_id,
-            PosixUser={"Uid": self.config.uid, "Gid": self.config.gid},
-            RootDirectory={"Path": self.efs_path(local), "CreationInfo": {
-                "OwnerUid": self.config.uid, "OwnerGid": self.config.gid,
-                "Permissions": "0750"}},
-            Tags=[{"Key": key, "Value": value} for key, value in tags.items()])
+        try:
+            made = self.efs.create_access_point(
+                ClientToken=token, FileSystemId=self.config.file_system_id,
+                PosixUser={"Uid": self.config.uid, "Gid": self.config.gid},
+                RootDirectory={"Path": self.efs_path(local), "CreationInfo": {
+                    "OwnerUid": self.config.uid, "OwnerGid": self.config.gid,
+                    "Permissions": "0750"}},
+                Tags=[{"Key": key, "Value": value} for key, value in tags.items()])
+        except self.efs.exceptions.AccessPointAlreadyExists as exc:
+            # the token's access point exists (a skill version another session mounts,
+            # or a retry after a crash): EFS names it in the error
+            return str(exc.response["AccessPointId"])
         self.created += 1
         return str(made["AccessPointId"])
 

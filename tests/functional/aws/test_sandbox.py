@@ -4,6 +4,10 @@ them once (cached in the platform table and in memory)."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import boto3
 import pytest
 from functional.aws.harness import ALICE, Bench, Container
 
@@ -75,3 +79,36 @@ def test_overrides_are_in_the_integration_casing_and_stay_in_the_workspace() -> 
         override["Environment"]
     with pytest.raises(WorkspaceError):
         task.run_task(spec, workspace="/etc")
+
+
+def test_an_existing_access_point_of_the_token_is_reused(aws_env: None, tmp_path: Any) -> None:
+    """EFS answers a repeated client token with 409 AccessPointAlreadyExists naming the
+    access point (a skill version another session mounts, a retry after a crash): the
+    registry uses that one. The 409 goes through botocore's real parser."""
+    from botocore.awsrequest import AWSResponse
+
+    from agentloom.aws.config import SandboxConfig
+    from agentloom.aws.sandbox import SandboxRegistry
+
+    efs = boto3.client("efs", region_name="us-east-1")
+    body = json.dumps({"ErrorCode": "AccessPointAlreadyExists", "Message": "exists",
+                       "AccessPointId": "fsap-0123456789abcdef0"}).encode()
+
+    class Raw:
+        def stream(self, **_: Any) -> Any:
+            yield body
+
+    def conflict(**_: Any) -> AWSResponse:
+        return AWSResponse("https://efs", 409, {
+            "x-amzn-ErrorType": "AccessPointAlreadyExists",
+            "content-type": "application/json"}, Raw())
+
+    efs.meta.events.register("before-send.efs.CreateAccessPoint", conflict)
+    config = SandboxConfig(
+        workspace_root=str(tmp_path), file_system_id="fs-1", cluster="c", family_prefix="p",
+        execution_role_arn="arn:aws:iam::1:role/x", image="i", subnets=("s",),
+        security_group="g", log_group="l", uid=1000, gid=1000, efs_root_path="/")
+    registry = SandboxRegistry(config, None, efs=efs, ecs=None,  # type: ignore[arg-type]
+                               region="us-east-1")
+    found = registry._access_point("skill:x", str(tmp_path / "x"), {"agentloom:mount": "s"})
+    assert found == "fsap-0123456789abcdef0" and registry.created == 0
