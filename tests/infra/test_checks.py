@@ -22,7 +22,8 @@ PROD = {"aws:cdk:bundling-stacks": [], "stage": "prod",
         "eventTrigger": "nightly", "eventPattern": json.dumps({"source": ["acme.orders"]}),
         "scheduleTrigger": "nightly", "scheduleCron": "cron(0 3 * * ? *)",
         "reservedConcurrency": json.dumps({"step": 50, "trigger": 5}),
-        "powertoolsLayerArn": "arn:aws:lambda:eu-west-1:123456789012:layer:pt-mirror:4"}
+        "powertoolsLayerArn": "arn:aws:lambda:eu-west-1:123456789012:layer:pt-mirror:4",
+        "otelLayerArn": "arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-python-arm64:1"}
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +89,21 @@ def test_powertools_layer_arn_from_context(prod):
         prod.has_resource_properties("AWS::Lambda::Function", {
             "Handler": f"agentloom.handlers.{handler}.handler",
             "Layers": Match.array_with([PROD["powertoolsLayerArn"]])})
+
+
+def test_the_adot_layer_from_context_exports_the_genai_spans(prod):
+    for handler in ("api", "step", "trigger"):
+        prod.has_resource_properties("AWS::Lambda::Function", {
+            "Handler": f"agentloom.handlers.{handler}.handler",
+            "Layers": Match.array_with([PROD["otelLayerArn"]]),
+            "Environment": {"Variables": Match.object_like(
+                {"AWS_LAMBDA_EXEC_WRAPPER": "/opt/otel-instrument"})}})
+
+
+def test_without_an_adot_layer_no_exec_wrapper_is_set(synthesized):
+    for handler in ("api", "step", "trigger"):
+        env = synthesized.function_env(f"agentloom.handlers.{handler}.handler")
+        assert "AWS_LAMBDA_EXEC_WRAPPER" not in env
 
 
 def test_existing_issuer_replaces_cognito(prod):
