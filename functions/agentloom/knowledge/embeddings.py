@@ -35,7 +35,7 @@ from agentloom.models._addresses import (
     check_addresses,
     system_resolver,
 )
-from agentloom.models._transport import PinnedTransport
+from agentloom.models._transport import fetch_pinned
 from agentloom.models.errors import DiscoveryError
 
 from .errors import EmbeddingFailed
@@ -132,38 +132,19 @@ class OpenAIEmbeddings:
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         if self._endpoint.api_key:
             headers["Authorization"] = f"Bearer {self._endpoint.api_key}"
-        transport = PinnedTransport({target.host: addresses}, self._transport)
-        failure = ""
-        async with httpx.AsyncClient(transport=transport, trust_env=False,
-                                     follow_redirects=False, timeout=self.timeout) as client:
-            try:
-                async with client.stream("POST", target, headers=headers,
-                                         content=json.dumps(payload).encode()) as response:
-                    if not response.is_success:
-                        return _status_error(response.status_code)
-                    return await self._read(response)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
-                failure = "connect"
-            except httpx.TimeoutException:
-                failure = "timeout"
-            except httpx.HTTPError:
-                failure = "disconnected"
-        return EmbeddingFailed(f"could not reach the embeddings endpoint ({failure})",
-                               reason=failure)
-
-    async def _read(self, response: httpx.Response) -> bytes | EmbeddingFailed:
-        limit = self.max_response_bytes
-        too_large = EmbeddingFailed(f"the embeddings answer exceeds {limit:,} bytes",
-                                    reason="too_large")
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            return too_large
-        body = bytearray()
-        async for part in response.aiter_bytes():
-            body += part
-            if len(body) > limit:
-                return too_large
-        return bytes(body)
+        got = await fetch_pinned("POST", target, addresses, headers=headers,
+                                 content=json.dumps(payload).encode(),
+                                 limit=self.max_response_bytes, io_timeout=self.timeout,
+                                 inner=self._transport)
+        if got.status_code is not None:
+            return _status_error(got.status_code)
+        if got.failure == "too_large":
+            return EmbeddingFailed(f"the embeddings answer exceeds "
+                                   f"{self.max_response_bytes:,} bytes", reason="too_large")
+        if got.failure:
+            return EmbeddingFailed(f"could not reach the embeddings endpoint ({got.failure})",
+                                   reason=got.failure)
+        return got.body
 
 
 def _status_error(status: int) -> EmbeddingFailed:

@@ -14,6 +14,7 @@ was sent); any other failure is final.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import httpx
 
@@ -44,3 +45,52 @@ class PinnedTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What a guarded request got: the body, or why not — ``status`` (a non-2xx answer,
+    ``status_code`` set: its body is never read, so it cannot be echoed), ``too_large``,
+    ``connect``, ``timeout`` or ``disconnected``."""
+
+    body: bytes = b""
+    failure: str = ""
+    status_code: int | None = None
+
+
+async def fetch_pinned(method: str, target: httpx.URL, addresses: Sequence[str], *,
+                       headers: Mapping[str, str], limit: int, io_timeout: float,
+                       content: bytes | None = None,
+                       inner: httpx.AsyncBaseTransport | None = None) -> Fetched:
+    """One request to a checked host over ``PinnedTransport``: no proxy environment, no
+    redirects followed, the body capped at ``limit`` bytes while it streams; ``io_timeout``
+    is httpx's per-operation timeout (callers put an overall deadline around it)."""
+    transport = PinnedTransport({target.host: addresses}, inner)
+    failure = ""
+    async with httpx.AsyncClient(transport=transport, trust_env=False,
+                                 follow_redirects=False, timeout=io_timeout) as client:
+        try:
+            async with client.stream(method, target, headers=dict(headers),
+                                     content=content) as response:
+                if not response.is_success:
+                    return Fetched(failure="status", status_code=response.status_code)
+                return await _capped(response, limit)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
+            failure = "connect"
+        except httpx.TimeoutException:
+            failure = "timeout"
+        except httpx.HTTPError:
+            failure = "disconnected"
+    return Fetched(failure=failure)
+
+
+async def _capped(response: httpx.Response, limit: int) -> Fetched:
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return Fetched(failure="too_large")
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            return Fetched(failure="too_large")
+    return Fetched(body=bytes(body))

@@ -30,7 +30,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 
 from ._addresses import AddressPolicy, Resolver, check_addresses, system_resolver
-from ._transport import PinnedTransport
+from ._transport import fetch_pinned
 from ._urls import Provider, check_provider, normalize_base_url
 from .budget import ResolvedBudget, provider_fields, resolve_budget
 from .catalogue import not_chat_message, not_chat_reason
@@ -197,38 +197,19 @@ class ModelDiscovery:
         headers = {"Accept": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        transport = PinnedTransport({target.host: addresses}, self._transport)
-        failure: str | None = None
-        async with httpx.AsyncClient(transport=transport, trust_env=False,
-                                     follow_redirects=False, timeout=self.timeout) as client:
-            try:
-                async with client.stream("GET", target, headers=headers) as response:
-                    if not response.is_success:
-                        return _status_error(response.status_code)
-                    return await self._read(response)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
-                failure = "connect"
-            except httpx.TimeoutException:
-                failure = "timeout"
-            except httpx.HTTPError:
-                failure = "disconnected"
-        return ProviderUnreachable(f"could not get the model list from the provider "
-                                   f"({failure})", details={"reason": failure})
-
-    async def _read(self, response: httpx.Response) -> bytes | DiscoveryError:
-        limit = self.max_response_bytes
-        too_large = ProviderResponseTooLarge(
-            f"the provider's model list exceeds {limit:,} bytes",
-            details={"reason": "too_large", "limit": limit})
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            return too_large
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > limit:
-                return too_large
-        return bytes(body)
+        got = await fetch_pinned("GET", target, addresses, headers=headers,
+                                 limit=self.max_response_bytes, io_timeout=self.timeout,
+                                 inner=self._transport)
+        if got.status_code is not None:
+            return _status_error(got.status_code)
+        if got.failure == "too_large":
+            return ProviderResponseTooLarge(
+                f"the provider's model list exceeds {self.max_response_bytes:,} bytes",
+                details={"reason": "too_large", "limit": self.max_response_bytes})
+        if got.failure:
+            return ProviderUnreachable(f"could not get the model list from the provider "
+                                       f"({got.failure})", details={"reason": got.failure})
+        return got.body
 
 
 async def discover(provider: str, base_url: str, api_key: str, *,
