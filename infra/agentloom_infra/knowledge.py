@@ -3,12 +3,8 @@ docs/adr/0005-knowledge-vector-store.md), SSE-KMS under the stage's data key.
 
 The functions create one index per knowledge base (``kb-{base_id}``) at run time, so the
 grant covers the bucket's indexes by ARN pattern; vectors carry only chunk keys and a
-document id (the passages stay in the platform table, sealed). Wire it in the stack::
-
-    self.knowledge = KnowledgeVectors(self, "Knowledge", prefix=prefix, key=key)
-    for fn in (fns.api, fns.step):  # the api indexes uploads; the step searches
-        self.knowledge.grant(fn)
-        fn.add_environment("AGENTLOOM_VECTOR_BUCKET", self.knowledge.bucket_name)
+document id (the passages stay in the platform table, sealed). The stack grants it to,
+and names it (``AGENTLOOM_VECTOR_BUCKET``) in, every function that builds engines.
 """
 
 from __future__ import annotations

@@ -73,6 +73,10 @@ def acknowledge(stack: AgentLoomStack) -> None:
         _ack(fn, "IAM5[Resource::*]", "X-Ray PutTraceSegments/PutTelemetryRecords have no "
              "resource; ecs:ListTasks is conditioned on the sandbox cluster; ECS "
              "Register/DescribeTaskDefinition support no resource-level permissions")
+    indexes = f"IAM5[Resource::{nag_ref(stack, stack.knowledge.bucket_arn)}/index/*]"
+    for fn in (fns.api, fns.step, fns.trigger):
+        _ack(fn, indexes, "one S3 Vectors index per knowledge base, created at run time; "
+             "scoped to the stage's one vector bucket")
     for fn in (fns.api, fns.step):
         _ack(fn, task_wildcard, "cancel stops the run's task, whose id is known only at "
              "run time; scoped to the sandbox cluster")

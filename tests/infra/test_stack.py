@@ -12,7 +12,7 @@ HANDLERS = {"api": "agentloom.handlers.api.handler",
             "trigger": "agentloom.handlers.trigger.handler"}
 COMMON = {"AGENTLOOM_CHECKPOINT_TABLE", "AGENTLOOM_PLATFORM_TABLE", "AGENTLOOM_KMS_KEY_ID",
           "AGENTLOOM_STATE_MACHINE_ARN", "POWERTOOLS_SERVICE_NAME",
-          "POWERTOOLS_METRICS_NAMESPACE", "AGENTLOOM_STAGE"}
+          "POWERTOOLS_METRICS_NAMESPACE", "AGENTLOOM_STAGE", "AGENTLOOM_VECTOR_BUCKET"}
 STEP = {"AGENTLOOM_WORKSPACE_ROOT", "AGENTLOOM_EFS_FILE_SYSTEM_ID", "AGENTLOOM_EFS_ROOT_PATH",
         "AGENTLOOM_SANDBOX_CLUSTER", "AGENTLOOM_SANDBOX_FAMILY_PREFIX",
         "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN", "AGENTLOOM_SANDBOX_IMAGE",
@@ -256,3 +256,14 @@ def test_alarm_notifications_can_use_the_encrypted_topic(synthesized):
             "Action": ["kms:Decrypt", "kms:GenerateDataKey*"]})])}})
     synthesized.assertions.has_resource_properties("AWS::SNS::Topic", {
         "KmsMasterKeyId": Match.any_value()})
+
+
+def test_knowledge_vectors_bucket_is_kms_encrypted_and_named_to_every_engine_builder(
+        synthesized):
+    (bucket,) = synthesized.of_type("AWS::S3Vectors::VectorBucket").values()
+    assert bucket["Properties"]["EncryptionConfiguration"]["SseType"] == "aws:kms"
+    for handler in ("api", "step", "trigger"):
+        env = synthesized.function_env(f"agentloom.handlers.{handler}.handler")
+        assert env["AGENTLOOM_VECTOR_BUCKET"] == bucket["Properties"]["VectorBucketName"]
+    policies = json.dumps(synthesized.of_type("AWS::IAM::Policy"))
+    assert "s3vectors:QueryVectors" in policies and "s3vectors:PutVectors" in policies

@@ -29,7 +29,6 @@ from .embeddings import ConnectionEmbedder, Embedder, Endpoint, OpenAIEmbeddings
 from .errors import EmbeddingFailed
 from .index import VectorIndex
 from .service import KnowledgeService
-from .sqlite_index import SqliteIndex
 from .store import ContentSealer, KnowledgeBase, KnowledgeStore
 
 
@@ -75,6 +74,8 @@ def knowledge_service(store: PlatformStore, keyring: Keyring, index: VectorIndex
 def embedded_knowledge(home: Path, *, allow_loopback: bool = False) -> KnowledgeCapability:
     """The embedded default under ``home`` (``agentloom serve``): pass it in
     ``EmbeddedPlatform.open(capabilities=Capabilities.of([..., embedded_knowledge(home)]))``."""
+    from .sqlite_index import SqliteIndex  # numpy: embedded only (not in the Lambda bundle)
+
     keyring = LocalKeyring(home / KEY_FILE)
     store = SqlitePlatformStore(home / DATABASE)
     return KnowledgeCapability(knowledge_service(
