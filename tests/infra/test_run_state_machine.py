@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from types import SimpleNamespace
 import urllib.parse
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -291,8 +292,11 @@ def script() -> list[Any]:
 def deployment(synthesized: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                script: list[Any]) -> Iterator[Deployment]:
     fake_credentials(monkeypatch)
+    # retry waits are real sleeps in moto: give the retrier its own clock (patching
+    # ``time.sleep`` itself would turn every sleep of the process — the settle loop's
+    # too — into a busy loop that starves the execution of the GIL)
     monkeypatch.setattr("moto.stepfunctions.parser.asl.component.common.retry.retrier_decl."
-                        "time.sleep", lambda seconds: None)
+                        "time", SimpleNamespace(sleep=lambda seconds: None))
     model = OpenAICompatibleServer(script).start()
     with mock_aws(config=mock_config()):  # type: ignore[call-overload]
         aws = clients()
