@@ -26,11 +26,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from types import SimpleNamespace
 import urllib.parse
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
