@@ -23,7 +23,7 @@ from typing import Any
 
 from agentloom.capabilities import Capabilities, Capability, CapabilityBase, RunScope
 from agentloom.crypto import Keyring
-from agentloom.mcp.connect import McpPolicy
+from agentloom.mcp.policy import McpPolicy
 from agentloom.platform.errors import Invalid
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.store import PlatformStore

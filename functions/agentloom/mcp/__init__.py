@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentloom.mcp.connect import McpPolicy
 from agentloom.mcp.errors import McpSchemaChanged, McpToolFailure
+from agentloom.mcp.policy import McpPolicy
 from agentloom.mcp.resources import Credential, McpResource, McpResourceStore, McpSpec
 from agentloom.mcp.service import McpServerFailed, McpService
 from agentloom.mcp.tools import McpCapability

@@ -36,6 +36,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from agentloom.mcp.errors import McpToolFailure
+from agentloom.mcp.policy import TOO_LARGE, McpPolicy, response_limit
 from agentloom.mcp.resources import Credential, McpSpec
 from agentloom.models._addresses import AddressPolicy, check_addresses, system_resolver
 from agentloom.models.errors import AddressNotAllowed, ProviderUnreachable
@@ -46,19 +47,6 @@ _CREDENTIAL_FILE = ".agentloom-credential"
 _WRAP = ('IFS= read -r v < /workspace/{f}; rm -f /workspace/{f}; {name}="$v"; '
          'export {name}; exec "$@"')
 
-
-@dataclass(frozen=True)
-class McpPolicy:
-    """What this deployment lets resources reach. ``stdio_roots``: host folders a stdio
-    resource may mount; stdio needs a ``sandbox`` (a ``BubblewrapRunner``)."""
-
-    allow_loopback: bool = False
-    allow_private: bool = False
-    stdio_roots: tuple[str, ...] = ()
-    sandbox: Any = None
-
-
-TOO_LARGE = "the MCP server's response is larger than"
 
 
 class _Limited(httpx2.AsyncByteStream):
@@ -130,11 +118,6 @@ async def checked_pins(url: str, policy: McpPolicy) -> dict[str, list[str]]:
         raise McpToolFailure("mcp_unreachable", "the MCP server's host name did not "
                              "resolve") from None
     return {host: addresses}
-
-
-def response_limit(spec: McpSpec) -> int:
-    """Bytes one HTTP response may carry: room for the capped result JSON-escaped."""
-    return 4 * spec.max_result_chars + (1 << 20)
 
 
 def _http_client(pins: Mapping[str, Sequence[str]], headers: Mapping[str, str] | None,

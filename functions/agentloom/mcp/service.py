@@ -19,11 +19,10 @@ from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
-from agentloom.mcp.connect import TOO_LARGE, McpPolicy, open_client, response_limit
 from agentloom.mcp.errors import McpSchemaChanged, McpToolFailure
+from agentloom.mcp.policy import TOO_LARGE, McpPolicy, response_limit
 from agentloom.mcp.resources import Credential, McpResource, McpResourceStore, McpSpec
 from agentloom.platform.access import check_id, member_of
 from agentloom.platform.domain import content_hash, new_id, now
@@ -84,6 +83,8 @@ def _failure(exc: BaseException, spec: McpSpec, tripped: list[int]) -> BaseExcep
         return McpToolFailure("mcp_timeout", f"the MCP server did not answer within "
                               f"{spec.timeout_seconds:g} seconds; the call may or may not "
                               "have taken effect")
+    from mcp.shared.exceptions import MCPError  # the SDK is loaded by the call itself
+
     if isinstance(leaf, MCPError):
         return McpToolFailure("mcp_protocol_error", f"the MCP server refused the request: "
                               f"{str(leaf.error.message)[:300]}")
@@ -194,6 +195,8 @@ class McpService:
         tripped: list[int] = []
         try:
             with anyio.fail_after(resource.spec.timeout_seconds):
+                from agentloom.mcp.connect import open_client  # the SDK: on first use
+
                 async with open_client(resource.spec, self.credential(resource),
                                        self.policy, tripped) as client:
                     tools = await _all_tools(client)
@@ -218,6 +221,8 @@ class McpService:
         tripped: list[int] = []
         try:
             with anyio.fail_after(spec.timeout_seconds):
+                from agentloom.mcp.connect import open_client
+
                 async with open_client(spec, self.credential(resource), self.policy,
                                        tripped) as client:
                     tool = await _find_tool(client, binding.tool)
