@@ -28,9 +28,9 @@ from unit.skills.builders import hello_zip
 
 from agentloom.api.app import build_app
 from agentloom.api.server import ApiServer
-from agentloom.capabilities.defaults import embedded_capabilities
+from agentloom.local.capabilities import embedded_capabilities
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.local.workspaces import NOBODY
-from agentloom.platform.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom.sandbox import BubblewrapRunner
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentloom.local.app import LocalApp, open_checkpoint_store
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.errors import ConfigError
 

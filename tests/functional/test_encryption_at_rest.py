@@ -353,7 +353,7 @@ def test_embedded_platform_run_on_a_connection_leaves_no_key_or_text(tmp_path: P
     import time
 
     from agentloom.local.app import DATABASE
-    from agentloom.platform.embedded import EmbeddedPlatform
+    from agentloom.local.embedded import EmbeddedPlatform
     from agentloom.platform.identity import Principal
     from agentloom_runtime.testing import OpenAICompatibleServer
 

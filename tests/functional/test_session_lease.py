@@ -15,7 +15,7 @@ import pytest
 from functional.test_local_sessions import asker, inherited, snapshot
 
 from agentloom.local.app import LocalApp
-from agentloom.local.sessions import Driver, _proc_start, liveness, this_process
+from agentloom.platform.lease import Driver, _proc_start, liveness, this_process
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.errors import ConfigError
 

@@ -12,7 +12,7 @@ import pytest
 from functional.test_local_sessions import asker, inherited, snapshot
 
 from agentloom.local.app import LocalApp
-from agentloom.local.redaction import REDACTED, Redactor
+from agentloom.platform.redaction import REDACTED, Redactor
 
 KEY = "sk-test-0123456789abcdef"  # behind the connection's api_key_ref
 OPENAI = "sk-openai-fedcba9876543210"  # a conventional provider variable

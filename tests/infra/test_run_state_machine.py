@@ -23,6 +23,7 @@ execute, and how it is covered here:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -396,8 +397,10 @@ def test_a_step_killed_mid_model_call_blocks_then_resolves_through_the_api(
         deployment: Deployment) -> None:
     bench = deployment.bench
     kills = {"left": 1}
-    real_factory = bench.service.engines.model_factory
-    bench.service.engines.model_factory = lambda snap: Dying(real_factory(snap), kills)
+    host = bench.service.host
+    real_factory = host.ports.models
+    host.ports = dataclasses.replace(host.ports,
+                                     models=lambda snap: Dying(real_factory(snap), kills))
     deployment.endpoint.on_kill = bench.new_step_service  # the container is gone
     run_id = deployment.ask("Q")
     (first,) = deployment.settle(run_id)

@@ -22,8 +22,8 @@ import pytest
 from agentloom.api.app import build_app
 from agentloom.api.client import Client
 from agentloom.api.server import ApiServer
-from agentloom.capabilities.defaults import embedded_capabilities
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.capabilities import embedded_capabilities
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.snapshot import AgentSnapshot

@@ -117,8 +117,8 @@ def platform(open_platform: Callable[[], Any], tmp_path: Any, model: Any) -> Ite
     """The conftest's platform with the knowledge capability (its routes need it)."""
     from agentloom.capabilities import Capabilities
     from agentloom.knowledge.wiring import embedded_knowledge
+    from agentloom.local.embedded import EmbeddedPlatform
     from agentloom.mcp import embedded_capability
-    from agentloom.platform.embedded import EmbeddedPlatform
     from agentloom.skills.wiring import embedded_skills
 
     home = tmp_path / "home"

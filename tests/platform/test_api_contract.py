@@ -15,7 +15,7 @@ import pytest
 from agentloom.api.app import build_app
 from agentloom.api.openapi import render
 from agentloom.handlers import api as lambda_api
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.identity import JwtClaims
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from agentloom.local.embedded import CodecSecrets, EmbeddedPlatform
 from agentloom.models import AddressNotAllowed, ModelDiscovery
-from agentloom.platform.embedded import CodecSecrets, EmbeddedPlatform
 from agentloom_runtime.errors import PersistenceError
 
 from .conftest import ALICE, Api, Model

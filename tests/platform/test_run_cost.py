@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.views import RunCost, RunView
 
 from .conftest import ALICE

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 
 from .conftest import ALICE, Model, wait_for
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge
 from agentloom.platform.identity import Principal
 

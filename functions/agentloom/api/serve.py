@@ -31,9 +31,9 @@ from typing import Any
 
 from agentloom.api.app import build_app
 from agentloom.api.server import ApiServer, check_loopback
-from agentloom.capabilities.defaults import embedded_capabilities
+from agentloom.local.capabilities import embedded_capabilities
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.agents import DEFAULT_KEY_REFS, DraftRules
-from agentloom.platform.embedded import EmbeddedPlatform
 from agentloom.platform.errors import PlatformError
 from agentloom.platform.identity import Principal
 from agentloom.platform.launcher import ModelFactory

@@ -1,7 +1,7 @@
 """``SfnRunLauncher``: the platform's ``RunLauncher`` on Step Functions.
 
 ``launch`` does in the API function what the embedded worker does before its first
-step (``LocalEngines.execute``): takes the session's run lease (``LocalSessions``, held in
+step (``RunHost.begin``): takes the session's run lease (``SessionLeases``, held in
 the name of the run's executions, ``step_driver``), reads the run's history from the
 session stream (``RunTracker.history``) and starts
 the run (``ask``) or begins a new execution (``resume``; ``continue`` after a verdict
@@ -23,10 +23,10 @@ import time
 from typing import Any
 
 from agentloom.aws import fence
-from agentloom.local.sessions import Driver, LocalSessions, agent_binding
 from agentloom.platform.errors import Conflict, Unavailable
+from agentloom.platform.host import RunHost, run_sync, scope_of
 from agentloom.platform.launcher import RunJob
-from agentloom.platform.local_launcher import LocalEngines, run_sync
+from agentloom.platform.lease import Driver, SessionLeases, agent_binding
 from agentloom.platform.store import PlatformStore
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
@@ -55,10 +55,10 @@ def _error_code(exc: Exception) -> str:
 
 
 class SfnRunLauncher:
-    def __init__(self, engines: LocalEngines, store: PlatformStore, *, sfn: Any, ecs: Any,
+    def __init__(self, host: RunHost, store: PlatformStore, *, sfn: Any, ecs: Any,
                  state_machine_arn: str) -> None:
-        self.engines = engines
-        self.tracker = engines.tracker
+        self.host = host
+        self.tracker = host.tracker
         self.store = store
         self.sfn = sfn
         self.ecs = ecs
@@ -68,7 +68,7 @@ class SfnRunLauncher:
 
     def launch(self, job: RunJob) -> None:
         run = job.run
-        sessions = LocalSessions(self.engines.checkpoints, redactor=self.engines.redactor)
+        sessions = SessionLeases(self.host.checkpoints, redactor=self.host.redactor)
         driver = step_driver(run.run_id)
         try:
             sessions.acquire(run.session_id, run.run_id, new=job.kind == "ask",
@@ -87,22 +87,12 @@ class SfnRunLauncher:
         self.tracker.started(run.session_id, run.run_id)
 
     async def _prepare(self, job: RunJob) -> None:
-        run, sid = job.run, job.run.session_id
         if job.kind == "continue":
             return
-        engine, _ = self.engines.engine(run, job.snapshot, attach=job.kind != "ask")
+        engine, _ = self.host.engine(scope_of(job.run), job.snapshot,
+                                     attach=job.kind != "ask")
         try:
-            if job.kind == "ask":
-                history = self.tracker.history(sid, abandon=True)
-                await engine.start(job.question or "", run_id=run.run_id,
-                                   labels={"session": sid, "space": run.space_id,
-                                           "user": run.user_id},
-                                   history=history.messages, counters=history.counters,
-                                   history_watermark=history.history_watermark)
-            else:
-                await engine.begin_execution(retry_unknown_models=job.retry_unknown_models,
-                                             confirm_hooks=job.confirm_hooks,
-                                             raise_budget=job.raise_budget)
+            await self.host.begin(engine, job)
         finally:
             await engine.close()
 

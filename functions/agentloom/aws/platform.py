@@ -1,44 +1,39 @@
 """The AWS composition: what the api and step functions run on.
 
-Mirrors ``agentloom.platform.embedded.EmbeddedPlatform`` with the AWS adapters: the
+The sibling of ``agentloom.local.embedded.EmbeddedPlatform``, with the AWS adapters: the
 DynamoDB checkpoint store and platform store (a step's session records, cursors and usage
 written in its checkpoint commit by the store's companion ``SessionCommits``), the
 checkpoint store and the platform's secrets encrypted through the envelope codec
 under a ``KmsKeyring`` (the checkpoint documents' key scope is their space and session,
 looked up once per document in the platform table: a data key, and so a KMS call, per
-document and cache lifetime — docs/encryption.md); ``RunTracker``; ``AwsEngines`` (the
-embedded engine assembly on the EFS workspaces, or detached from them in the API
-function); ``SfnRunLauncher``; ``SessionService`` and ``AdminService``; the capability
-set (``agentloom.capabilities.aws``: Skills, MCP tools, knowledge bases when a vector
+document and cache lifetime — docs/encryption.md); ``RunTracker``; the run host
+(``aws_host``: ``agentloom.platform.host`` with the EFS workspaces, mounted in the step
+function and detached in the API function); ``SfnRunLauncher``; ``SessionService`` and
+``AdminService``; the capability
+set (``agentloom.aws.capabilities``: Skills, MCP tools, knowledge bases when a vector
 bucket is configured) shared by the admin's publish and the engines. Clients are
 injected (``AwsClients``), built once per container from the region otherwise.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from agentloom.aws.capabilities import aws_capabilities
 from agentloom.aws.config import AwsConfig
 from agentloom.aws.workspaces import EfsWorkspaces
-from agentloom.capabilities import Capabilities, RunScope
-from agentloom.capabilities.aws import aws_capabilities
+from agentloom.capabilities import Capabilities
 from agentloom.crypto import EnvelopeCodec, KeyScope
 from agentloom.crypto.kms_keyring import KmsKeyring
-from agentloom.local.operator import hook_registry
-from agentloom.local.redaction import Redactor
 from agentloom.models import ModelDiscovery
-from agentloom.models.gateway import ConnectionModels
-from agentloom.observability import Relay
+from agentloom.models.gateway import ConnectionModels, default_model_factory
 from agentloom.platform.admin import AdminService
 from agentloom.platform.agents import DraftRules
-from agentloom.platform.domain import Run
-from agentloom.platform.embedded import default_model_factory
+from agentloom.platform.host import HostPorts, RunHost, relay_steps
 from agentloom.platform.launcher import ModelFactory
-from agentloom.platform.local_launcher import LocalEngines
+from agentloom.platform.redaction import Redactor
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.sessions import SessionService
 from agentloom.platform.store import PlatformStore
@@ -46,8 +41,8 @@ from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
 from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore
-from agentloom_runtime.engine import Engine, create_engine
 from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.events import Emit
 from agentloom_runtime.snapshot import AgentSnapshot
 
 SCOPE_CACHE = 1024
@@ -107,46 +102,22 @@ def document_scope(store: PlatformStore, stage: str) -> Callable[[str], KeyScope
     return scope
 
 
-class AwsEngines(LocalEngines):
-    """The embedded engine assembly (``LocalEngines``: detail, resolve, supplements,
-    cancel) over EFS workspaces: mounted in the step function, detached in the API."""
+def aws_host(config: AwsConfig, tracker: RunTracker, models: ModelFactory,
+             capabilities: Capabilities) -> RunHost:
+    """The run host on AWS: the EFS workspaces (mounted in the step function, detached in
+    the API function), a relay per invocation (a warm engine serves many), events into
+    the platform's event log."""
+    mounted = config.sandbox is not None
 
-    def __init__(self, config: AwsConfig, checkpoints: DynamoDbCheckpointStore,
-                 tracker: RunTracker, model_factory: ModelFactory,
-                 capabilities: Capabilities | None = None) -> None:
-        root = config.workspace_root
-        super().__init__(Path(root), checkpoints, tracker, model_factory, capabilities)
-        self.config = config
-        self.root = root
+    def workspaces(snapshot: AgentSnapshot, session: str) -> EfsWorkspaces:
+        return EfsWorkspaces(config.workspace_root, config.volume_id, snapshot, session,
+                             mounted=mounted)
 
-    def workspaces(self, run: Run, snapshot: AgentSnapshot) -> EfsWorkspaces:
-        return EfsWorkspaces(self.root, self.config.volume_id, snapshot, run.session_id,
-                             mounted=self.config.sandbox is not None)
+    def to_log(run_id: str) -> Emit:
+        return lambda topic, data: tracker.event(run_id, topic, data)
 
-    def engine(self, run: Run, snapshot: AgentSnapshot, *,
-               attach: bool) -> tuple[Engine, EfsWorkspaces]:
-        self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
-        workspaces = self.workspaces(run, snapshot)
-
-        def emit(topic: str, data: Any) -> None:
-            self.tracker.event(run.run_id, topic, data)
-
-        relay = Relay(emit)  # a warm engine serves many invocations, each observed alone
-        scope = RunScope(space_id=run.space_id, agent_id=run.agent_id, version=run.version,
-                         session_id=run.session_id, run_id=run.run_id)
-        engine = create_engine(
-            snapshot, workspace=workspaces.for_instance, emit=relay.emit,
-            save=self.checkpoints,
-            checkpoint=run.run_id if attach else None,
-            model_gateway=self.model_factory(snapshot),
-            tools=[*workspaces.tools(), *self.capabilities.tools(snapshot, scope)],
-            workspace_provider=workspaces.provider,
-            commands=workspaces.commands if workspaces.mounted else None,
-            services={**workspaces.services(), **self.capabilities.services(snapshot, scope)},
-            hook_registry=hook_registry(snapshot))
-        workspaces.bind(engine)
-        relay.watch(engine)
-        return engine, workspaces
+    return RunHost(HostPorts(tracker=tracker, workspaces=workspaces, models=models,
+                             events=to_log, observe=relay_steps, capabilities=capabilities))
 
 
 @dataclass
@@ -156,7 +127,7 @@ class AwsPlatform:
     store: DynamoDbPlatformStore
     checkpoints: DynamoDbCheckpointStore
     tracker: RunTracker
-    engines: AwsEngines
+    host: RunHost
     launcher: Any  # SfnRunLauncher (imported lazily: it pulls nothing heavy, but keeps order)
     sessions: SessionService
     admin: AdminService
@@ -186,10 +157,10 @@ class AwsPlatform:
         admin = AdminService(store, rules, secrets=CodecSecrets(keyring, store),
                              discovery=ModelDiscovery(), capabilities=capabilities)
         models = ConnectionModels(admin, model_factory or default_model_factory)
-        engines = AwsEngines(config, checkpoints, tracker, models, capabilities)
-        launcher = SfnRunLauncher(engines, store, sfn=clients.sfn, ecs=clients.ecs,
+        host = aws_host(config, tracker, models, capabilities)
+        launcher = SfnRunLauncher(host, store, sfn=clients.sfn, ecs=clients.ecs,
                                   state_machine_arn=config.state_machine_arn)
-        sessions = SessionService(store, tracker, launcher, engines)
+        sessions = SessionService(store, tracker, launcher, host)
         return cls(config=config, clients=clients, store=store, checkpoints=checkpoints,
-                   tracker=tracker, engines=engines, launcher=launcher, sessions=sessions,
+                   tracker=tracker, host=host, launcher=launcher, sessions=sessions,
                    admin=admin)

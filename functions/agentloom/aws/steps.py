@@ -48,10 +48,11 @@ from agentloom.aws.launcher import step_driver
 from agentloom.aws.platform import AwsPlatform
 from agentloom.aws.sandbox import SandboxRegistry
 from agentloom.aws.workspaces import EfsWorkspaces
-from agentloom.local.sessions import LocalSessions
 from agentloom.observability import Relay
 from agentloom.platform.agents import snapshot_of
 from agentloom.platform.domain import Run
+from agentloom.platform.host import scope_of
+from agentloom.platform.lease import SessionLeases
 from agentloom.platform.store import WriteConflict
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.engine import Engine, RunSummary
@@ -124,7 +125,7 @@ class StepService:
         self.platform = platform
         self.store = platform.store
         self.tracker = platform.tracker
-        self.engines = platform.engines
+        self.host = platform.host
         self.sandbox = sandbox
         self.rollover_cycles = platform.config.rollover_cycles
         self._loop = asyncio.new_event_loop()  # engines (and their HTTP clients) live on it
@@ -205,7 +206,8 @@ class StepService:
             return warm
         for other in list(self._attached):
             await self._drop(other)
-        engine, workspaces = self.engines.engine(run, self._snapshot(run), attach=True)
+        engine, workspaces = self.host.engine(scope_of(run), self._snapshot(run), attach=True)
+        assert isinstance(workspaces, EfsWorkspaces)  # aws_host's
         self.attaches += 1
         if self.tracker.commits is not None:  # its completing commit saves the view
             self.tracker.commits.watch(run.run_id, view=engine.main_view)
@@ -279,7 +281,7 @@ class StepService:
     def _finish(self, run: Run) -> None:
         """The run stopped: the session lease given back, its status recorded (the
         records went with each commit; ``sync`` catches up after a crash between)."""
-        sessions = LocalSessions(self.platform.checkpoints, redactor=self.tracker.redactor)
+        sessions = SessionLeases(self.platform.checkpoints, redactor=self.tracker.redactor)
         with contextlib.suppress(PersistenceError):
             sessions.release(run.session_id, run.run_id, step_driver(run.run_id))
         self.tracker.sync(run.session_id, runs=[run.run_id])
@@ -345,7 +347,7 @@ class StepService:
             "run_id": run.run_id, "generation": step.generation, "code": error})
         status = summary.status
         if status == "running" and summary.in_flight is not None:
-            engine, _ = self.engines.engine(run, self._snapshot(run), attach=True)
+            engine, _ = self.host.engine(scope_of(run), self._snapshot(run), attach=True)
             try:
                 await engine.begin_execution()
                 await engine.step()

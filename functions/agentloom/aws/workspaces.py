@@ -1,52 +1,28 @@
-"""Workspaces of AWS runs: the EFS volume, seed 002 §10's layout, commands on Fargate.
+"""Workspaces of AWS runs: the EFS volume, the platform's layout
+(``SessionWorkspaces``), commands on Fargate.
 
 The step function mounts the volume at ``AGENTLOOM_WORKSPACE_ROOT`` and uses the runtime's
 ``WorkspaceProvider`` in ``shared_posix`` mode (a missing mount is ``volume_unavailable``,
 never an empty stand-in; the ``.agentloom-volume`` marker holding the stage's volume id is
-written on first use of an empty volume). The layout, the file tools and the lock
-directory are those of embedded mode (``agentloom.local.workspaces``, reused); the marker
-store has no liveness — nothing here can prove that a Fargate task is gone, so a marker
-without a result is an unknown outcome. Commands never run in this process: the step hands
-the spec to the state machine (``agentloom.aws.sandbox``).
+written on first use of an empty volume). The marker store has no liveness — nothing here
+can prove that a Fargate task is gone, so a marker without a result is an unknown
+outcome. Commands never run in this process: the step hands the spec to the state
+machine (``agentloom.aws.sandbox``).
 
 The API function does not mount the volume, yet attaches engines (status, resolve,
-cancel) whose bindings name it: ``DetachedProvider`` has the same binding (mode and volume
-id) and refuses every file access with ``volume_unavailable``.
+supplements) whose bindings name it: its provider is ``detached`` (the same binding —
+mode and volume id — with every file access refused as ``volume_unavailable``).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-from agentloom.local.workspaces import LocalWorkspaces
+from agentloom.platform.workspaces import SessionWorkspaces
 from agentloom_runtime.snapshot import AgentSnapshot
-from agentloom_runtime.workspace import (
-    MarkerStore,
-    PosixWorkspaceStore,
-    WorkspaceError,
-    WorkspaceProvider,
-)
+from agentloom_runtime.workspace import MarkerStore, WorkspaceError, WorkspaceProvider
 from agentloom_runtime.workspace.provider import VOLUME_MARKER
-
-
-class DetachedProvider(WorkspaceProvider):
-    """The volume's binding without the volume (the API function)."""
-
-    def __init__(self, root: str, volume_id: str) -> None:  # no super(): nothing mounted
-        self.mode = "shared_posix"
-        self.volume_id = volume_id
-        self.store_factory = PosixWorkspaceStore
-        self.root = Path(root)
-
-    def _verify_volume(self) -> None:
-        raise WorkspaceError("volume_unavailable", "the API function does not mount the "
-                             "workspace volume; workspaces are used by the step function")
-
-    def lock_dir(self, space: str, agent: str, session: str) -> Path:
-        self._verify_volume()
-        raise AssertionError("unreachable")  # pragma: no cover
 
 
 def ensure_volume_marker(root: str, volume_id: str) -> None:
@@ -65,35 +41,18 @@ def ensure_volume_marker(root: str, volume_id: str) -> None:
         out.write(volume_id)
 
 
-class EfsWorkspaces(LocalWorkspaces):
-    """``LocalWorkspaces`` on the EFS volume (``mounted``) or detached (the API): same
-    layout, tools and lock directory; no local sandbox."""
+class EfsWorkspaces(SessionWorkspaces):
+    """One session's workspaces on the EFS volume (``mounted``: the step function) or
+    detached from it (the API function); commands on Fargate, never here."""
 
     def __init__(self, root: str, volume_id: str, snapshot: AgentSnapshot, session: str,
-                 *, mounted: bool) -> None:  # no super(): no bubblewrap, no local root
-        self._sandbox_user = None
-        self.mounted = mounted
+                 *, mounted: bool) -> None:
         if mounted:
             ensure_volume_marker(root, volume_id)
-            self.provider = WorkspaceProvider(root, mode="shared_posix", volume_id=volume_id)
-        else:
-            self.provider = DetachedProvider(root, volume_id)
-        self.snapshot = snapshot
-        self.session = session
-        self._engine: Any = None
+        provider = WorkspaceProvider(root, mode="shared_posix", volume_id=volume_id,
+                                     detached=not mounted)
+        super().__init__(provider, snapshot, session)
+        self.mounted = mounted
 
-    @property
-    def commands(self) -> MarkerStore:
-        snap = self.snapshot
-        return MarkerStore(self.provider.lock_dir(snap.space_id, snap.agent_id, self.session))
-
-    def services(self) -> dict[str, Any]:
-        return {}
-
-    def ensure_available(self) -> None:
-        return None  # Fargate is always there; a task that cannot start is a failed result
-
-    def session_dir(self) -> Path:
-        snap = self.snapshot
-        return self.provider.root.joinpath("spaces", snap.space_id, "agents", snap.agent_id,
-                                           "sessions", self.session)
+    def markers(self) -> MarkerStore | None:
+        return self.commands if self.mounted else None

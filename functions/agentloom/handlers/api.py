@@ -53,7 +53,7 @@ def _wire() -> ApiResolver:
 
         aws = AwsPlatform.open(AwsConfig.from_environ(os.environ))
         return build_app(aws.admin, aws.sessions, JwtClaims())
-    from agentloom.platform.embedded import EmbeddedPlatform
+    from agentloom.local.embedded import EmbeddedPlatform
     from agentloom.platform.sessions import SessionService
 
     platform = EmbeddedPlatform.open(Path(os.environ.get("AGENTLOOM_HOME", "/tmp/agentloom")))

@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentloom.crypto import Keyring, LocalKeyring
-from agentloom.local.app import DATABASE, KEY_FILE
 from agentloom.models._addresses import AddressPolicy
 from agentloom.platform.admin import SecretSealer
 from agentloom.platform.domain import ModelConnectionRecord
@@ -23,6 +22,7 @@ from agentloom.platform.errors import Invalid
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.secrets import _StoreKeySlots as StoreKeySlots
 from agentloom.platform.store import PlatformStore, SqlitePlatformStore
+from agentloom.stores.layout import DATABASE, KEY_FILE
 
 from .capability import KnowledgeCapability
 from .embeddings import ConnectionEmbedder, Embedder, Endpoint, OpenAIEmbeddings

@@ -32,12 +32,19 @@ import dataclasses
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentloom.observability import Observer
+from agentloom.capabilities import Capabilities, RunScope
+from agentloom.local.runs import RunDriver, stopped_step
+from agentloom.models.gateway import gateway_for
 from agentloom.platform.domain import Run, Session, now
+from agentloom.platform.hook_packages import hook_registry
+from agentloom.platform.host import RunHost
+from agentloom.platform.launcher import RunJob
+from agentloom.platform.lease import SessionLeases, agent_binding
+from agentloom.platform.redaction import Redactor
 from agentloom.platform.store import WriteConflict, retry_conflicts
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
@@ -49,53 +56,26 @@ from agentloom_runtime.contracts import (
     UnknownOperation,
     Verdict,
 )
-from agentloom_runtime.engine import Engine, RunSummary, cancel_run, create_engine, read_run
+from agentloom_runtime.engine import Engine, RunSummary, cancel_run, read_run
 from agentloom_runtime.errors import CheckpointConflict, ConfigError
 from agentloom_runtime.events import Emit, Topic
 from agentloom_runtime.hooks import HookRegistry
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 
+from .embedded import local_host
 from .home import DATABASE as DATABASE  # the home's names, where callers import them
 from .home import KEY_FILE as KEY_FILE
 from .home import Home, open_home
 from .home import open_checkpoint_store as open_checkpoint_store
-from .operator import hook_registry
-from .redaction import Redactor
-from .runs import RunDriver, stopped_step
-from .sessions import Liveness, LocalSessions, agent_binding
+from .report import Resolution as Resolution
+from .report import RunReport as RunReport
+from .report import status_lines as status_lines
 from .workspaces import LocalWorkspaces
 
 HookLoader = Callable[[AgentSnapshot], HookRegistry | None]
 CANCEL_ATTEMPTS = 5
 ENDED = ("completed", "failed", "cancelled")
 LOCAL_USER = "local"  # the CLI's one user, in its platform session and run items
-
-
-@dataclass(frozen=True)
-class RunReport:
-    """What ``inspect`` / ``show`` know about a run: its summary, who drives it when it
-    is running (``driver``: alive / gone = interrupted / unverifiable), what is unknown
-    when it is blocked on an operation of unknown outcome, and the way out."""
-
-    run: RunSummary
-    way_out: str | None  # resume, resolve, confirm_hooks, new_question; None while driven
-    driver: Liveness | None = None
-    unknown: UnknownOperation | None = None
-    note: str | None = None  # why ``unknown`` could not be read
-    lines: list[str] = field(default_factory=list)  # the transcript
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """What ``resolve`` did: the operation the verdict settled, the run's status after
-    it (and after driving on), how the verdict ended the run if it did
-    (``treat_as_failed``), and the last step when the run was driven on."""
-
-    unknown: UnknownOperation
-    status: RunStatus
-    ended: RunOutcome | None  # the verdict itself ended the run
-    way_out: str | None
-    result: StepResult | None  # None: not driven on (``drive_on=False``) or ended
 
 
 def _nothing_to_resolve(run_id: str, status: RunStatus, way_out: str | None,
@@ -148,6 +128,7 @@ class LocalApp:
         self.hooks = hooks
         self.redactor = Redactor.from_environment()
         self._home: Home | None = None
+        self._host: RunHost | None = None
 
     def _opened(self) -> Home:
         if self._home is None:
@@ -168,8 +149,8 @@ class LocalApp:
         if self._home is not None:
             self._home.close()
 
-    def sessions(self) -> LocalSessions:
-        return LocalSessions(self.store, redactor=self.redactor)
+    def sessions(self) -> SessionLeases:
+        return SessionLeases(self.store, redactor=self.redactor)
 
     def driver(self) -> RunDriver:
         return RunDriver(self.tracker)
@@ -231,26 +212,26 @@ class LocalApp:
         if self.emit is not None:
             self.emit(topic, self.redactor.scrub(data))
 
+    def host(self, capabilities: Capabilities | None = None) -> RunHost:
+        """The run host on this home (``agentloom.local.embedded.local_host``, as
+        ``serve``'s), its events to ``emit``; each engine gets the CLI's chosen model."""
+        if self._host is None:
+            self._host = local_host(self.home, self.tracker, gateway_for,
+                                    capabilities or Capabilities(),
+                                    events=lambda run_id: self._emit, hooks=self.hooks)
+        return self._host
+
     def engine(self, snapshot: AgentSnapshot, gateway: Any, *, session: str,
                run_id: str | None = None,
                new_run: str | None = None) -> tuple[Engine, LocalWorkspaces]:
         """An engine for ``snapshot`` with its hooks (attached to ``run_id`` if given;
         ``new_run``: the id a new run will start with, for its observer)."""
-        registry = self.hooks(snapshot)
-        self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
-        workspaces = LocalWorkspaces(self.home / "workspaces", snapshot, session)
-        observer = Observer.for_run(run_id=run_id or new_run or "unstarted",
-                                    session_id=session, space_id=snapshot.space_id,
-                                    snapshot=snapshot, forward=self._emit)
-        engine = create_engine(snapshot, workspace=workspaces.for_instance,
-                               emit=observer.emit,
-                               save=self.store, checkpoint=run_id, model_gateway=gateway,
-                               tools=workspaces.tools(),
-                               workspace_provider=workspaces.provider,
-                               commands=workspaces.commands, services=workspaces.services(),
-                               hook_registry=registry)
-        workspaces.bind(engine)
-        observer.watch(engine)
+        scope = RunScope(space_id=snapshot.space_id, agent_id=snapshot.agent_id,
+                         version=snapshot.version, session_id=session,
+                         run_id=run_id or new_run or "unstarted")
+        engine, workspaces = self.host().engine(scope, snapshot, attach=run_id is not None,
+                                                model=gateway)
+        assert isinstance(workspaces, LocalWorkspaces)
         return engine, workspaces
 
     # -- questions, resumes, verdicts, cancellations ---------------------------------------
@@ -267,8 +248,11 @@ class LocalApp:
                 engine, workspaces = self.engine(snapshot, gateway, session=session,
                                                  new_run=run_id)
                 try:
-                    await driver.start(engine, question, run_id=run_id, session=session,
-                                       labels={"session": session})
+                    await self.host().begin(engine, RunJob("ask", Run(
+                        run_id=run_id, session_id=session, space_id=snapshot.space_id,
+                        agent_id=snapshot.agent_id, version=snapshot.version,
+                        user_id=LOCAL_USER, created_at=now(), updated_at=now()),
+                        snapshot, question=question))
                     return await driver.drive(engine, session,
                                               runner=workspaces.runner(), pause=pause)
                 finally:
@@ -465,33 +449,3 @@ def _old_stream(session: str, home: Path) -> ConfigError:
         "not migrated: ask in a new session (`agentloom run --session NEW ...`), or use "
         "the earlier version to continue it",
         details={"code": "session_stream_outdated", "session": session})
-
-
-def status_lines(report: RunReport) -> list[str]:
-    run = report.run
-    error = run.error
-    lines = [f"status: {run.status}" + (f" ({error['code']}: {error['message']})"
-                                        if error else "")]
-    if report.driver == "alive":
-        lines.append("driven by a live process on this host")
-    elif report.driver == "unverifiable":
-        lines.append("driven by a process that cannot be checked from this host")
-    elif report.driver == "gone":
-        lines.append("interrupted: no process drives it")
-    unknown = report.unknown
-    if unknown is not None:
-        what = f"tool {unknown.tool}" if unknown.tool else f"model call ({unknown.purpose})"
-        lines.append(f"unknown: {what}, operation {unknown.operation_id} on instance "
-                     f"{unknown.instance}, {unknown.attempts} attempt(s)")
-        if unknown.arguments:
-            lines.append(f"  arguments: {unknown.arguments}")
-        if unknown.command:
-            lines.append(f"  command: {dict(unknown.command)}")
-        if unknown.host:
-            lines.append(f"  host: {dict(unknown.host)}")
-        lines.append(f"  verdicts: {', '.join(unknown.verdicts)}")
-    elif report.note:
-        lines.append(report.note)
-    if report.way_out:
-        lines.append(f"way out: {report.way_out}")
-    return lines

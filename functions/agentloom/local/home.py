@@ -17,16 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
+from agentloom.platform.redaction import Redactor
 from agentloom.platform.store import SqlitePlatformStore
 from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
+from agentloom.stores.layout import DATABASE as DATABASE
+from agentloom.stores.layout import KEY_FILE as KEY_FILE
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.errors import ConfigError
-
-from .redaction import Redactor
-
-DATABASE = "agentloom.sqlite3"
-KEY_FILE = "agentloom.key"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Which model a local run talks to: a real provider from the conventional environment
 (or flags), or the clearly labelled scripted demo model.
 
-The HTTP gateway (and its HTTP client) is imported by ``gateway_for`` only, and the
+The HTTP gateway (and its HTTP client) is imported by ``gateway_for`` only
+(``agentloom.models.gateway``), and the
 scripted demo model by the functions that build it: importing this module loads
 neither.
 """
@@ -14,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentloom.models.gateway import env_key, gateway_for
 from agentloom_runtime.contracts import ModelResponse, ToolCall
 from agentloom_runtime.errors import ConfigError
 
 from .inputs import read_text
 
 if TYPE_CHECKING:
-    from agentloom_runtime.model import ChatCompletionsGateway
     from agentloom_runtime.snapshot import AgentSnapshot
     from agentloom_runtime.testing.keyed import KeyedScriptModel
 
@@ -40,24 +41,6 @@ class ModelChoice:
     snapshot: AgentSnapshot
     gateway: Any
     banner: str
-
-
-def _env_key(name: str) -> str:
-    value = os.environ.get(name, "")
-    if not value:
-        raise ConfigError(f"the model key is read from ${name}, which is not set")
-    return value
-
-
-def gateway_for(snapshot: AgentSnapshot) -> ChatCompletionsGateway:
-    from agentloom_runtime.model import ChatCompletionsGateway
-
-    m = snapshot.model
-    ref = m.api_key_ref or ""
-    return ChatCompletionsGateway(base_url=m.base_url, model=m.model,
-                                  api_key=lambda: _env_key(ref), dialect=m.dialect,
-                                  max_output_tokens=m.max_output_tokens,
-                                  timeout=m.timeout_seconds)
 
 
 def load_demo_script(path: Path) -> KeyedScriptModel:
@@ -111,7 +94,7 @@ def choose_model(snapshot: AgentSnapshot, *, provider: str | None, model: str | 
                                                 else spec["base"]),
         "model": model or (snapshot.model.model if same else spec["model"]),
     })
-    _env_key(spec["key"])
+    env_key(spec["key"])  # refused at once when the variable is not set
     snap = snapshot.model_copy(update={"model": connection})
     return ModelChoice(snap, gateway_for(snap),
                        f"[model] {provider} {connection.model} at {connection.base_url}")

@@ -1,9 +1,5 @@
 """The operator's side of embedded runs (issue 9: every failure has a way out).
 
-- **Hooks.** An agent's ``hooks:`` bindings run trusted code from the hook packages its
-  ``hook_packages:`` lists (folders or zip files); ``hook_registry`` loads them, and
-  ``LocalApp`` hands the registry to every engine it builds, for new runs, resumes,
-  verdicts and cancellations.
 - **Resolve**: what is unknown about a blocked run (``unknown_lines``, ``describe``), and
   the CLI's words for a verdict the app refused (``reworded``).
 - **Ways out**: the exact next command for every stopped state (``next_commands``),
@@ -18,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentloom_runtime.errors import ConfigError
@@ -26,7 +21,6 @@ from agentloom_runtime.errors import ConfigError
 if TYPE_CHECKING:
     from agentloom_runtime.contracts import RunOutcome, UnknownOperation
     from agentloom_runtime.engine import RunSummary
-    from agentloom_runtime.hooks import HookRegistry
     from agentloom_runtime.snapshot import AgentSnapshot
 
     from .app import LocalApp
@@ -57,36 +51,6 @@ HOST_LABELS = {
     "sandbox_alive": "sandbox processes alive", "blocking": "blocks writes and commands",
     "exit_seen": "result file present",
 }
-
-
-# ------------------------------------------------------------------ hooks
-
-
-def hook_registry(snapshot: AgentSnapshot) -> HookRegistry | None:
-    """The trusted handlers of the agent's hook bindings, loaded from its hook packages
-    (None when the agent binds no hooks and lists no packages)."""
-    if not snapshot.hooks and not snapshot.hook_packages:
-        return None
-    from agentloom_runtime.hooks import HookRegistry, load_hook_package
-
-    bound = sorted({f"{b.hook_id}@{b.version}" for b in snapshot.hooks})
-    if not snapshot.hook_packages:
-        raise ConfigError(f"the agent binds hooks ({', '.join(bound)}) but lists no "
-                          "hook_packages that provide them; add `hook_packages: [PATH]` "
-                          "(a folder or zip file with a hooks.yaml) to the agent file")
-    registry = HookRegistry()
-    for path in snapshot.hook_packages:
-        if not Path(path).exists():
-            raise ConfigError(f"hook package {path} does not exist (hook_packages in the "
-                              "agent file; a relative path is relative to that file)")
-        load_hook_package(path, registry)
-    missing = [f"{b.hook_id}@{b.version}" for b in snapshot.hooks
-               if (b.hook_id, b.version) not in registry]
-    if missing:
-        provided = sorted(f"{d.hook_id}@{d.version}" for d in registry)
-        raise ConfigError(f"no hook package provides {', '.join(sorted(set(missing)))}; "
-                          f"the packages provide: {', '.join(provided) or 'nothing'}")
-    return registry
 
 
 # ------------------------------------------------------------------ the app

@@ -6,12 +6,11 @@ in each step's own checkpoint commit by the store's companion (``SessionCommits`
 crash leaves a run's head and its session records together or neither, and nothing is
 synced after a step. What a drive does, in order:
 
-1. ``leased``: the session's lease (``LocalSessions``: which process drives it),
+1. ``leased``: the session's lease (``SessionLeases``: which process drives it),
    refused while a live driver holds it, taken over when its driver is provably gone,
    given back when the drive ends;
-2. ``start`` (a new question): the run's history from the platform stream
-   (``RunTracker.history``, a blocked run abandoned by the question gets its status
-   record), then the engine's first commit;
+2. a new question's start is the run host's (``RunHost.begin``: the run's history from
+   the platform stream, then the engine's first commit);
 3. ``drive``: the run marked running on the platform, the engine's main view offered to
    the completing commit as the session's reusable view (``SessionCommits.watch``), then
    ``Engine.step()`` until done. A step lost to a concurrent stop (a cancel) ends the
@@ -21,11 +20,11 @@ synced after a step. What a drive does, in order:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 
 from agentloom.local.driver import CommandRunner, drive
-from agentloom.local.sessions import AgentBinding, Driver, LocalSessions
 from agentloom.observability import Observer
+from agentloom.platform.lease import AgentBinding, Driver, SessionLeases
 from agentloom.platform.tracker import RunTracker
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.engine import Engine, RunSummary, read_run
@@ -46,7 +45,7 @@ class RunDriver:
     def __init__(self, tracker: RunTracker) -> None:
         self.tracker = tracker
         self.checkpoints = tracker.checkpoints
-        self.sessions = LocalSessions(tracker.checkpoints, redactor=tracker.redactor)
+        self.sessions = SessionLeases(tracker.checkpoints, redactor=tracker.redactor)
 
     @contextlib.asynccontextmanager
     async def leased(self, session: str, run_id: str, *, new: bool,
@@ -66,15 +65,6 @@ class RunDriver:
         still running); a store failure here never hides the run's own outcome."""
         with contextlib.suppress(PersistenceError):
             self.tracker.stopped(session, run_id)
-
-    async def start(self, engine: Engine, question: str, *, run_id: str, session: str,
-                    labels: Mapping[str, str]) -> None:
-        """Start ``run_id`` (opened in the platform stream already) with what the session
-        gives it."""
-        history = self.tracker.history(session, abandon=True)
-        await engine.start(question, run_id=run_id, labels=dict(labels),
-                           history=history.messages, counters=history.counters,
-                           history_watermark=history.history_watermark)
 
     async def drive(self, engine: Engine, session: str, *, runner: CommandRunner | None,
                     pause: float = 0.0) -> StepResult:

@@ -1,13 +1,12 @@
 """Local workspaces for embedded runs: a directory per instance, file tools, and the
 bubblewrap command sandbox.
 
-The instance root comes from host identity only (space, agent, session, run, instance),
-never from the model. Questions in one session share ``main/``; children get their own
-directory under the run. Commands run in bubblewrap; without a usable sandbox the tool
-is refused, never run on the host. On a root host commands run as ``nobody``, and the file
-tools hand what they create to that user, so both work on the same files. The marker
-store and the file tools use the runner's liveness: a marker whose sandbox provably holds
-nothing no longer blocks the session.
+The layout and the file tools are the platform's (``SessionWorkspaces``). Commands run in
+bubblewrap; without a usable sandbox the tool is refused, never run on the host. On a
+root host commands run as ``nobody``, and the file tools hand what they create to that
+user, so both work on the same files. The marker store and the file tools use the
+runner's liveness: a marker whose sandbox provably holds nothing no longer blocks the
+session.
 """
 
 from __future__ import annotations
@@ -16,48 +15,38 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agentloom.platform.workspaces import SessionWorkspaces
 from agentloom.sandbox.bwrap import BubblewrapRunner
 from agentloom_runtime.snapshot import AgentSnapshot
-from agentloom_runtime.tool_contracts import ToolDefinition
 from agentloom_runtime.workspace import (
     CommandResult,
     CommandSpec,
     InstanceWorkspace,
-    MarkerStore,
     PosixWorkspaceStore,
     SandboxUnavailable,
     WorkspaceProvider,
     WorkspaceStorage,
-    file_tools,
 )
 
 NOBODY = (65534, 65534)
 
 
-class LocalWorkspaces:
+def sandbox_user() -> tuple[int, int] | None:
+    """The kernel does not apply the process limit to uid 0, so a root host runs commands
+    as nobody (who then owns the instance directories and their files)."""
+    return NOBODY if os.geteuid() == 0 else None
+
+
+class LocalWorkspaces(SessionWorkspaces):
     def __init__(self, root: Path, snapshot: AgentSnapshot, session: str) -> None:
-        # The kernel does not apply the process limit to uid 0, so a root host runs
-        # commands as nobody (who then owns the instance directories and their files).
-        self._sandbox_user = NOBODY if os.geteuid() == 0 else None
+        self._sandbox_user = sandbox_user()
         self._runner = BubblewrapRunner(sandbox_user=self._sandbox_user)
-        self.provider = WorkspaceProvider(root, store_factory=self._store)
-        self.snapshot = snapshot
-        self.session = session
-        self._engine: Any = None
+        super().__init__(WorkspaceProvider(root, store_factory=self._store), snapshot,
+                         session, liveness=self._runner.liveness)
 
     def _store(self, root: Path, lock_dir: Path) -> WorkspaceStorage:
         return PosixWorkspaceStore(root, lock_dir, owner=self._sandbox_user,
                                    liveness=self._runner.liveness)
-
-    def bind(self, engine: Any) -> None:
-        self._engine = engine
-
-    @property
-    def commands(self) -> MarkerStore:
-        """Execution markers and results by request id (the engine's command port)."""
-        snap = self.snapshot
-        return MarkerStore(self.provider.lock_dir(snap.space_id, snap.agent_id, self.session),
-                           liveness=self._runner.liveness)
 
     def services(self) -> dict[str, Any]:
         return {"command_runner": self}
@@ -77,22 +66,11 @@ class LocalWorkspaces:
                     "agentloom as a normal user or use a state directory under a "
                     "traversable path (AGENTLOOM_HOME / --home)")
 
-    def tools(self) -> list[ToolDefinition]:
-        wanted = set(self.snapshot.tools)
-        return [t for t in file_tools()
-                if ("workspace" in wanted and t.name != "workspace_command")
-                or t.name in wanted]
-
     def instance(self, instance: str) -> InstanceWorkspace:
-        snap = self.snapshot
-        ws = self.provider.for_instance(snap.space_id, snap.agent_id, self.session,
-                                        self._engine.run_id, instance)
+        ws = super().instance(instance)
         if self._sandbox_user is not None and ws.root.stat().st_uid != self._sandbox_user[0]:
             os.chown(ws.root, *self._sandbox_user)
         return ws
-
-    def for_instance(self, instance: str) -> Any:
-        return self.instance(instance).store()
 
     def runner(self) -> LocalRunner:
         return LocalRunner(self)

@@ -42,9 +42,9 @@ def embedded_capability(home: Path, policy: McpPolicy | None = None) -> McpCapab
     """The capability on the embedded platform's SQLite file and key file under
     ``home`` (its own connection to the same database)."""
     from agentloom.crypto import LocalKeyring
-    from agentloom.local.app import DATABASE, KEY_FILE
     from agentloom.platform.secrets import CodecSecrets
     from agentloom.platform.store import SqlitePlatformStore
+    from agentloom.stores.layout import DATABASE, KEY_FILE
 
     home.mkdir(parents=True, exist_ok=True)
     store = SqlitePlatformStore(home / DATABASE)

@@ -8,11 +8,16 @@ environment-variable reference, a test model) goes to ``fallback``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agentloom_runtime.contracts import ModelGateway
+from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.snapshot import AgentSnapshot, ModelConnection
+
+if TYPE_CHECKING:
+    from agentloom_runtime.model import ChatCompletionsGateway
 
 PREFIX = "mdl_"
 
@@ -42,3 +47,28 @@ class ConnectionModels:
                                       dialect=m.dialect,
                                       max_output_tokens=m.max_output_tokens,
                                       timeout=m.timeout_seconds)
+
+
+def env_key(name: str) -> str:
+    value = os.environ.get(name, "")
+    if not value:
+        raise ConfigError(f"the model key is read from ${name}, which is not set")
+    return value
+
+
+def gateway_for(snapshot: AgentSnapshot) -> ChatCompletionsGateway:
+    """The provider the snapshot names, its key read from the environment variable of
+    ``api_key_ref`` (one the server allows: ``DraftRules.key_refs``). The HTTP gateway is
+    imported here only."""
+    from agentloom_runtime.model import ChatCompletionsGateway
+
+    m = snapshot.model
+    ref = m.api_key_ref or ""
+    return ChatCompletionsGateway(base_url=m.base_url, model=m.model,
+                                  api_key=lambda: env_key(ref), dialect=m.dialect,
+                                  max_output_tokens=m.max_output_tokens,
+                                  timeout=m.timeout_seconds)
+
+
+def default_model_factory(snapshot: AgentSnapshot) -> ModelGateway:
+    return gateway_for(snapshot)

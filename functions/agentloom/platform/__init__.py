@@ -10,6 +10,10 @@ published versions, sessions and runs, identity, and the stores that keep them.
 - ``admin``: ``AdminService`` (spaces, members, agents, drafts, publish, versions);
 - ``sessions``: ``SessionService`` (sessions, ask, resume, resolve, supplement,
   cancel, run status, messages, events) over a ``RunLauncher`` (``launcher``);
-- ``local_launcher``: ``LocalRunLauncher``, the embedded worker driving runs;
-- ``embedded``: the wiring ``agentloom serve`` uses (one SQLite file, a local worker).
+- ``host``: ``RunHost``, the one place an engine is assembled for a run, from ports
+  (``HostPorts``: workspaces, models, capabilities, hooks, observer, events) that the
+  adapter packages fill — ``agentloom.local`` (one machine) and ``agentloom.aws``;
+- ``workspaces``: the run's workspaces port and the layout both adapters share.
+
+This package imports neither adapter package (import-linter checks it).
 """

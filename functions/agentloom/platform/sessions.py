@@ -48,12 +48,19 @@ from agentloom.platform.launcher import RunEngines, RunJob, RunLauncher
 from agentloom.platform.store import ABSENT, PlatformStore, Versioned, retry_conflicts
 from agentloom.platform.store.base import secret_hash
 from agentloom.platform.tracker import RunTracker
-from agentloom.platform.views import EventItem, EventPage, MessageItem, MessagePage, RunView
+from agentloom.platform.views import (
+    EventItem,
+    EventPage,
+    MessageItem,
+    MessagePage,
+    RunView,
+    cap_message,
+    operator_view,
+)
 from agentloom_runtime.contracts import Verdict, VerdictKind
 from agentloom_runtime.snapshot import AgentSnapshot
 
 MAX_QUESTION_CHARS = 100_000
-MAX_MESSAGE_CHARS = 100_000  # per message in a page; longer content is cut and marked
 PAGE_CHARS = 4_000_000  # a page stops early past this much content (Lambda: 6 MB)
 MAX_WAIT_S = 20.0  # API Gateway's integration timeout is 29 s
 IDEMPOTENCY_TTL_S = 24 * 3600
@@ -388,7 +395,7 @@ class SessionService:
                         reason: str = "") -> RunView:
         found = self._space_run(who, space_id, run_id)
         view = self._cancel(found.value, who, reason or f"cancelled by operator {who.user_id}")
-        return _operator_view(view)
+        return operator_view(view)
 
     def operator_resume(self, who: Principal, space_id: str, run_id: str, *,
                         max_tokens: int | None = None, max_cost: float | None = None,
@@ -400,7 +407,7 @@ class SessionService:
                               max_tokens=max_tokens, max_cost=max_cost, note=note)
         run = self._take_lease(found, doing="resumed")
         self._launch(RunJob("resume", run, snapshot, raise_budget=raised))
-        return _operator_view(self._view(run, detail=False))
+        return operator_view(self._view(run, detail=False))
 
     def _space_run(self, who: Principal, space_id: str, run_id: str) -> Versioned[Run]:
         member_of(self.store, who, space_id, "admin")
@@ -446,7 +453,7 @@ class SessionService:
                 body = bodies.get((record.run_id, record.instance, record.src or 0), {})
                 message = dict(body.get("message") or {})
                 visible = body.get("visible") or None
-            message, cut = _cap_message(self.tracker.redactor.scrub(message))
+            message, cut = cap_message(self.tracker.redactor.scrub(message))
             size += len(str(message.get("content") or ""))
             items.append(MessageItem(seq=record.seq, run_id=record.run_id,
                                      instance=record.instance, kind=record.kind,
@@ -495,15 +502,3 @@ class SessionService:
             not self.store.events(run_id, after=next_after, limit=1)
         status = self._view(run.value, detail=False).status
         return EventPage(items=items, next_after=next_after, status=status, done=done)
-
-
-def _cap_message(message: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    content = message.get("content")
-    if isinstance(content, str) and len(content) > MAX_MESSAGE_CHARS:
-        return {**message, "content": content[:MAX_MESSAGE_CHARS]}, True
-    return message, False
-
-
-def _operator_view(view: RunView) -> RunView:
-    """An operator sees a run's status, never its content."""
-    return view.model_copy(update={"answer": None, "unknown": None, "pending": []})

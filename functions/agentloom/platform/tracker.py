@@ -47,7 +47,6 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agentloom.local.redaction import Redactor
 from agentloom.platform.domain import (
     ACTIVE_STATES,
     RunState,
@@ -56,6 +55,7 @@ from agentloom.platform.domain import (
     now,
     usage_tokens,
 )
+from agentloom.platform.redaction import Redactor
 from agentloom.platform.store import PlatformStore, WriteConflict, retry_conflicts
 from agentloom.platform.store.session_commits import Pass, SessionCommits, advance
 from agentloom.platform.views import RunCost, StepCost

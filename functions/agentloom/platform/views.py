@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentloom.platform.domain import RunState, Usage
 
+MAX_MESSAGE_CHARS = 100_000  # per message in a page; longer content is cut and marked
+
 
 class _View(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -102,3 +104,16 @@ class EventPage(_View):
     next_after: int
     status: RunState
     done: bool  # the run stopped and every event so far is in this page or before
+
+
+def cap_message(message: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A message of a page, its content cut at ``MAX_MESSAGE_CHARS`` (and whether it was)."""
+    content = message.get("content")
+    if isinstance(content, str) and len(content) > MAX_MESSAGE_CHARS:
+        return {**message, "content": content[:MAX_MESSAGE_CHARS]}, True
+    return message, False
+
+
+def operator_view(view: RunView) -> RunView:
+    """An operator sees a run's status, never its content."""
+    return view.model_copy(update={"answer": None, "unknown": None, "pending": []})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentloom.crypto import LocalKeyring
-from agentloom.local.app import DATABASE, KEY_FILE
+from agentloom.stores.layout import DATABASE, KEY_FILE
 
 from .capability import SkillsCapability
 from .git import GitPolicy

@@ -75,18 +75,26 @@ class WorkspaceProvider:
     module_id = "workspace-provider/v1"
 
     def __init__(self, root: str | Path, *, mode: Mode = "local", volume_id: str | None = None,
-                 store_factory: StoreFactory = PosixWorkspaceStore) -> None:
+                 store_factory: StoreFactory = PosixWorkspaceStore,
+                 detached: bool = False) -> None:
+        """``detached`` (``shared_posix`` only): the volume's binding on a host that does not
+        mount it — resume checks compare the same binding, every file access is refused
+        with ``volume_unavailable``."""
         if mode not in ("local", "shared_posix"):
             raise ConfigError(f"unknown workspace mode {mode!r}")
+        if detached and mode != "shared_posix":
+            raise ConfigError("only a shared_posix volume can be detached")
         self.mode: Mode = mode
         self.volume_id = volume_id
         self.store_factory = store_factory
+        self.detached = detached
         if mode == "shared_posix":
             if not os.path.isabs(root):
                 raise ConfigError("shared_posix needs an absolute root path")
             check_identity("volume", volume_id)
             self.root = Path(root)
-            self._verify_volume()
+            if not detached:
+                self._verify_volume()
         else:
             if volume_id is not None:
                 check_identity("volume", volume_id)
@@ -95,6 +103,9 @@ class WorkspaceProvider:
 
     def _verify_volume(self) -> None:
         """The mount and its marker must be there: never create an empty stand-in."""
+        if self.detached:
+            raise WorkspaceError("volume_unavailable", "this host does not mount the "
+                                 "workspace volume (it is used where runs are stepped)")
         if not self.root.is_dir():
             raise WorkspaceError("volume_unavailable", "the shared workspace volume is not "
                                  "mounted (root directory missing)")
@@ -137,6 +148,8 @@ class WorkspaceProvider:
     def lock_dir(self, space: str, agent: str, session: str) -> Path:
         for kind, value in (("space", space), ("agent", agent), ("session", session)):
             check_identity(kind, value)
+        if self.detached:
+            self._verify_volume()
         path = self.root / LOCKS_DIR / session_scope_hash(space, agent, session)
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         return path

@@ -26,9 +26,11 @@ from agentloom.aws.config import AwsConfig
 from agentloom.aws.platform import AwsClients, AwsPlatform
 from agentloom.aws.sandbox import SandboxRegistry
 from agentloom.aws.steps import StepService
+from agentloom.aws.workspaces import EfsWorkspaces
 from agentloom.capabilities import Capabilities
 from agentloom.platform.identity import Principal
 from agentloom.platform.store.dynamodb import create_table as create_platform_table
+from agentloom.platform.workspaces import RunWorkspaces
 from agentloom.stores.dynamodb_checkpoints import create_table as create_checkpoint_table
 from agentloom_runtime.contracts import ModelGateway
 from agentloom_runtime.model import ChatCompletionsGateway
@@ -142,7 +144,7 @@ class Bench:
 
     def container(self) -> StepService:
         """Another warm container of the step function (nothing shared in memory)."""
-        factory = self.step_platform.engines.model_factory
+        factory = self.step_platform.host.ports.models
         platform = self.open_platform(self.config(sandbox=True), factory)
         sandbox = SandboxRegistry(platform.config.require_sandbox(), platform.store,
                                   efs=self.aws.efs, ecs=self.aws.ecs, region=REGION)
@@ -283,3 +285,9 @@ def mock_config() -> dict[str, Any]:
 
 def iterate(items: Iterator[Any]) -> list[Any]:
     return list(items)
+
+
+def efs(workspaces: RunWorkspaces) -> EfsWorkspaces:
+    """The AWS host's workspaces (``aws_host`` builds ``EfsWorkspaces``)."""
+    assert isinstance(workspaces, EfsWorkspaces)
+    return workspaces

@@ -21,6 +21,7 @@ from functional.aws.harness import (
     Container,
     clients,
     drive,
+    efs,
     event,
     open_bench,
     pass_machine,
@@ -30,10 +31,10 @@ from moto import mock_aws
 from unit.knowledge.builders import s3vectors_query_shim
 from unit.skills.builders import hello_zip
 
+from agentloom.aws.capabilities import aws_capabilities
 from agentloom.aws.config import AwsConfig
 from agentloom.aws.sandbox import family
 from agentloom.capabilities import Capabilities
-from agentloom.capabilities.aws import aws_capabilities
 from agentloom.crypto.kms_keyring import KmsKeyring
 from agentloom.handlers import api as api_handler
 from agentloom.knowledge import KnowledgeCapability
@@ -151,7 +152,8 @@ def test_skill_revisions_are_made_once_and_foreign_folders_refused(
     service = skill_bench.service
     found = skill_bench.api.store.find_run(run.run_id)
     assert found is not None
-    workspaces = service.engines.workspaces(found.value, service._snapshot(found.value))
+    workspaces = efs(service.host.ports.workspaces(service._snapshot(found.value),
+                                                   found.value.session_id))
     instance = workspaces.session_dir() / "main"
     instance.mkdir(parents=True, exist_ok=True)
     hexdigest = snapshot["skills"][0].split("sha256:")[1]

@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
-from functional.aws.harness import ALICE, Bench, Container
+from functional.aws.harness import ALICE, Bench, Container, efs
 
 from agentloom.sandbox.fargate import FargateTaskSpec, sfn_overrides
 from agentloom_runtime.workspace import CommandSpec, WorkspaceError
@@ -20,7 +20,7 @@ def _record(bench: Bench, session_id: str) -> tuple[str, dict[str, object]]:
     found = bench.api.store.find_run(run.run_id)
     assert found is not None
     snapshot = bench.service._snapshot(found.value)
-    workspaces = bench.service.engines.workspaces(found.value, snapshot)
+    workspaces = efs(bench.service.host.ports.workspaces(snapshot, found.value.session_id))
     spec = CommandSpec(request_id=f"{run.run_id}.main.1", command="true")
     instance = workspaces.session_dir() / "main"
     instance.mkdir(parents=True, exist_ok=True)
@@ -59,7 +59,7 @@ def test_the_registry_creates_once(bench: Bench) -> None:
     cold = bench.container()
     try:
         run = bench.api.store.session_runs(bench.session_id)[0]
-        workspaces = cold.engines.workspaces(run, cold._snapshot(run))
+        workspaces = efs(cold.host.ports.workspaces(cold._snapshot(run), run.session_id))
         cold.sandbox.record(workspaces)
         assert cold.sandbox.created == 0  # read from the platform table
     finally:

@@ -4,6 +4,7 @@ a stale generation; rollover; bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -168,7 +169,8 @@ def test_an_unexpected_error_reaches_the_state_machine_without_its_message(
     def broken(snapshot: object) -> object:
         raise RuntimeError(content)
 
-    bench.service.engines.model_factory = broken  # type: ignore[assignment]
+    host = bench.service.host
+    host.ports = dataclasses.replace(host.ports, models=broken)  # type: ignore[arg-type]
     with pytest.raises(StepFailed) as failed:
         bench.service.handle({"run_id": run_id, "generation": 1, "command": None})
     assert "secret" not in str(failed.value) and "RuntimeError" in str(failed.value)

@@ -18,7 +18,7 @@ from agentloom.api.server import ApiServer
 from agentloom.capabilities import Capabilities
 from agentloom.knowledge.wiring import embedded_knowledge
 from agentloom.local.app import DATABASE
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 
 SECRET = "Refunds are approved by Mariana in the Braga office"
 

@@ -24,7 +24,7 @@ from agentloom.api.server import ApiServer
 from agentloom.capabilities import Capabilities
 from agentloom.knowledge import BaseSpec, KnowledgeCapability
 from agentloom.knowledge.wiring import embedded_knowledge
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.errors import Invalid
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.snapshot import AgentSnapshot

@@ -18,8 +18,8 @@ from agentloom.api.app import build_app
 from agentloom.api.client import Client
 from agentloom.api.server import ApiServer
 from agentloom.capabilities import Capabilities
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.mcp import McpPolicy, embedded_capability
-from agentloom.platform.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom_runtime.snapshot import AgentSnapshot
 

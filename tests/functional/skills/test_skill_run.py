@@ -23,7 +23,7 @@ from unit.skills.builders import hello_zip, skill_md, zip_of
 from agentloom.capabilities import Capabilities
 from agentloom.crypto import LocalKeyring
 from agentloom.local.app import DATABASE, KEY_FILE
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom.sandbox import BubblewrapRunner
 from agentloom.skills import SkillsCapability, SkillService, SkillStore, SqliteSkillItems
@@ -219,7 +219,7 @@ def test_a_skill_load_of_unknown_fate_runs_again(world_of: Callable[..., World])
     world = world_of([("skill_load", {"name": "hello"})])
     gate = asyncio.Event()
     calls: list[str] = []
-    capability = world.platform.launcher.engines.capabilities.items[0]
+    capability = world.platform.host.capabilities.items[0]
     assert isinstance(capability, SkillsCapability)
     original = capability.store.read_file
 

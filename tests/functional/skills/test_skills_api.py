@@ -21,7 +21,7 @@ from agentloom.api.app import build_app
 from agentloom.api.server import ApiServer
 from agentloom.capabilities import Capabilities
 from agentloom.local.app import DATABASE
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom.skills.wiring import embedded_skills
 

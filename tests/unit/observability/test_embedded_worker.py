@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 
-from agentloom.platform.embedded import EmbeddedPlatform
+from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom_runtime.contracts import ModelResponse
 from agentloom_runtime.testing import FunctionModel

@@ -52,8 +52,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentloom.local.redaction import Redactor
 from agentloom.platform.domain import OpenRun, Run, SessionRecord, StreamHead, now, usage_tokens
+from agentloom.platform.redaction import Redactor
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore, Commit, LogEntry
 from agentloom_runtime.context.history import (
     SKIPPED_KINDS,

@@ -6,44 +6,58 @@ One state directory (``--home``) holds one SQLite file, ``agentloom.sqlite3`` (m
 (spaces, agents, sessions, tokens, the session record streams, run events), and the run
 workspaces (``workspaces/``). Each run commit writes its session records in the same
 SQLite transaction (``SessionCommits``, attached to the checkpoint store): the stores are
-wired by ``agentloom.local.home.open_home``, as for the CLI. Runs are
-driven by ``LocalRunLauncher`` in a worker thread.
+wired by ``agentloom.local.home.open_home``, as for the CLI. Engines come
+from the run host (``local_host``: ``agentloom.platform.host`` with this machine's
+ports); runs are driven by ``LocalRunLauncher`` in a worker thread.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from agentloom.capabilities import Capabilities
 from agentloom.crypto import LocalKeyring
 from agentloom.local.home import KEY_FILE, open_home
-from agentloom.local.redaction import Redactor
+from agentloom.local.launcher import LocalRunLauncher
+from agentloom.local.workspaces import LocalWorkspaces
 from agentloom.models import ModelDiscovery
-from agentloom.models.gateway import ConnectionModels
+from agentloom.models.gateway import ConnectionModels, default_model_factory
 from agentloom.platform.admin import AdminService
 from agentloom.platform.agents import DraftRules
+from agentloom.platform.hook_packages import HookLoader, hook_registry
+from agentloom.platform.host import HostPorts, RunHost
 from agentloom.platform.identity import BearerTokens
 from agentloom.platform.launcher import ModelFactory
-from agentloom.platform.local_launcher import LocalEngines, LocalRunLauncher
+from agentloom.platform.redaction import Redactor
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.sessions import SessionService
 from agentloom.platform.store import SqlitePlatformStore
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
-from agentloom_runtime.contracts import ModelGateway
-from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.events import Emit
 
 
-def default_model_factory(snapshot: AgentSnapshot) -> ModelGateway:
-    """The provider the snapshot names, its key read from the environment variable of
-    ``api_key_ref`` (one the server allows: ``DraftRules.key_refs``)."""
-    from agentloom.local.models import gateway_for
+def local_host(home: Path, tracker: RunTracker, models: ModelFactory,
+               capabilities: Capabilities, *,
+               events: Callable[[str], Emit] | None = None,
+               hooks: HookLoader = hook_registry) -> RunHost:
+    """The run host on this machine: the home's workspaces (bubblewrap for commands), one
+    observer per run, events into the platform's event log unless ``events`` says
+    otherwise (the CLI's transcript)."""
 
-    return gateway_for(snapshot)
+    def to_log(run_id: str) -> Emit:
+        return lambda topic, data: tracker.event(run_id, topic, data)
+
+    return RunHost(HostPorts(
+        tracker=tracker, models=models, capabilities=capabilities,
+        workspaces=lambda snapshot, session: LocalWorkspaces(home / "workspaces", snapshot,
+                                                             session),
+        events=events or to_log, hooks=hooks))
 
 
-__all__ = ["CodecSecrets", "EmbeddedPlatform", "default_model_factory"]
+__all__ = ["CodecSecrets", "EmbeddedPlatform", "default_model_factory", "local_host"]
 
 
 @dataclass
@@ -52,6 +66,7 @@ class EmbeddedPlatform:
     store: SqlitePlatformStore
     checkpoints: SqliteCheckpointStore
     tracker: RunTracker
+    host: RunHost
     launcher: LocalRunLauncher
     admin: AdminService
     sessions: SessionService
@@ -75,11 +90,11 @@ class EmbeddedPlatform:
                              capabilities=capabilities)
         # a version on a platform connection calls its provider with the stored key
         models = ConnectionModels(admin, model_factory or default_model_factory)
-        engines = LocalEngines(home, checkpoints, tracker, models, capabilities)
-        launcher = LocalRunLauncher(engines)
-        sessions = SessionService(store, tracker, launcher, engines)
+        host = local_host(home, tracker, models, capabilities)
+        launcher = LocalRunLauncher(host)
+        sessions = SessionService(store, tracker, launcher, host)
         return cls(home=home, store=store, checkpoints=checkpoints, tracker=tracker,
-                   launcher=launcher, sessions=sessions, admin=admin,
+                   host=host, launcher=launcher, sessions=sessions, admin=admin,
                    tokens=BearerTokens(store))
 
     def close(self) -> None:

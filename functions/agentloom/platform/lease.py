@@ -47,12 +47,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
 
+from agentloom.platform.redaction import Redactor
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore, Commit
 from agentloom_runtime.engine import RunSummary, read_run
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 from agentloom_runtime.snapshot import AgentSnapshot
-
-from .redaction import Redactor
 
 FORMAT = 1
 ATTEMPTS = 50  # compare-and-set retries on the session document
@@ -160,7 +159,7 @@ class LeaseState:
 # -- the session document ----------------------------------------------------------------
 
 
-class LocalSessions:
+class SessionLeases:
     def __init__(self, store: BaseCheckpointStore, *, redactor: Redactor | None = None) -> None:
         self.store = store
         self.redactor = redactor or Redactor()
