@@ -1,4 +1,4 @@
-"""Workspaces of AWS runs: the EFS volume, seed 002 §10's layout, commands on Fargate.
+"""Workspaces of AWS runs: EFS, the layout (docs/contract.md#workspaces), commands on Fargate.
 
 The step function mounts the volume at ``AGENTLOOM_WORKSPACE_ROOT`` and uses the runtime's
 ``WorkspaceProvider`` in ``shared_posix`` mode (a missing mount is ``volume_unavailable``,
