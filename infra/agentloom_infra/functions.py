@@ -7,7 +7,7 @@ for the stack's region, or the ``powertoolsLayerArn`` context value) and the tok
 layer built here (``bundling.tokenizer_layer``): all three create engines — step for its
 cycles, api for detail/resolve/supplement/cancel, api and trigger when an ask starts a run
 (``SfnRunLauncher.launch`` starts the engine) — and every engine's budget policy binds a
-vendor tokenizer for exact model ids at the vendor's endpoint (seed 000 §5;
+vendor tokenizer for exact model ids at the vendor's endpoint (docs/context.md#token-estimators;
 ``estimator_for`` never falls back silently). The environment is exactly the contract's
 (docs/deploy.md): the common variables for all, EFS and sandbox variables for ``step``
 only, the trigger definitions for ``trigger`` only. Permissions are granted by the stack

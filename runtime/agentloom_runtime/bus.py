@@ -1,5 +1,5 @@
 """In-process event bus: request/response with one executor per topic, plus read-only
-observation (seed 002 §8).
+observation (docs/contract.md#bus).
 
 - ``request(topic, payload)`` runs the topic's single handler on its **own task**, so a
   handler may await further requests (a delegation handler waiting for a child's tool

@@ -1,4 +1,4 @@
-"""``evidence-review/v1``: the default completion policy (seed 002 §6).
+"""``evidence-review/v1``: the default completion policy (docs/contract.md#completion-review).
 
 The same model reviews a candidate answer against the plan, the latest evidence and
 recent messages and returns complete / continue / blocked. It is a review, not a proof.

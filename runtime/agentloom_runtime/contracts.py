@@ -1,4 +1,4 @@
-"""Data contracts and ports of the runtime (seed 002 §4–5).
+"""Data contracts and ports of the runtime (docs/contract.md#modules).
 
 Messages are OpenAI chat-completions dicts (``{"role": ..., "content": ...}``), the wire
 format every model gateway speaks; they are JSON and go into checkpoints unchanged.
@@ -261,7 +261,7 @@ LookupState = Literal["absent", "started", "done"]
 
 
 class CommandMarkers(Protocol):
-    """The host's durable record of command executions (seed 002 §10 markers)."""
+    """The host's durable record of command executions (docs/contract.md#markers)."""
 
     def lookup(self, request_id: str) -> tuple[LookupState, dict[str, Any] | None]: ...
 

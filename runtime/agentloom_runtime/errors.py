@@ -16,7 +16,7 @@
         │   ├── ToolRejected
         │   └── ToolOutcomeUnknown      a side-effecting call may have run; never re-run blindly
         ├── BudgetExceeded          call / iteration / context budgets
-        ├── PersistenceError        a save failed: the run stops (seed: ToolPersistenceError)
+        ├── PersistenceError        a save failed: the run stops (alias: ToolPersistenceError)
         │   └── CheckpointConflict      the head version moved: a stale or duplicate step
         └── RunCancelled
 
@@ -115,7 +115,7 @@ class PersistenceError(RunError):
     code = "persistence_error"
 
 
-ToolPersistenceError = PersistenceError  # the seed's name
+ToolPersistenceError = PersistenceError  # its first name (docs/contract.md#recovery)
 
 
 class CheckpointConflict(PersistenceError):

@@ -1,4 +1,4 @@
-"""The engine's observation events: one typed catalogue (seed 002 §8: notifications
+"""The engine's observation events: one typed catalogue (docs/contract.md#bus: notifications
 are read-only; observers cannot change a step). Hosts key on these topics (the CLI
 transcript, the platform's event stream); payloads carry ids and short, storable text.
 """

@@ -1,4 +1,4 @@
-"""The ``update_plan`` tool and the plan rules strategies and completion share (seed 002 §7).
+"""``update_plan`` and the plan rules strategies and completion share (docs/contract.md#modes).
 
 A plan is always submitted whole: 1–12 steps ``{"id", "title", "status"}`` with unique
 ids, at most one ``in_progress``. Changing an existing plan needs a ``reason``; plain

@@ -6,7 +6,7 @@ agent file the CLI reads is this model in YAML.
 
 A snapshot without ``context_policy`` gets the default budget policy; only one marked
 ``legacy: true`` (a version published before budget policies existed) keeps
-``context_policy is None``, which selects the character policy (seed 000 §5, §8).
+``context_policy is None``, which selects the character policy (docs/contract.md#compaction).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class ModelConnection(_Frozen):
 
 
 class ContextPolicy(_Frozen):
-    """The budget policy (seed 000 §5). Strict types: ratios are real numbers, counts are
+    """The budget policy (docs/contract.md#thresholds). Strict: ratios are real numbers, counts are
     integers; booleans and numeric strings are refused rather than coerced."""
 
     model_config = ConfigDict(strict=True)
@@ -165,7 +165,7 @@ def _check_template_tools(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class SubAgentTemplate(_Frozen):
-    """A duty template for delegation: no model, mode or nested subs (seed 002 §7)."""
+    """A delegation duty template: no model, mode or nested subs (docs/contract.md#sub-agents)."""
 
     id: str = Field(pattern=NAME)
     name: str = Field(min_length=1, max_length=100)

@@ -1,4 +1,4 @@
-"""Execution strategies: what differs between ReAct and Plan (seed 002 §7).
+"""Execution strategies: what differs between ReAct and Plan (docs/contract.md#modes).
 
 Both run the same loop. Plan's plan-first rule binds only the main instance; children
 execute their delegated task without a mode of their own.

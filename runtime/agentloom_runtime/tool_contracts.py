@@ -1,4 +1,4 @@
-"""Tool definitions and the trusted context a handler receives (seed 002 §5, §9)."""
+"""Tool definitions and the trusted context a handler receives (docs/contract.md#tools)."""
 
 from __future__ import annotations
 

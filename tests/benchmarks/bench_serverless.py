@@ -15,7 +15,7 @@ Run: PYTHONPATH=functions:runtime:tests .venv/bin/python tests/benchmarks/bench_
   inside a transaction), KMS calls per run (GenerateDataKey + Decrypt, API and step
   functions together); items read per step with a warm container (the attached engine
   reused) and a cold one (a new container every step).
-- **cost per 100-cycle run, model tokens excluded**, with the prices of NOTES-AWS.md
+- **cost per 100-cycle run, model tokens excluded**, with the prices of docs/contract.md#aws-limits
   (us-east-1): Step Functions Standard $0.025 / 1,000 transitions; Lambda $0.20 / M
   requests + ARM64 $0.0000133334 / GB-s at an ASSUMED 1 GB × 0.3 s per step (time spent
   waiting for the model is not counted: it depends on the provider); DynamoDB on-demand

@@ -310,7 +310,7 @@ async def test_a_duplicate_step_writes_no_records(joint: Joint) -> None:
 
 
 async def test_order_of_commits_is_the_session_order(joint: Joint) -> None:
-    """A → B → resume A: A's late records land after B's (seed 000 §4)."""
+    """A → B → resume A: A's late records land after B's (docs/contract.md#a-b-c-resume-a-d)."""
     session, first = ask(joint)
     a = build(joint, 1)
     await a.start("first", run_id=first.run_id)

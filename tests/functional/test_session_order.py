@@ -1,4 +1,4 @@
-"""Session records are numbered when they reach the session (seed 000 §4 rules 3–4),
+"""Records are numbered when they reach the session (rules 3–4, docs/contract.md#a-b-c-resume-a-d),
 through the real embedded store: a resumed older run lands after the newer runs."""
 
 from __future__ import annotations

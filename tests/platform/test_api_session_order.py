@@ -1,9 +1,9 @@
-"""Seed 000 §4 through the HTTP API: A → B → C → resume A → D on a real server on
+"""The session order through the HTTP API: A → B → C → resume A → D on a real server on
 127.0.0.1 (the ``api`` fixture), checked on what each run's model requests contained.
 
 A makes one plan update and is then blocked (the provider is down); B and C are asked
 and answered while A waits; A is resumed through the API and answers; D is asked last.
-The five rules, as the seed states them:
+The five rules, as docs/contract.md#a-b-c-resume-a-d states them:
 
 1. A, B and C are separate runs; B inherits A's committed history, C inherits A and B.
 2. Resuming A continues A's own checkpoint only: B and C never enter A's model input.

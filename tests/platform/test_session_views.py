@@ -1,4 +1,4 @@
-"""Reusable session views on the embedded platform (seed 000 §4): a run whose main view
+"""Reusable views on the embedded platform (docs/contract.md#observed-prefix): a run whose main view
 was compacted saves a view in its completing commit (the same SQLite transaction as the
 head and its records), its messages a blob of the run in the encrypted checkpoint
 store; the next question starts from it, and the view is never saved when the run did

@@ -32,7 +32,7 @@ from agentloom_runtime.tools import (
 )
 from agentloom_runtime.tools import registry as registry_module
 
-# -- the seed's example, exactly as written (untyped on purpose) ---------------------------
+# -- the example of docs/contract.md#tool-example (untyped on purpose) ---------------------
 
 
 async def count_words(context, arguments):
@@ -92,7 +92,7 @@ def error_of(outcome: Any) -> dict[str, str]:
     return dict(outcome.value["error"])
 
 
-# -- the seed example ----------------------------------------------------------------------
+# -- the contract's tool example -----------------------------------------------------------
 
 
 async def test_count_words_example_from_the_seed() -> None:

@@ -1,7 +1,7 @@
 """Per-session command isolation on Fargate (docs/adr/0004-per-session-command-isolation.md).
 
 RunTask cannot override a task definition's volumes, so each session gets, on first use,
-two EFS access points — its workspace directory (seed 002 §10 layout, mounted at
+two EFS access points — its workspace directory (layout: docs/contract.md#workspaces, mounted at
 ``/workspace``) and its lock directory's ``results/`` (mounted at
 ``/agentloom-results``) — and a task-definition revision whose volumes name them (family
 ``{prefix}-{hash of the sorted id@content-hash list of the mounted skills}``). A command

@@ -1,5 +1,5 @@
-"""Workspaces of AWS runs: the EFS volume, the platform's layout
-(``SessionWorkspaces``), commands on Fargate.
+"""Workspaces of AWS runs: the EFS volume, the platform's layout (``SessionWorkspaces``,
+docs/contract.md#workspaces), commands on Fargate.
 
 The step function mounts the volume at ``AGENTLOOM_WORKSPACE_ROOT`` and uses the runtime's
 ``WorkspaceProvider`` in ``shared_posix`` mode (a missing mount is ``volume_unavailable``,

@@ -1,4 +1,4 @@
-"""Capabilities: the kinds of space resources an agent version binds (seed 002 §9) —
+"""Capabilities: the kinds of space resources a version binds (docs/contract.md#capabilities) —
 Skills, MCP tools, knowledge bases — behind one seam.
 
 A ``Capability`` takes part in two moments, and only these:

@@ -1,4 +1,4 @@
-"""Knowledge search (issue 12; seed 002 §9): knowledge bases of a space, documents
+"""Knowledge search (issue 12; docs/contract.md#capabilities): knowledge bases of a space, documents
 chunked and embedded through a model connection's OpenAI-compatible embeddings endpoint,
 an index behind one port, and ``knowledge_search`` with citations saved on the run.
 

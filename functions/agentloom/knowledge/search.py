@@ -4,7 +4,7 @@
 text), skipping a hit whose chunk record or document is gone (an interrupted upload, a
 deleted document), best first.
 
-``RunSearch.search`` is ``search_with_context`` (seed 002 §9): the query's embedding
+``RunSearch.search`` is ``search_with_context`` (docs/contract.md#capabilities): the query embedding
 has its own recovery state, the ``QueryOp`` item of the call (``kbrun#{run}`` /
 ``op#{request}``), which moves ``sent`` → ``embedded`` (vectors saved, one per
 embedder of the bound bases) → ``done``

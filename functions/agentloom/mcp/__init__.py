@@ -1,4 +1,4 @@
-"""MCP tools (seed 002 §9; docs/mcp.md): MCP servers registered as resources of a space,
+"""MCP tools (docs/mcp.md): MCP servers registered as resources of a space,
 their tools discovered, pinned into an agent version at publish and called by runs.
 
 ::

@@ -1,5 +1,5 @@
 """Model connections: what an admin saves, where each budget figure comes from, and the
-provider's model list (issue 10, seed 000 §5 and §7). See ``docs/models.md``.
+provider's model list (issue 10, docs/contract.md#window-sources). See ``docs/models.md``.
 
 - ``ModelConnectionSpec`` — provider, base URL, exact model id, budget figures with
   their sources, optional prices, the key as a reference (``api_key_ref``).

@@ -84,7 +84,7 @@ class ResolvedBudget(_Frozen):
 
     @property
     def effective_input_budget(self) -> int:
-        """context_window - max_output_tokens - safety_margin_tokens (seed 000 §5)."""
+        """Window minus output and safety margin (docs/contract.md#thresholds)."""
         return (self.context_window.value - self.max_output_tokens.value
                 - self.safety_margin_tokens.value)
 

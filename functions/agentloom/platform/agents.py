@@ -4,7 +4,7 @@
   platform sets (``format``, ``space_id``, ``agent_id``, ``version``, ``legacy``). It is
   validated as the snapshot it will become; an error names the field
   (``config.context_policy.target_ratio``).
-- A new or saved draft gets the default ``context_policy`` (seed 000 §5: 0.8 / 0.6 /
+- A new or saved draft gets the default ``context_policy`` (docs/contract.md#thresholds: 0.8 / 0.6 /
   null / null / 4) written out, like every other default, so a later change of defaults
   never changes a saved draft. Only versions marked ``legacy`` keep the character policy
   (``context_policy`` null): a draft can never be legacy.

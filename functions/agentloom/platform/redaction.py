@@ -1,4 +1,4 @@
-"""Known credentials out of projections and events (seed 000 §2).
+"""Known credentials out of projections and events (docs/contract.md#three-kinds-of-data).
 
 The embedded app knows the provider keys it uses: the value of the environment variable
 the model connection's ``api_key_ref`` names, and the conventional ``OPENAI_API_KEY`` /

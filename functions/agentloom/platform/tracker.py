@@ -1,7 +1,7 @@
 """RunTracker: what the platform records about runs as they are driven — the same in
 the embedded worker and the step Lambda.
 
-**The session record stream** (seed 000 §2, §4) is written *in each run's checkpoint
+**The session record stream** (docs/contract.md#context) is written *in each run's checkpoint
 commit*: the checkpoint store's companion ``SessionCommits``
 (``agentloom.platform.store.session_commits``) turns what a commit appends into record
 references, cursors, usage totals, status records and a reusable view, in the same

@@ -44,7 +44,7 @@ monitor. So "no process carries the nonce" means the sandbox is gone.
 Disk: ``CommandLimits.disk_quota_mb`` per workspace (see ``_quota``); a command stopped
 by it reports ``error="disk_quota_exceeded"``.
 
-Markers (seed §10): claimed (fsync'd) before the start; removed only after no process
+Markers (docs/contract.md#markers): claimed (fsync'd) before start; removed only after no process
 carrying the nonce remains (state ``exited`` is recorded when that cannot be confirmed).
 A marker left by a dead owner stays until an operator's verdict (``MarkerStore.release``);
 ``liveness`` lets the marker store see when such a marker provably holds nothing.

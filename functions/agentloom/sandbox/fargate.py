@@ -9,7 +9,7 @@ The container entry point (``agentloom.command_entry``) runs the command and wri
 that file was written (the command's own exit code is inside it).
 
 Task definition requirements (``task_definition`` builds them; Fargate facts in
-NOTES-AWS.md):
+docs/contract.md#aws-limits):
 
 - one task definition revision per session (``agentloom.aws.sandbox``; ADR 0004): RunTask
   cannot override volumes, so the workspace volume names the session's EFS access point

@@ -1,4 +1,4 @@
-"""Skills (seed 002 §9): one skill directory per import (a zip or a Git revision + path),
+"""Skills (docs/skills.md): one skill directory per import (a zip or a Git revision + path),
 checked (``archive``, ``format``), stored immutably by content hash and encrypted
 (``store`` with the memory, SQLite and DynamoDB backends), bound at publish and offered
 to runs by ``SkillsCapability`` (``skill_load``, ``skill_read``, the read-only mounts of

@@ -1,4 +1,4 @@
-"""The model's skill tools (seed 002 §9): ``skill_load`` (the SKILL.md body and the file
+"""The model's skill tools (docs/skills.md): ``skill_load`` (the SKILL.md body and the file
 list) and ``skill_read`` (one attachment, paged). Both are read-only and safe to re-run
 (``resume_inflight``): a call whose fate is unknown after a crash just runs again.
 

@@ -1,4 +1,4 @@
-"""Projection of session records into model messages for a new run (seed 000 §3).
+"""Projection of session records into model messages for a new run (docs/contract.md#context).
 
 Records are ``{"seq", "run_id", "instance", "kind", "message", ...}`` in session order.
 The projection is data only: it copies messages (never the records), rewrites call ids,

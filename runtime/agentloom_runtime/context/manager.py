@@ -1,6 +1,6 @@
 """``journal-context/v1``: an instance's source records and model-visible view.
 
-Three kinds of data stay apart (seed 000 §2):
+Three kinds of data stay apart (docs/contract.md#three-kinds-of-data):
 - source records, stream ``src:<instance>``: what the instance really received and
   produced (``kind`` + ``message``), append-only, never overwritten by a summary;
 - the model-visible view: the latest compaction snapshot (stream ``snap:<instance>``)

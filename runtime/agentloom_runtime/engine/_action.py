@@ -1,4 +1,4 @@
-"""The action step: one model call of the frame's loop (seed 002 §6 steps 4–8).
+"""The action step: one model call of the frame's loop (docs/contract.md#loop-order, steps 9–10).
 
 The response is recorded once (the assistant source record); tool calls open a pending
 group, and an answer becomes a candidate for the review. A call id that repeats one

@@ -1,4 +1,4 @@
-"""Commands: ``workspace_command`` never runs inside a step (ARCHITECTURE §4).
+"""Commands: ``workspace_command`` never runs inside a step (docs/contract.md#commands).
 
 The step saves the command spec as a ``dispatched`` operation and returns
 ``next=command``; the host runs it (bubblewrap, or ECS RunTask from Step Functions) and

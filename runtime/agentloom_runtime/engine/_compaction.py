@@ -1,4 +1,4 @@
-"""The compaction step (seed 000 §6, seed 002 §13).
+"""The compaction step (docs/contract.md#compaction-failures).
 
 Before an action call the policy may replace the view with a smaller one. Whatever the
 policy, the host validates the result before it is committed: protocol-valid (no orphan

@@ -1,4 +1,4 @@
-"""Delegation: ``delegate_task`` opens a child frame (seed 002 §7).
+"""Delegation: ``delegate_task`` opens a child frame (docs/contract.md#sub-agents).
 
 The child has its own context, plan, evidence, pending calls and workspace, only its
 template's tools, and cannot delegate further; at most ``max_children`` per run. Later

@@ -1,4 +1,4 @@
-"""``create_engine``: assemble an Engine from a published snapshot (seed 002 §3).
+"""``create_engine``: assemble an Engine from a published snapshot (docs/contract.md#assembly).
 
 It picks default modules, checks versions, registers tools, freezes the catalog, wires
 each module's own resume verifier and hands the decided modules to the Engine. The loop
@@ -66,7 +66,7 @@ def delegate_tool(snapshot: AgentSnapshot) -> ToolDefinition:
 
 def default_compaction(snapshot: AgentSnapshot) -> CompactionPolicy:
     """The budget policy for snapshots with a context_policy (every new configuration);
-    the character policy only for legacy published versions without one (seed 000 §8)."""
+    the character policy only for legacy versions without one (docs/contract.md#compaction)."""
     from agentloom_runtime.context import BudgetCompactionPolicy, CharacterCompactionPolicy
 
     if snapshot.context_policy is None:

@@ -1,4 +1,4 @@
-"""Hook stages inside durable operations (seed 002 §11, §14).
+"""Hook stages inside durable operations (docs/contract.md#hooks).
 
 The stage loop is ``HookManager.run`` (its stage budget, its payload validation); this
 runner only adds durability around it. A cursor with the payload's writable fields is

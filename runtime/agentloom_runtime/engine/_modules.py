@@ -89,7 +89,7 @@ class RuntimeModules:
         }
 
     def close_order(self) -> list[Any]:
-        """Seed 002 §4: strategy, completion, context, compaction, model, hooks; once each."""
+        """Closing order (docs/contract.md#closing), each object once."""
         seen: set[int] = set()
         order = []
         for obj in (self.strategy, self.completion, self.context, self.compaction,

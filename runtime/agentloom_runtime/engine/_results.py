@@ -1,4 +1,4 @@
-"""Large tool results by reference (beyond seed 002 §12: "通用大结果引用与回读").
+"""Large tool results by reference (docs/contract.md#context).
 
 A tool result longer than the model-visible cap is kept whole in its source record (the
 store spills it to a blob when large); the view shows its head plus a reference

@@ -1,5 +1,5 @@
 """The completion review step: the CompletionPolicy judges a candidate answer against
-the plan and the evidence (seed 002 §6 step 3). ``continue`` sends feedback to the
+the plan and the evidence (docs/contract.md#completion-review). ``continue`` sends feedback to the
 model; ``complete`` / ``blocked`` end the frame."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tool steps: one tool call per step (seed 002 §9 order, durable per §14).
+"""Tool steps: one tool call per step (order: docs/contract.md#tools).
 
 A side-effecting call is saved as ``started`` before its handler runs; a crash leaves an
 operation of unknown outcome that is never re-run unless the tool declares

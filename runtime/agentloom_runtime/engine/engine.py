@@ -1,4 +1,4 @@
-"""The Engine: a durable step machine (seed 002 §6, §14; ARCHITECTURE §4).
+"""The Engine: a durable step machine (docs/contract.md#loop-order).
 
 Lifecycle, as a host drives it::
 
@@ -13,7 +13,7 @@ Lifecycle, as a host drives it::
 One ``step()`` is one model call (action, compaction or completion review) or one tool
 call, committed with compare-and-set on the head version: a duplicate or stale step
 raises ``CheckpointConflict`` and changes nothing. The dispatch below reads in the order
-of seed 002 §6. Each unit (``_action``, ``_review``, ``_compaction``, ``_tools``,
+of docs/contract.md#loop-order. Each unit (``_action``, ``_review``, ``_compaction``, ``_tools``,
 ``_delegation``, ``_commands``, ``_closing``) receives one ``StepContext`` and ends with
 one named commit (the list: ``_state.CommitPoint``).
 """
@@ -318,7 +318,7 @@ class Engine:
         return self._result(progress.next, progress.kind, request_id=request_id)
 
     async def _advance(self, command_result: dict[str, Any] | None) -> _Progress:
-        """Seed 002 §6, top-down: what was in flight, what is closing, the pending tool
+        """Loop order, top-down (docs/contract.md#loop-order): in flight, closing, the pending tool
         group, supplements, the review, compaction, and the action call."""
         ctx = self._c()
         head = ctx.head
@@ -365,7 +365,7 @@ class Engine:
 
     async def _resume_operation(self, command_result: dict[str, Any] | None
                                 ) -> _Progress | None:
-        """An operation left in flight: its own rules (seed 002 §14). None: the step goes
+        """An operation left in flight: its rules (docs/contract.md#recovery). None: the step goes
         on as usual (a model call whose response is saved, or that is to be sent again,
         is met again by the same dispatch)."""
         ctx = self._c()
@@ -492,7 +492,7 @@ class Engine:
     # -- close ------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Seed 002 §4: stop accepting work, close the tool bus, then the modules in
+        """docs/contract.md#closing: stop accepting work, close the tool bus, then the modules in
         order, each object once."""
         if self._closed:
             return

@@ -1,4 +1,4 @@
-"""Hooks: trusted, versioned processing chains at the runtime's boundaries (seed 002 §11).
+"""Hooks: trusted, versioned processing chains at the runtime's boundaries (docs/contract.md#hooks).
 
 ``HookRegistry`` holds trusted async handlers (``HookDefinition``) with versions and
 code identities; ``HookPointRegistry`` defines each point's payload schema, writable

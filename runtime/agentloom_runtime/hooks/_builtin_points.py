@@ -1,4 +1,4 @@
-"""The built-in hook points (seed 002 §11) and their payloads.
+"""The built-in hook points (docs/hooks.md#points-and-what-each-may-change) and their payloads.
 
 Contract v2 declares each payload's required fields and refuses unknown top-level
 fields; ``usage`` and ``annotations`` stay optional. Contract v1 (manifests without

@@ -1,4 +1,4 @@
-"""``chat-completions/v1``: the default model gateway (seed 002 §4–5, §14).
+"""``chat-completions/v1``: the default model gateway (docs/contract.md#data-contracts).
 
 One POST to ``{base_url}/chat/completions`` per attempt, no streaming. Each attempt —
 connect, send, and reading the whole body — has a total deadline of ``timeout`` seconds,

@@ -1,4 +1,4 @@
-"""Tool catalog and execution (seed 002 §9)."""
+"""Tool catalog and execution (docs/contract.md#tools)."""
 
 from .registry import NAME_PATTERN, ToolRegistry
 from .runtime import (

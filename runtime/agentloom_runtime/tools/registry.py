@@ -1,4 +1,4 @@
-"""The tool catalog (seed 002 §9): trusted definitions, checked once at registration and
+"""The tool catalog (docs/contract.md#tools): trusted definitions, checked once at registration and
 frozen when a ``ToolRuntime`` is assembled. ``catalog()`` is what a checkpoint binds: a
 resumed run must find the same names with the same fingerprints (``check_catalog``).
 

@@ -1,4 +1,4 @@
-"""ToolRuntime: the single execution path for tool calls (seed 002 §9).
+"""ToolRuntime: the single execution path for tool calls (docs/contract.md#tools).
 
     prepare (parse → resolve → available → schema → authorize)
       → [engine: tool.before hooks → revalidate]

@@ -1,4 +1,4 @@
-"""Workspaces, file tools and the command port (seed §9–10).
+"""Workspaces, file tools and the command port (docs/contract.md#workspaces).
 
     WorkspaceProvider.for_instance(...) -> InstanceWorkspace(root, lock_dir).store()
         -> PosixWorkspaceStore: read / write / list / stat / glob / grep / edit / mkdir / delete

@@ -4,7 +4,7 @@ A step never runs a command. The tool handler builds a ``CommandSpec``; the engi
 and returns ``next=command``; a ``CommandRunner`` (bubblewrap locally, an ECS Fargate task
 in AWS) executes it and writes a ``CommandResult`` by request id; the next step records it.
 
-Seed §10 markers, in the session lock directory (never mounted into a sandbox)::
+Markers (docs/contract.md#markers), in the session lock directory (never mounted into a sandbox)::
 
     <lock_dir>/markers/<request_id>.json   written (fsync'd) before a sandbox starts;
                                            removed by the runner once the sandbox is

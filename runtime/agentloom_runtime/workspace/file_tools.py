@@ -1,4 +1,4 @@
-"""System file tools (seed §9 table) over the instance's ``ToolContext.workspace``.
+"""System file tools (docs/contract.md#file-tools) over the instance's ``ToolContext.workspace``.
 
 Read-only tools may re-run on resume (``resume_inflight=True``) and are usable before a
 plan exists; writes, edits, deletes, mkdir and commands never repeat an unknown side
@@ -165,7 +165,7 @@ def granted(groups: set[str] | frozenset[str], name: str) -> bool:
 
 
 def file_tools() -> list[ToolDefinition]:
-    """The workspace tools, in the seed's order."""
+    """The workspace tools, in the order of docs/contract.md#file-tools."""
     return [
         _tool("workspace_list", "List a directory of the workspace (not following links).",
               {"path": _PATH, "recursive": {"type": "boolean", "default": False},

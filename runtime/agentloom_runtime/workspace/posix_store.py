@@ -1,6 +1,6 @@
 """``PosixWorkspaceStore``: the default WorkspaceStorage over a local or mounted directory.
 
-Rules (seed §9–10): paths are relative to the instance root; ``..``, absolute paths, NUL,
+Rules (docs/contract.md#file-tools): paths are instance-relative; ``..``, absolute paths, NUL,
 over-long names, look-alike separators, symlinks (in any component), hard links, devices,
 FIFOs and sockets are refused with a stable ``WorkspaceError.code``. Writes are atomic
 (temp file + fsync + rename + directory fsync) under the session write lock, after checking

@@ -1,4 +1,4 @@
-"""``WorkspaceProvider``: an instance's workspace from host identity only (seed §10).
+"""``WorkspaceProvider``: a workspace from host identity only (docs/contract.md#workspaces).
 
 Layout under the volume root (the model never chooses any of it)::
 

@@ -1,4 +1,4 @@
-"""The ``WorkspaceStorage`` port (seed §4): what file tools need from a backend.
+"""The ``WorkspaceStorage`` port (docs/contract.md#modules): what file tools need from a backend.
 
 ``PosixWorkspaceStore`` is the default. Another backend (``WorkspaceProvider``'s
 ``store_factory``) must keep the same rules: workspace-relative paths only, stable

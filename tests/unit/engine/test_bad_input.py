@@ -1,5 +1,5 @@
 """Bad input: malformed model responses, duplicate call ids, invalid arguments, unknown
-tools. Each gives the typed error or the failure result the seed describes; nothing
+tools. Each gives the typed error or failure result of docs/contract.md#loop-order; nothing
 stored is lost."""
 
 from __future__ import annotations

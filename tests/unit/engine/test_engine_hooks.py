@@ -1,4 +1,4 @@
-"""Hooks wired into the engine's durable operations (seed 002 §11, §14)."""
+"""Hooks wired into the engine's durable operations (docs/contract.md#hooks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The engine's hook path keeps the seed's promises (issue 9): ``tool.after`` annotations
+"""The hook path keeps its contract (issue 9, docs/contract.md#hooks): ``tool.after`` annotations
 are kept, ``tool.after`` runs for delegation results, a re-run ``resume_inflight`` tool
 is told it is ``uncertain``, one stage budget covers all bindings of a call, and the
 payloads are validated against the point contract."""

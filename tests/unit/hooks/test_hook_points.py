@@ -1,4 +1,4 @@
-"""Every point's writable scope, allowed results and re-validation (seed 002 §11)."""
+"""Every point's writable scope, allowed results and re-validation (docs/contract.md#hooks)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agentloom_runtime.hooks import (
     Reject,
 )
 
-# The seed's table, written out: writable top-level fields and allowed results.
+# The table of docs/hooks.md#points-and-what-each-may-change: writable fields, allowed results.
 WRITABLE = {
     "model.chat.before": {"extra_messages", "options"},
     "model.chat.after": {"content", "annotations"},

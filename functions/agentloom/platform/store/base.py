@@ -157,7 +157,7 @@ def _dumps(value: BaseModel | dict[str, Any]) -> str:
 
 
 class ViewRef(BaseModel):
-    """A reusable session view (seed 000 §4): what ``SessionView`` holds, the messages
+    """A reusable view (docs/contract.md#observed-prefix): what ``SessionView`` holds, the messages
     apart — they are the blob ``blob`` of run ``run_id`` in the checkpoint store (stored
     once, encrypted with the run's logs, chunked where items are small)."""
 

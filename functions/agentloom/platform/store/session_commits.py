@@ -8,7 +8,7 @@ the file (embedded), the same TransactWriteItems across the two tables (AWS). So
 crash leaves the run's head *and* what it implies for the session, or neither:
 
 - a reference to each new source record (``src:<instance>``, every instance; the run's
-  own prompt and history copies left out), with the next session seq (seed 000 §2, §4:
+  own prompt and history copies left out), with the next session seq (docs/contract.md#context:
   the order of commits, so a resumed old run's records land at the end), deduplicated
   by (run_id, instance, entry_key) through the run's cursors in the stream head;
 - the stream head (seq, cursors) conditioned on the version read — a concurrent writer
