@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentloom.capabilities import Capabilities, RunScope
+from agentloom.capabilities import RunScope
 from agentloom.local.runs import RunDriver, stopped_step
 from agentloom.models.gateway import gateway_for
 from agentloom.platform.domain import Run, Session, now
@@ -212,12 +212,16 @@ class LocalApp:
         if self.emit is not None:
             self.emit(topic, self.redactor.scrub(data))
 
-    def host(self, capabilities: Capabilities | None = None) -> RunHost:
+    def host(self) -> RunHost:
         """The run host on this home (``agentloom.local.embedded.local_host``, as
-        ``serve``'s), its events to ``emit``; each engine gets the CLI's chosen model."""
+        ``serve``'s, with the same capability set: an agent file's Skills, MCP tools and
+        knowledge bases are those of the home), its events to ``emit``; each engine gets
+        the CLI's chosen model."""
         if self._host is None:
+            from .capabilities import embedded_capabilities
+
             self._host = local_host(self.home, self.tracker, gateway_for,
-                                    capabilities or Capabilities(),
+                                    embedded_capabilities(self.home),
                                     events=lambda run_id: self._emit, hooks=self.hooks)
         return self._host
 
