@@ -146,8 +146,7 @@ async def test_a_new_question_is_refused_while_the_lease_names_a_running_run(
         tmp_path: Path) -> None:
     app = LocalApp(tmp_path)
     try:
-        sessions = app.sessions()
-        sessions.acquire("s", "r1")  # this process drives r1 (and has not let go)
+        app.open_run("s", "r1", snapshot())  # this process drives r1 (and has not let go)
         engine, _ = app.engine(snapshot(), asker(), session="s")
         await engine.start("Question A", run_id="r1", labels={"session": "s"})
         with pytest.raises(ConfigError, match=r"run r1 is being driven by process \d+ "

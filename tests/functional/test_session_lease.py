@@ -1,5 +1,5 @@
-"""One active run per session, atomically, and a refusal that says who drives it; a
-session is bound to its agent."""
+"""One active run per session (the platform's one lease), atomically, and a refusal that
+says who drives it; a session is bound to its agent."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_two_questions_started_together_in_one_session_start_exactly_one(
     assert refused[0].details["way_out"] == "wait"
     app = LocalApp(tmp_path)
     try:
-        assert app.sessions().head("s")["active_run"] is None  # released when it stopped
+        assert app.sessions().details("s")["active_run"] is None  # given back with its end
         assert app.runs("s") == [started[0].run_id]
     finally:
         app.close()
@@ -76,8 +76,7 @@ async def test_a_live_driver_is_named_and_a_dead_one_is_offered_for_resume(
     app = LocalApp(tmp_path)
     driver, child = other_process(alive=True)
     try:
-        app.sessions().acquire("s", "r1", driver=driver)  # another process's question
-        app.open_run("s", "r1", snapshot())
+        app.open_run("s", "r1", snapshot(), driver)  # another process's question
         engine, _ = app.engine(snapshot(), asker(), session="s")
         await engine.start("Question A", run_id="r1", labels={"session": "s"})
         await engine.close()
@@ -116,7 +115,7 @@ async def test_a_driver_that_cannot_be_checked_is_waited_for(tmp_path: Path) -> 
     app = LocalApp(tmp_path)
     try:
         elsewhere = Driver(**{**this_process(), "hostname": "build-box-7"})
-        app.sessions().acquire("s", "r1", driver=elsewhere)
+        app.open_run("s", "r1", snapshot(), elsewhere)
         engine, _ = app.engine(snapshot(), asker(), session="s")
         await engine.start("Question A", run_id="r1", labels={"session": "s"})
         await engine.close()
@@ -133,10 +132,10 @@ async def test_a_lease_whose_run_never_started_holds_nothing_once_its_driver_is_
     app = LocalApp(tmp_path)
     driver, _ = other_process(alive=False)
     try:
-        app.sessions().acquire("s", "never-started", driver=driver)  # then it crashed
+        app.open_run("s", "never-started", snapshot(), driver)  # then it crashed
         done = await app.run(snapshot(), asker(), "Question A", session="s")
         assert done.status == "completed"
-        assert "never-started" not in app.sessions().head("s")["open"]
+        assert app.sessions().details("s")["active_run"] is None
     finally:
         app.close()
 
@@ -155,10 +154,10 @@ async def test_a_driver_that_stops_mid_run_leaves_it_interrupted_with_a_way_out(
     try:
         with pytest.raises(RuntimeError, match="went down"):
             await app.run(snapshot(), FunctionModel(crash), "Question A", session="s")
-        head = app.sessions().head("s")
-        run_id = head["active_run"]
-        assert run_id is not None and head["driver"] is not None
-        assert head["driver"].get("released") is True  # this process let go of it
+        lease = app.sessions().details("s")
+        run_id = lease["active_run"]
+        assert run_id is not None
+        assert lease["driver"] is None  # this process let go of it: interrupted
         with pytest.raises(ConfigError, match=f"run {run_id} was interrupted; continue it"):
             await app.run(snapshot(), asker(), "Question B", session="s")
         # the model call was sent and no response saved: resuming blocks on it, and show

@@ -69,7 +69,6 @@ async def test_each_commit_writes_its_records_no_sync_follows(tmp_path: Path) ->
         first = await app.run(snapshot(), asker(), "Question A", session="s")
         # a run driven by a bare loop (no driver, no sync, as if it crashed after each
         # commit): its records are in the session's stream as soon as each step commits
-        app.sessions().acquire("s", "bare")
         app.open_run("s", "bare", snapshot())
         engine, _ = app.engine(snapshot(), asker(), session="s")
         await engine.start("Question B", run_id="bare", labels={"session": "s"})

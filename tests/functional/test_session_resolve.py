@@ -35,7 +35,7 @@ async def _killed_in_a_model_call(app: LocalApp, calls: list[str]) -> str:
     the lease released by a driver that is gone."""
     with pytest.raises(RuntimeError, match="went down"):
         await app.run(snapshot(), _crash(calls), "Question A", session="s")
-    run_id = app.sessions().head("s")["active_run"]
+    run_id = app.sessions().details("s")["active_run"]
     assert run_id is not None
     summary = app.summary(run_id)
     assert summary.status == "running" and summary.in_flight == "model"
@@ -56,7 +56,7 @@ async def test_a_verdict_on_a_killed_run_takes_one_call(tmp_path: Path) -> None:
         assert (verdict["verdict"], verdict["by"], verdict["note"]) == ("send_again", "ada",
                                                                        "resend")
         assert calls == ["action"]  # the crashed request was sent by the new model only
-        assert app.sessions().head("s")["active_run"] is None  # the lease is given back
+        assert app.sessions().details("s")["active_run"] is None  # the lease is given back
     finally:
         app.close()
 
@@ -103,7 +103,7 @@ async def test_examine_brings_a_killed_run_to_its_unknown_outcome(tmp_path: Path
         assert report.unknown is not None and report.unknown.kind == "model"
         assert report.run.execution == before.run.execution + 1
         assert calls == ["action"]  # examining sends nothing
-        assert app.sessions().head("s")["active_run"] is None
+        assert app.sessions().details("s")["active_run"] is None
     finally:
         app.close()
 
@@ -113,7 +113,7 @@ async def test_a_killed_run_with_nothing_in_flight_has_nothing_to_resolve(
     app = LocalApp(tmp_path)
     driver, _ = other_process(alive=False)
     try:
-        app.sessions().acquire("s", "r1", driver=driver)
+        app.open_run("s", "r1", snapshot(), driver)
         engine, _ = app.engine(snapshot(), asker(), session="s")
         await engine.start("Question A", run_id="r1", labels={"session": "s"})
         await engine.close()  # then its driver died, between steps

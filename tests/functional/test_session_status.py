@@ -69,7 +69,7 @@ async def test_a_failed_run_leaves_a_status_record_the_next_question_sees(
             await app.run(snapshot(), FunctionModel(crash), "Question A", session="s")
         except RuntimeError:
             pass
-        run_id = app.sessions().head("s")["active_run"]
+        run_id = app.sessions().details("s")["active_run"]
         assert run_id is not None
         blocked = await app.resume(run_id, snapshot(), FunctionModel(crash))
         assert blocked.error_code == "model_outcome_unknown"
@@ -106,13 +106,13 @@ def test_cancelling_a_run_another_driver_is_driving_stops_it_at_its_next_step(
         while run_id is None or read_run(app.store, run_id) is None:
             assert time.monotonic() < deadline
             time.sleep(0.02)
-            run_id = app.sessions().head("s")["active_run"]
+            run_id = app.sessions().details("s")["active_run"]
         time.sleep(0.2)
         summary = asyncio.run(app.cancel(run_id, snapshot(), asker()))
         assert summary.status == "cancelled"
         thread.join(timeout=60)
         assert results and results[0].status == "cancelled"
-        assert app.sessions().head("s")["active_run"] is None
+        assert app.sessions().details("s")["active_run"] is None
         b = asyncio.run(app.run(snapshot(), asker(), "Question B", session="s"))
         seen = notes(inherited(app, b.run_id))
         assert len(seen) == 1 and "ended: cancelled" in seen[0]

@@ -1,11 +1,10 @@
 """``SfnRunLauncher``: the platform's ``RunLauncher`` on Step Functions.
 
 ``launch`` does in the API function what the embedded worker does before its first
-step (``RunHost.begin``): takes the session's run lease (``SessionLeases``, held in
-the name of the run's executions, ``step_driver``), reads the run's history from the
-session stream (``RunTracker.history``) and starts
-the run (``ask``) or begins a new execution (``resume``; ``continue`` after a verdict
-needs nothing), then moves the run's fence to the next generation and calls
+step (``RunHost.begin``: the run's history from the session stream and its start, or a
+resume's new execution; ``continue`` after a verdict needs nothing) — the session's
+lease names ``STEP_FUNCTIONS`` as its driver (``agentloom.platform.lease``) — then moves
+the run's fence to the next generation and calls
 ``StartExecution`` with the derived name ``{run}-g{generation}`` and the tiny input
 ``{"run_id", "generation", "command": null}`` — never the question. A duplicate start is
 ``ExecutionAlreadyExists``: already started, not an error.
@@ -17,28 +16,18 @@ the fence). ``driving`` is ``DescribeExecution`` = ``RUNNING``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import time
 from typing import Any
 
 from agentloom.aws import fence
-from agentloom.platform.errors import Conflict, Unavailable
+from agentloom.platform.errors import Unavailable
 from agentloom.platform.host import RunHost, run_sync, scope_of
 from agentloom.platform.launcher import RunJob
-from agentloom.platform.lease import Driver, SessionLeases, agent_binding
+from agentloom.platform.lease import STEP_FUNCTIONS, Driver
 from agentloom.platform.store import PlatformStore
-from agentloom_runtime.errors import ConfigError, PersistenceError
+from agentloom_runtime.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-
-def step_driver(run_id: str) -> Driver:
-    """The lease holder of a run driven by Step Functions: no process of this host (its
-    liveness cannot be checked here: another question waits or cancels), the same
-    identity in every function so the step that ends the run releases it."""
-    return Driver(hostname="aws:stepfunctions", boot_id="", pid_ns=0, pid=0, start=run_id,
-                  since=time.time())
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:
@@ -67,24 +56,15 @@ class SfnRunLauncher:
     # -- launch --------------------------------------------------------------------------
 
     def launch(self, job: RunJob) -> None:
+        """The session's lease is already the run's (the session service took it, naming
+        ``holder()``); a failure here leaves the run to resume (the service records it)."""
         run = job.run
-        sessions = SessionLeases(self.host.checkpoints, redactor=self.host.redactor)
-        driver = step_driver(run.run_id)
-        try:
-            sessions.acquire(run.session_id, run.run_id, new=job.kind == "ask",
-                             agent=agent_binding(job.snapshot) if job.kind == "ask" else None,
-                             driver=driver, record=False)
-        except ConfigError as err:
-            raise Conflict(err.message, code="run_active", details=err.details) from None
-        try:
-            run_sync(self._prepare(job))
-            self.start(run.run_id, fence.advance(self.store, run.run_id))
-        except BaseException:
-            # nothing drives the run: the lease is let go (the run can be resumed)
-            with contextlib.suppress(PersistenceError):
-                sessions.release(run.session_id, run.run_id, driver)
-            raise
+        run_sync(self._prepare(job))
+        self.start(run.run_id, fence.advance(self.store, run.run_id))
         self.tracker.started(run.session_id, run.run_id)
+
+    def holder(self) -> Driver:
+        return STEP_FUNCTIONS
 
     async def _prepare(self, job: RunJob) -> None:
         if job.kind == "continue":

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentloom.aws import fence
-from agentloom.aws.launcher import step_driver
 from agentloom.aws.platform import AwsPlatform
 from agentloom.aws.sandbox import SandboxRegistry
 from agentloom.aws.workspaces import EfsWorkspaces
@@ -52,7 +51,6 @@ from agentloom.observability import Relay
 from agentloom.platform.agents import snapshot_of
 from agentloom.platform.domain import Run
 from agentloom.platform.host import scope_of
-from agentloom.platform.lease import SessionLeases
 from agentloom.platform.store import WriteConflict
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.engine import Engine, RunSummary
@@ -60,7 +58,6 @@ from agentloom_runtime.errors import (
     AgentLoomError,
     CheckpointConflict,
     ConfigError,
-    PersistenceError,
 )
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.workspace import CommandSpec, WorkspaceError
@@ -279,11 +276,8 @@ class StepService:
             "the operation examined in a new execution", details={"run_id": run.run_id})
 
     def _finish(self, run: Run) -> None:
-        """The run stopped: the session lease given back, its status recorded (the
-        records went with each commit; ``sync`` catches up after a crash between)."""
-        sessions = SessionLeases(self.platform.checkpoints, redactor=self.tracker.redactor)
-        with contextlib.suppress(PersistenceError):
-            sessions.release(run.session_id, run.run_id, step_driver(run.run_id))
+        """The run stopped: its status recorded and the session lease given back with it
+        (the records went with each commit; ``sync`` catches up after a crash between)."""
         self.tracker.sync(run.session_id, runs=[run.run_id])
         self.tracker.stopped(run.session_id, run.run_id)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the resolver and the platform load on the first request
     from agentloom.api._resolver import ApiResolver
     from agentloom.platform.launcher import RunJob
+    from agentloom.platform.lease import Driver
 
 _app: ApiResolver | None = None
 
@@ -37,6 +38,11 @@ class NoLauncher:
 
     def driving(self, run_id: str) -> bool:
         return False
+
+    def holder(self) -> Driver:
+        from agentloom.platform.lease import this_process
+
+        return this_process()
 
     def close(self) -> None:
         return None

@@ -39,13 +39,12 @@ from typing import Any, TextIO
 from agentloom.capabilities import RunScope
 from agentloom.local.runs import RunDriver, stopped_step
 from agentloom.models.gateway import gateway_for
-from agentloom.platform.domain import Run, Session, now
+from agentloom.platform.domain import Run
 from agentloom.platform.hook_packages import hook_registry
 from agentloom.platform.host import RunHost
 from agentloom.platform.launcher import RunJob
-from agentloom.platform.lease import SessionLeases, agent_binding
+from agentloom.platform.lease import Driver, this_process
 from agentloom.platform.redaction import Redactor
-from agentloom.platform.store import WriteConflict, retry_conflicts
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.context.history import RunHistory
@@ -70,12 +69,13 @@ from .home import open_checkpoint_store as open_checkpoint_store
 from .report import Resolution as Resolution
 from .report import RunReport as RunReport
 from .report import status_lines as status_lines
+from .sessions import LOCAL_USER as LOCAL_USER
+from .sessions import CliSessions, old_stream
 from .workspaces import LocalWorkspaces
 
 HookLoader = Callable[[AgentSnapshot], HookRegistry | None]
 CANCEL_ATTEMPTS = 5
 ENDED = ("completed", "failed", "cancelled")
-LOCAL_USER = "local"  # the CLI's one user, in its platform session and run items
 
 
 def _nothing_to_resolve(run_id: str, status: RunStatus, way_out: str | None,
@@ -149,8 +149,9 @@ class LocalApp:
         if self._home is not None:
             self._home.close()
 
-    def sessions(self) -> SessionLeases:
-        return SessionLeases(self.store, redactor=self.redactor)
+    def sessions(self) -> CliSessions:
+        """The session lease, worded for the CLI (``agentloom.local.sessions``)."""
+        return CliSessions(self.tracker)
 
     def driver(self) -> RunDriver:
         return RunDriver(self.tracker)
@@ -171,30 +172,13 @@ class LocalApp:
         """What a new question of the session would inherit."""
         return self.tracker.history(session)
 
-    def open_run(self, session: str, run_id: str, snapshot: AgentSnapshot) -> None:
-        """Open ``run_id`` in the session's stream (the session created on first use),
-        before its first commit: the companion writes only for runs the stream holds."""
-        if self.sessions().old_stream(session):
+    def open_run(self, session: str, run_id: str, snapshot: AgentSnapshot,
+                 driver: Driver | None = None) -> Run:
+        """Open ``run_id`` in the session's stream holding the session's lease (``driver``:
+        the process that drives it, this one by default), before its first commit."""
+        if old_stream(self.store, session):
             raise _old_stream(session, self.home)
-        store = self.tracker.store
-        at = now()
-
-        def attempt() -> None:
-            found = store.get_session(session)
-            if found is None:
-                with contextlib.suppress(WriteConflict):  # created meanwhile: read it
-                    store.create_session(Session(
-                        session_id=session, space_id=snapshot.space_id,
-                        agent_id=snapshot.agent_id, version=snapshot.version,
-                        user_id=LOCAL_USER, created_at=at))
-                found = store.get_session(session)
-                assert found is not None
-            store.start_run(found, Run(
-                run_id=run_id, session_id=session, space_id=snapshot.space_id,
-                agent_id=snapshot.agent_id, version=snapshot.version, user_id=LOCAL_USER,
-                created_at=at, updated_at=at))
-
-        retry_conflicts(attempt)
+        return self.sessions().open(session, run_id, snapshot, driver or this_process())
 
     def meta(self, run_id: str) -> dict[str, Any]:
         entries = self.store.read(run_id, "meta", 0, 1)
@@ -245,24 +229,19 @@ class LocalApp:
         self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
         driver = self.driver()
         run_id = uuid.uuid4().hex
-        # the lease first: a crash before the run starts leaves a lease that holds nothing
-        async with driver.leased(session, run_id, new=True, agent=agent_binding(snapshot)):
+        run = self.open_run(session, run_id, snapshot)  # the run and its lease, at once
+        try:
+            engine, workspaces = self.engine(snapshot, gateway, session=session,
+                                             new_run=run_id)
             try:
-                self.open_run(session, run_id, snapshot)
-                engine, workspaces = self.engine(snapshot, gateway, session=session,
-                                                 new_run=run_id)
-                try:
-                    await self.host().begin(engine, RunJob("ask", Run(
-                        run_id=run_id, session_id=session, space_id=snapshot.space_id,
-                        agent_id=snapshot.agent_id, version=snapshot.version,
-                        user_id=LOCAL_USER, created_at=now(), updated_at=now()),
-                        snapshot, question=question))
-                    return await driver.drive(engine, session,
-                                              runner=workspaces.runner(), pause=pause)
-                finally:
-                    await engine.close()
+                await self.host().begin(engine, RunJob("ask", run, snapshot,
+                                                       question=question))
+                return await driver.drive(engine, session, runner=workspaces.runner(),
+                                          pause=pause)
             finally:
-                driver.stopped(session, run_id)
+                await engine.close()
+        finally:
+            driver.stopped(session, run_id)
 
     async def resume(self, run_id: str, snapshot: AgentSnapshot, gateway: Any, *,
                      retry_unknown_models: bool = False, confirm_hooks: bool = False,
@@ -361,19 +340,19 @@ class LocalApp:
         """The session's lease for the run (refused while a live driver holds it; taken
         over when its driver is provably gone), then an engine attached to it."""
         session = self.summary(run_id).labels.get("session", "cli")
-        if self.sessions().old_stream(session):
+        if old_stream(self.store, session):
             raise _old_stream(session, self.home)
         driver = self.driver()
-        async with driver.leased(session, run_id, new=False):
+        self.sessions().take(session, run_id, this_process())
+        try:
+            engine, workspaces = self.engine(snapshot, gateway, run_id=run_id,
+                                             session=session)
             try:
-                engine, workspaces = self.engine(snapshot, gateway, run_id=run_id,
-                                                 session=session)
-                try:
-                    yield _Driving(engine, workspaces, driver, session)
-                finally:
-                    await engine.close()
+                yield _Driving(engine, workspaces, driver, session)
             finally:
-                driver.stopped(session, run_id)
+                await engine.close()
+        finally:
+            driver.stopped(session, run_id)
 
     # -- reading a run ---------------------------------------------------------------------
 
@@ -389,7 +368,7 @@ class LocalApp:
                                                                                 instance)]
         way_out, driver = summary.way_out, None
         if summary.status == "running":
-            lease = self.sessions().lease(summary.labels.get("session", "cli"))
+            lease = self.sessions().state(summary.labels.get("session", "cli"))
             driver = lease.liveness if lease.run_id == run_id else "gone"
             way_out = "resume" if driver == "gone" else None
         unknown, note = None, None

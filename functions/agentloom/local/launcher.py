@@ -25,15 +25,15 @@ from agentloom.platform.domain import RunState
 from agentloom.platform.errors import Conflict
 from agentloom.platform.host import RunHost, scope_of
 from agentloom.platform.launcher import RunJob
-from agentloom.platform.lease import agent_binding
+from agentloom.platform.lease import Driver, this_process
 from agentloom_runtime.errors import AgentLoomError
 
 log = logging.getLogger(__name__)
 
 
 class LocalDriving:
-    """Drives jobs on this machine: the session's lease, the host's engine, the steps
-    (``RunDriver``, the CLI's driver too)."""
+    """Drives jobs on this machine: the host's engine, the steps (``RunDriver``, the
+    CLI's driver too)."""
 
     def __init__(self, host: RunHost) -> None:
         self.host = host
@@ -41,19 +41,16 @@ class LocalDriving:
         self.driver = RunDriver(host.tracker)
 
     async def execute(self, job: RunJob) -> None:
-        """Drive the job's run under the session's lease: a new question starts from the
-        session's history, a resume begins a new execution, a continue drives on."""
-        run, sid = job.run, job.run.session_id
-        ask = job.kind == "ask"
-        async with self.driver.leased(sid, run.run_id, new=ask,
-                                      agent=agent_binding(job.snapshot) if ask else None):
-            engine, workspaces = self.host.engine(scope_of(run), job.snapshot,
-                                                  attach=not ask)
-            try:
-                await self.host.begin(engine, job)
-                await self.driver.drive(engine, sid, runner=workspaces.runner())
-            finally:
-                await engine.close()
+        """Drive the job's run (the session service took its lease, naming this process):
+        a new question starts from the session's history, a resume begins a new
+        execution, a continue drives on."""
+        engine, workspaces = self.host.engine(scope_of(job.run), job.snapshot,
+                                              attach=job.kind != "ask")
+        try:
+            await self.host.begin(engine, job)
+            await self.driver.drive(engine, job.run.session_id, runner=workspaces.runner())
+        finally:
+            await engine.close()
 
 
 class LocalRunLauncher:
@@ -70,6 +67,7 @@ class LocalRunLauncher:
         self._driving: set[str] = set()
         self._tasks: dict[str, asyncio.Task[None]] = {}  # touched on the loop only
         self._closing = False
+        self._holder = this_process()
 
     def launch(self, job: RunJob) -> None:
         run_id = job.run.run_id
@@ -124,6 +122,9 @@ class LocalRunLauncher:
         task.cancel()
         await asyncio.wait({task})
         return True
+
+    def holder(self) -> Driver:
+        return self._holder
 
     def driving(self, run_id: str) -> bool:
         with self._lock:

@@ -1,14 +1,14 @@
 """One run driver for both embedded hosts: the CLI (``LocalApp``) and ``agentloom
-serve`` (``LocalEngines``).
+serve`` (``LocalRunLauncher``).
 
 Both keep a session's records in the platform store on the home's SQLite file, written
 in each step's own checkpoint commit by the store's companion (``SessionCommits``): a
 crash leaves a run's head and its session records together or neither, and nothing is
 synced after a step. What a drive does, in order:
 
-1. ``leased``: the session's lease (``SessionLeases``: which process drives it),
-   refused while a live driver holds it, taken over when its driver is provably gone,
-   given back when the drive ends;
+1. the session's lease is taken before (``agentloom.platform.lease``: by the session
+   service for ``serve``, by ``LocalApp`` for the CLI) and given back by ``stopped``
+   with the run's status;
 2. a new question's start is the run host's (``RunHost.begin``: the run's history from
    the platform stream, then the engine's first commit);
 3. ``drive``: the run marked running on the platform, the engine's main view offered to
@@ -20,11 +20,9 @@ synced after a step. What a drive does, in order:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
 
 from agentloom.local.driver import CommandRunner, drive
 from agentloom.observability import Observer
-from agentloom.platform.lease import AgentBinding, Driver, SessionLeases
 from agentloom.platform.tracker import RunTracker
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.engine import Engine, RunSummary, read_run
@@ -39,26 +37,12 @@ def stopped_step(summary: RunSummary) -> StepResult:
 
 
 class RunDriver:
-    """Lease, history, watch and drive over a checkpoint store that has the tracker's
+    """Watch and drive over a checkpoint store that has the tracker's
     ``SessionCommits`` attached."""
 
     def __init__(self, tracker: RunTracker) -> None:
         self.tracker = tracker
         self.checkpoints = tracker.checkpoints
-        self.sessions = SessionLeases(tracker.checkpoints, redactor=tracker.redactor)
-
-    @contextlib.asynccontextmanager
-    async def leased(self, session: str, run_id: str, *, new: bool,
-                     agent: AgentBinding | None = None) -> AsyncIterator[Driver]:
-        """Hold the session's lease for ``run_id`` (``new``: a new question, ``agent``
-        bound or checked) while the block runs. A store failure when giving it back
-        never hides the run's outcome: a lease naming a stopped run holds nothing."""
-        lease = self.sessions.acquire(session, run_id, agent=agent, new=new)
-        try:
-            yield lease
-        finally:
-            with contextlib.suppress(PersistenceError):
-                self.sessions.release(session, run_id, lease)
 
     def stopped(self, session: str, run_id: str) -> None:
         """The run's platform status once its driver let go (``interrupted`` when it is

@@ -111,8 +111,9 @@ class AgentVersion(Record):
 
 
 class Session(Record):
-    """A user's conversation with one published agent version. ``active_run`` is the
-    session's lease: the run that holds it (queued, running or interrupted)."""
+    """A user's conversation with one published agent version. ``active_run`` and
+    ``driver`` are the session's lease (``agentloom.platform.lease``): the run that holds
+    it (queued, running or interrupted) and the process that drives it."""
 
     session_id: str
     space_id: str
@@ -122,6 +123,7 @@ class Session(Record):
     title: str = ""
     created_at: float
     active_run: str | None = None
+    driver: dict[str, Any] | None = None
     runs: int = 0
 
 

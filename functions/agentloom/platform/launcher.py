@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from agentloom.platform.domain import Run
+from agentloom.platform.lease import Driver
 from agentloom_runtime.contracts import ModelGateway, PendingToolCall, UnknownOperation, Verdict
 from agentloom_runtime.engine import RaiseBudget
 from agentloom_runtime.snapshot import AgentSnapshot
@@ -65,6 +66,11 @@ class RunLauncher(Protocol):
         ...
 
     def driving(self, run_id: str) -> bool: ...
+
+    def holder(self) -> Driver:
+        """Who the session lease names as the driver of the runs this launcher starts
+        (``agentloom.platform.lease``)."""
+        ...
 
     def close(self) -> None:
         """Stop every driver; their runs stay resumable (interrupted)."""

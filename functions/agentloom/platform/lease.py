@@ -1,60 +1,45 @@
-"""Embedded sessions: the lease that says which process drives a session's run.
+"""The session lease: one active run per session, and who drives it.
 
-A session's lease is a checkpoint-store document ``session:<id>``; its head is updated
-with compare-and-set like a run's (``SessionHead``, format 1)::
+There is one lease, the platform's session item (``Session``): ``active_run`` names the
+run that holds the session (queued, running or interrupted) and ``driver`` the process
+that drives it. Every host takes it the same way, in the platform store's transactions:
 
-    {"format": 1, "session": "<id>",
-     "agent": {"space_id", "agent_id", "version"} | null,  # bound on first use
-     "active_run": "<run id>" | null,                      # the lease ...
-     "driver": {"hostname", "boot_id", "pid_ns", "pid", "start", "since",
-                "released"?} | null,                       # ... and who holds it
-     "streams": {}, "open": {}}                            # see "Earlier homes"
+- a new question: ``SessionLease.open`` — the session (``active_run`` and ``driver``,
+  expecting the version read), the run and its cursor in one transaction
+  (``PlatformStore.start_run``); of two questions started together exactly one commits;
+- a resume or a verdict: ``SessionLease.take`` — the session and the run in one
+  transaction (``PlatformStore.update_run``);
+- letting go: ``RunTracker.stopped`` — with the run's status: cleared when the run
+  stopped, the driver cleared (the run ``interrupted``) when it is still running.
 
-The session's records, their order, status records and reusable views are the
-platform's (``agentloom.platform.store.session_commits``: written in each run commit's
-own transaction); both embedded hosts, the CLI and ``agentloom serve``, keep them in the
-platform store on the home's SQLite file (``agentloom.local.runs``).
-
-**Earlier homes.** Before that, this document also held the CLI's record stream
-(``runs``, ``records`` and ``views`` streams, counted in ``streams``, and the synced
-runs in ``open``). Such a session is not migrated (ADR 0003): ``old_stream`` tells, and
-the app refuses to ask or resume in it, naming a new session as the way on.
-
-**The lease: one active run per session.** ``acquire`` sets ``active_run`` and the
-driving process (host, boot id, pid namespace, pid, start time) with compare-and-set, in
-the same commit that binds the agent; of two questions started together exactly one
-wins. It refuses while the lease names a run that is still ``running``:
-- its driver is alive: "run X is being driven by process P on this host; wait for it or
-  cancel it" (never an advice to take it over);
-- its driver is provably gone (same host and boot, the pid dead or started at another
-  time; the host rebooted; or the driver released the lease without the run stopping):
-  "run X was interrupted; continue it with `agentloom resume X`" — ``resume`` of X may
-  then take the lease over;
-- the driver cannot be checked from here (another host or pid namespace): wait or cancel.
-A lease naming a run that has stopped (or never started, its driver gone) holds nothing.
-``release`` clears the lease when the run stopped, and marks it released (the run
-interrupted) when the driver leaves a run still ``running``.
+``driver`` is a process identity (host, boot id, pid namespace, pid, start time:
+``this_process``), or ``STEP_FUNCTIONS`` for a run an AWS state machine drives. Whether
+it still runs is ``liveness``: ``alive`` / ``gone`` (same host and boot and the pid dead
+or reused; the host rebooted; the driver let go) / ``unverifiable`` (another host or pid
+namespace, or Step Functions). ``SessionLease.state`` reads what the lease holds: a
+lease naming a run that has stopped — or that never started, its driver gone — holds
+nothing. ``blocking`` says why another driver may not take it; each host words that for
+its own users (the CLI names its commands, the API its routes).
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, TypedDict
 
-from agentloom.platform.redaction import Redactor
-from agentloom_runtime.checkpoint.store import BaseCheckpointStore, Commit
-from agentloom_runtime.engine import RunSummary, read_run
-from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
+from agentloom.platform.domain import ACTIVE_STATES, Idempotency, Run, RunState, Session, now
+from agentloom.platform.errors import Conflict
+from agentloom.platform.store import ABSENT, PlatformStore, Versioned
+from agentloom_runtime.engine import RunSummary
 from agentloom_runtime.snapshot import AgentSnapshot
 
-FORMAT = 1
-ATTEMPTS = 50  # compare-and-set retries on the session document
+Liveness = Literal["alive", "gone", "unverifiable"]
+Blocking = Literal["alive", "unverifiable", "interrupted"]
 
 
 class Driver(TypedDict):
@@ -67,7 +52,6 @@ class Driver(TypedDict):
     pid: int
     start: str | None
     since: float
-    released: NotRequired[bool]
 
 
 class AgentBinding(TypedDict):
@@ -76,20 +60,8 @@ class AgentBinding(TypedDict):
     version: int
 
 
-class SessionHead(TypedDict):
-    format: int
-    session: str
-    agent: AgentBinding | None
-    active_run: str | None
-    driver: Driver | None
-    streams: dict[str, int]  # an earlier home's record streams (never written now)
-    open: dict[str, Any]
-
-
-Liveness = Literal["alive", "gone", "unverifiable"]
-
-
-# -- who drives a run --------------------------------------------------------------------
+STEP_FUNCTIONS = Driver(hostname="aws:stepfunctions", boot_id="", pid_ns=0, pid=0,
+                        start=None, since=0.0)
 
 
 def _host() -> tuple[str, str, int]:
@@ -124,7 +96,7 @@ def this_process() -> Driver:
 
 def liveness(driver: Mapping[str, Any] | None) -> Liveness:
     """Whether the process of a lease still runs, as far as this host can prove it."""
-    if not driver or driver.get("released"):
+    if not driver:
         return "gone"
     hostname, boot, pid_ns = _host()
     if driver.get("hostname") != hostname:
@@ -137,11 +109,6 @@ def liveness(driver: Mapping[str, Any] | None) -> Liveness:
     return "alive" if start is not None and start == driver.get("start") else "gone"
 
 
-def _same_driver(a: Mapping[str, Any] | None, b: Mapping[str, Any]) -> bool:
-    return a is not None and all(a.get(k) == b.get(k)
-                                 for k in ("hostname", "boot_id", "pid_ns", "pid", "start"))
-
-
 def agent_binding(snapshot: AgentSnapshot) -> AgentBinding:
     return AgentBinding(space_id=snapshot.space_id, agent_id=snapshot.agent_id,
                         version=snapshot.version)
@@ -149,165 +116,116 @@ def agent_binding(snapshot: AgentSnapshot) -> AgentBinding:
 
 @dataclass(frozen=True)
 class LeaseState:
-    """Who holds a session's lease, for a host to show."""
+    """What a session's lease holds, for a host to show."""
 
     run_id: str | None
     liveness: Liveness | None  # None when the lease holds nothing
     driver: Mapping[str, Any] | None
 
 
-# -- the session document ----------------------------------------------------------------
+NOTHING = LeaseState(None, None, None)
 
 
-class SessionLeases:
-    def __init__(self, store: BaseCheckpointStore, *, redactor: Redactor | None = None) -> None:
+def blocking(state: LeaseState, wanted: str | None) -> Blocking | None:
+    """Why ``wanted`` (the run to drive; None: a new question) may not take the lease:
+    its driver is alive or cannot be checked, or (a new question) the run that holds it
+    was interrupted and waits for its resume or cancel. None: it may."""
+    if state.run_id is None:
+        return None
+    if state.liveness == "gone":
+        return None if state.run_id == wanted else "interrupted"
+    return state.liveness
+
+
+class LeaseRefused(Conflict):
+    """The lease is held (``state``, ``why``); hosts word it for their users."""
+
+    code = "run_active"
+
+    def __init__(self, state: LeaseState, why: Blocking) -> None:
+        super().__init__(f"run {state.run_id} holds the session ({why})",
+                         details={"run_id": state.run_id, "liveness": state.liveness})
+        self.state, self.why = state, why
+
+
+Probe = Callable[[str, Mapping[str, Any] | None], Liveness]  # (run id, driver)
+
+
+def process_probe(run_id: str, driver: Mapping[str, Any] | None) -> Liveness:
+    del run_id
+    return liveness(driver)
+
+
+def launcher_probe(driving: Callable[[str], bool]) -> Probe:
+    """Liveness for a host with a launcher: a run its launcher drives is alive; a driver
+    that is this process or the launcher's state machine, and that the launcher does not
+    drive, is gone; any other process is judged by ``liveness``."""
+
+    def probe(run_id: str, driver: Mapping[str, Any] | None) -> Liveness:
+        if driving(run_id):
+            return "alive"
+        if driver is not None and (driver.get("hostname") == STEP_FUNCTIONS["hostname"]
+                                   or _is_this_process(driver)):
+            return "gone"
+        return liveness(driver)
+
+    return probe
+
+
+def _is_this_process(driver: Mapping[str, Any]) -> bool:
+    me = this_process()
+    return all(driver.get(k) == me[k]
+               for k in ("hostname", "boot_id", "pid_ns", "pid", "start"))
+
+
+class SessionLease:
+    """The lease on the platform store; ``summary`` reads a run's checkpoint head (a run
+    whose head says it stopped no longer holds its session); ``probe`` judges a driver
+    (``process_probe`` by default)."""
+
+    def __init__(self, store: PlatformStore, summary: Callable[[str], RunSummary | None],
+                 probe: Probe = process_probe) -> None:
         self.store = store
-        self.redactor = redactor or Redactor()
+        self.summary = summary
+        self.probe = probe
 
-    @staticmethod
-    def _key(session: str) -> str:
-        return f"session:{session}"
-
-    def _load(self, session: str) -> tuple[int, SessionHead]:
-        loaded = self.store.load_head(self._key(session))
-        if loaded is None:
-            return 0, SessionHead(format=FORMAT, session=session, agent=None, active_run=None,
-                                  driver=None, streams={}, open={})
-        body = loaded.body
-        if body.get("format") == FORMAT:
-            return loaded.version, SessionHead(**body)  # type: ignore[typeddict-item]
-        if "format" in body:
-            raise ConfigError(f"session {session!r} was saved in session format "
-                              f"{body['format']}; this code reads format {FORMAT}")
-        # before format 1 the head only counted its (CLI record) streams
-        return loaded.version, SessionHead(
-            format=FORMAT, session=session, agent=None, active_run=None, driver=None,
-            streams={k: int(body.get(k, 0)) for k in ("runs", "views")}, open={})
-
-    def head(self, session: str) -> SessionHead:
-        return self._load(session)[1]
-
-    def _update(self, session: str, change: Callable[[SessionHead], bool]) -> SessionHead:
-        """Apply ``change`` to a fresh copy of the head and commit it, retrying on a
-        compare-and-set conflict; ``change`` returns False when there is nothing to write
-        (and may raise to refuse)."""
-        key = self._key(session)
-        for _ in range(ATTEMPTS):
-            version, current = self._load(session)
-            head = copy.deepcopy(current)
-            if not change(head):
-                return current
-            try:
-                self.store.commit(Commit(key, version, dict(head), []))
-                return head
-            except CheckpointConflict:
-                time.sleep(0.001)
-                continue
-        raise PersistenceError(f"could not write session {session!r}: it kept changing "
-                               f"under {ATTEMPTS} attempts", details={"session": session})
-
-    def old_stream(self, session: str) -> bool:
-        """Whether the session holds the CLI's earlier record stream (module docstring,
-        "Earlier homes")."""
-        return any(self.head(session)["streams"].values())
-
-    # -- the lease -------------------------------------------------------------------------
-
-    def lease(self, session: str) -> LeaseState:
-        head = self.head(session)
-        return self._lease(head)
-
-    def _lease(self, head: SessionHead) -> LeaseState:
-        run_id = head["active_run"]
+    def state(self, session: Session) -> LeaseState:
+        run_id = session.active_run
         if run_id is None:
-            return LeaseState(None, None, None)
-        summary = self._summary(run_id)
-        state = liveness(head["driver"])
+            return NOTHING
+        run = self.store.get_run(session.session_id, run_id)
+        if run is None or run.value.status not in ACTIVE_STATES:
+            return NOTHING  # a pointer to a run that stopped holds nothing
+        summary = self.summary(run_id)
         if summary is not None and summary.status != "running":
-            return LeaseState(None, None, None)  # the run stopped: the lease holds nothing
+            return NOTHING  # it stopped; its driver is letting go
+        state = self.probe(run_id, session.driver)
         if summary is None and state == "gone":
-            return LeaseState(None, None, None)  # its driver died before the run started
-        return LeaseState(run_id, state, head["driver"])
+            return NOTHING  # its driver died before the run started
+        return LeaseState(run_id, state, session.driver)
 
-    def _summary(self, run_id: str) -> RunSummary | None:
-        try:
-            return read_run(self.store, run_id)
-        except ConfigError:
-            return None  # saved by another runtime format: it can hold and add nothing
+    def open(self, session: Versioned[Session], run: Run, driver: Driver | None, *,
+             idempotency: Idempotency | None = None, replace: int = ABSENT) -> None:
+        """Take the lease for the new run ``run`` (a new question) and store the run, in
+        one transaction. ``LeaseRefused`` while another run holds it;
+        ``WriteConflict`` when the session changed since it was read (read it again)."""
+        self._check(session.value, None)
+        held = session.value.model_copy(update={"driver": driver})
+        self.store.start_run(Versioned(held, session.version), run, idempotency, replace)
 
-    def _refusal(self, session: str, lease: LeaseState, wanted: str | None) -> str | None:
-        """Why ``wanted`` (a run to drive, or None for a new question) may not take the
-        lease; None when it may."""
-        run_id, driver = lease.run_id, lease.driver or {}
-        if run_id is None or (lease.liveness == "gone" and run_id == wanted):
-            return None
-        if lease.liveness == "gone":
-            return (f"session {session!r}: run {run_id} was interrupted; continue it with "
-                    f"`agentloom resume {run_id}`")
-        pid = driver.get("pid")
-        if lease.liveness == "alive":
-            mine = " (this process)" if pid == os.getpid() else ""
-            return (f"session {session!r}: run {run_id} is being driven by process {pid}"
-                    f"{mine} on this host; wait for it or cancel it")
-        return (f"session {session!r}: run {run_id} is being driven by process {pid} on "
-                f"host {driver.get('hostname')!r}, which cannot be checked from here; wait "
-                "for it or cancel it")
+    def take(self, session: Versioned[Session], run: Versioned[Run],
+             driver: Driver | None, *, status: RunState = "queued") -> Run:
+        """Take the lease for ``run`` itself (a resume, a verdict): refused while another
+        run holds it or a live driver drives this one; the run marked ``status``."""
+        self._check(session.value, run.value.run_id)
+        new = run.value.model_copy(update={"status": status, "updated_at": now()})
+        held = session.value.model_copy(update={"active_run": run.value.run_id,
+                                                "driver": driver})
+        self.store.update_run(run, new, session=session, session_update=held)
+        return new
 
-    def acquire(self, session: str, run_id: str, *, agent: AgentBinding | None = None,
-                new: bool = True, driver: Driver | None = None,
-                record: bool = False) -> Driver:
-        """Take the session's lease for ``run_id`` (a new question when ``new``; ``agent``
-        bound or checked in the same commit). Raises
-        ``ConfigError`` naming who holds it. Returns the driver identity to release with.
-        ``record`` is accepted for earlier callers and changes nothing: the session's
-        records are the platform's."""
-        del record
-        me = driver or this_process()
-
-        def change(head: SessionHead) -> bool:
-            if agent is not None:
-                _check_agent(session, head, agent)
-            lease = self._lease(head)
-            refusal = self._refusal(session, lease, None if new else run_id)
-            if refusal is not None:
-                raise ConfigError(refusal, details={
-                    "session": session, "run_id": lease.run_id, "liveness": lease.liveness,
-                    "pid": (lease.driver or {}).get("pid"),
-                    "way_out": "resume" if lease.liveness == "gone" else "wait"})
-            head["active_run"], head["driver"] = run_id, me
-            return True
-
-        self._update(session, change)
-        return me
-
-    def release(self, session: str, run_id: str, driver: Driver) -> None:
-        """Give the lease back: cleared when the run stopped, marked released (the run
-        interrupted) when it is still ``running``. A no-op if the lease is no longer ours."""
-
-        def change(head: SessionHead) -> bool:
-            if head["active_run"] != run_id or not _same_driver(head["driver"], driver):
-                return False
-            summary = self._summary(run_id)
-            if summary is not None and summary.status == "running":
-                held = head["driver"]
-                assert held is not None
-                held["released"] = True
-            else:
-                head["active_run"], head["driver"] = None, None
-            return True
-
-        self._update(session, change)
-
-
-def _check_agent(session: str, head: SessionHead, agent: AgentBinding) -> None:
-    bound = head["agent"]
-    if bound is None:
-        head["agent"] = agent
-        return
-    if bound != agent:
-        raise ConfigError(
-            f"session {session!r} belongs to agent {bound['agent_id']!r} version "
-            f"{bound['version']} (space {bound['space_id']!r}); agent {agent['agent_id']!r} "
-            f"version {agent['version']} (space {agent['space_id']!r}) cannot ask in it — "
-            "use another session", details={"session": session, "bound": dict(bound),
-                                             "agent": dict(agent)})
+    def _check(self, session: Session, wanted: str | None) -> None:
+        state = self.state(session)
+        why = blocking(state, wanted)
+        if why is not None:
+            raise LeaseRefused(state, why)

@@ -45,6 +45,7 @@ from agentloom.platform.domain import (
 from agentloom.platform.errors import BadRequest, Conflict, Invalid, NotFound, TooLarge
 from agentloom.platform.identity import Principal
 from agentloom.platform.launcher import RunEngines, RunJob, RunLauncher
+from agentloom.platform.lease import LeaseRefused, SessionLease, launcher_probe
 from agentloom.platform.store import ABSENT, PlatformStore, Versioned, retry_conflicts
 from agentloom.platform.store.base import secret_hash
 from agentloom.platform.tracker import RunTracker
@@ -85,6 +86,8 @@ class SessionService:
                  engines: RunEngines) -> None:
         self.store = store
         self.tracker = tracker
+        self.lease = SessionLease(store, tracker.summary,
+                                  probe=launcher_probe(launcher.driving))
         self.checkpoints = tracker.checkpoints
         self.launcher = launcher
         self.engines = engines
@@ -154,7 +157,6 @@ class SessionService:
                 if earlier is not None and earlier.value.expires_at > now():
                     return self._replay(session_id, earlier.value, request_hash), False
                 replace = earlier.version if earlier is not None else ABSENT
-            self._refuse_while_active(current.value)
             at = now()
             run = Run(run_id=new_id("run"), session_id=session_id,
                       space_id=session.space_id, agent_id=session.agent_id,
@@ -164,7 +166,11 @@ class SessionService:
                 session_id=session_id, key_sha256=key_sha, run_id=run.run_id,
                 request_hash=request_hash, user_id=who.user_id, created_at=at,
                 expires_at=at + IDEMPOTENCY_TTL_S)
-            self.store.start_run(current, run, key, replace)
+            try:
+                self.lease.open(current, run, self.launcher.holder(), idempotency=key,
+                                replace=replace)
+            except LeaseRefused as refused:
+                raise self._active(current.value, refused) from None
             return run, True
 
         run, created = retry_conflicts(attempt, attempts=200)
@@ -187,18 +193,12 @@ class SessionService:
             raise NotFound(f"session {session_id} not found", code="session_not_found")
         return found
 
-    def _refuse_while_active(self, session: Session, *, unless: str | None = None) -> None:
-        active = session.active_run
-        if active is None or active == unless:
-            return
-        held = self.store.get_run(session.session_id, active)
-        if held is None or held.value.status not in ACTIVE_STATES:
-            return  # a pointer to a run that stopped holds nothing
-        summary = self.tracker.summary(active)
-        if summary is not None and summary.status != "running":
-            return  # it stopped; its driver is letting go of the lease
-        status = held.value.status
-        if status == "interrupted":
+    def _active(self, session: Session, refused: LeaseRefused) -> Conflict:
+        """The API's words for a session another run holds (``run_active``)."""
+        active = refused.state.run_id
+        held = self.store.get_run(session.session_id, active) if active else None
+        status = held.value.status if held else "running"
+        if refused.why == "interrupted" or status == "interrupted":
             message = (f"run {active} was interrupted (nothing drives it); resume it or "
                        "cancel it before asking again")
             way_out = "resume"
@@ -206,8 +206,8 @@ class SessionService:
             message = (f"run {active} is {status} in this session; follow its events, wait "
                        "for it, or cancel it")
             way_out = "wait"
-        raise Conflict(message, code="run_active",
-                       details={"run_id": active, "status": status, "way_out": way_out})
+        return Conflict(message, code="run_active",
+                        details={"run_id": active, "status": status, "way_out": way_out})
 
     def _launch(self, job: RunJob) -> None:
         try:
@@ -294,14 +294,12 @@ class SessionService:
 
         def attempt() -> Run:
             session = self._session_item(run.value.session_id)
-            self._refuse_while_active(session.value, unless=run_id)
             current = self.store.get_run(run.value.session_id, run_id)
             assert current is not None
-            new = current.value.model_copy(update={"status": "queued", "updated_at": now()})
-            self.store.update_run(current, new, session=session,
-                                  session_update=session.value.model_copy(
-                                      update={"active_run": run_id}))
-            return new
+            try:
+                return self.lease.take(session, current, self.launcher.holder())
+            except LeaseRefused as refused:
+                raise self._active(session.value, refused) from None
 
         return retry_conflicts(attempt)
 

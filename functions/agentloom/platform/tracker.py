@@ -255,10 +255,18 @@ class RunTracker:
             new = run.value.model_copy(update={
                 "status": status, "updated_at": now(),
                 "error": self.redactor.scrub(error) if error else None})
-            release = session.value.active_run == run_id and status not in ACTIVE_STATES
-            self.store.update_run(run, new, session=session if release else None,
-                                  session_update=session.value.model_copy(
-                                      update={"active_run": None}) if release else None)
+            # the lease (agentloom.platform.lease): given back when the run stopped, its
+            # driver cleared when it let go of a run still running (interrupted)
+            held = session.value.active_run == run_id
+            if held and status not in ACTIVE_STATES:
+                update: dict[str, Any] | None = {"active_run": None, "driver": None}
+            elif held and status == "interrupted" and session.value.driver is not None:
+                update = {"driver": None}
+            else:
+                update = None
+            self.store.update_run(run, new, session=session if update else None,
+                                  session_update=session.value.model_copy(update=update)
+                                  if update else None)
 
         try:
             retry_conflicts(attempt)

@@ -16,6 +16,7 @@ from moto import mock_aws
 from agentloom.platform.admin import AdminService
 from agentloom.platform.identity import Principal
 from agentloom.platform.launcher import RunJob
+from agentloom.platform.lease import STEP_FUNCTIONS, Driver
 from agentloom.platform.sessions import SessionService
 from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
 from agentloom.platform.store.dynamodb import create_table as create_platform_table
@@ -50,6 +51,9 @@ class RecordingLauncher:
 
     def driving(self, run_id: str) -> bool:
         return False
+
+    def holder(self) -> Driver:
+        return STEP_FUNCTIONS
 
     def close(self) -> None:
         return None
