@@ -1,17 +1,22 @@
 """The Powertools HTTP API resolver, safe for concurrent requests, with the gate every
 request passes before routing.
 
-Powertools keeps the current event on a class attribute (``BaseRouter.current_event``)
-and the request context on the resolver: one request at a time, as in Lambda. ``serve``
-handles requests on many threads (long polls wait up to 20 s), so this resolver keeps
-both per thread. ``resolve`` is Powertools' own, minus that global assignment; it
-relies on ``_to_proxy_event``, ``_resolve`` and ``_build_response`` (pinned: powertools
-3.x).
+Powertools' public request state is three attributes of the resolver: ``current_event``,
+``lambda_context`` and ``context`` (``append_context`` / ``clear_context``). Its
+``resolve`` assigns the event to a class attribute (one request at a time, as in
+Lambda); ``serve`` handles requests on many threads (long polls wait up to 20 s). This
+resolver declares the three attributes as per-thread properties, sets the event and a
+fresh context before calling Powertools' own ``resolve`` and drops the context after it, so
+every route, middleware and exception handler of a request reads that request's state
+whichever thread it is on. Only public names are used (``resolve``, the three attributes,
+``APIGatewayProxyEventV2``): the supported Powertools range is the
+extras' in ``pyproject.toml`` and both of its ends are tested
+(``tests/functional/test_powertools_range.py``).
 
 The gate (the same in Lambda and in ``serve``), in order: a body over ``max_body``
 bytes is 413; a body that is not UTF-8 is 400; then the caller is authenticated (401 for
 anything but the public paths: no route, no body parsing, nothing is revealed to an
-anonymous caller). The principal is in the thread's context for the routes.
+anonymous caller). The principal is in the request's context for the routes.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ import base64
 import binascii
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
 from agentloom.platform.errors import BadRequest, PlatformError, TooLarge
 from agentloom.platform.identity import Authenticator, Principal
@@ -45,14 +51,15 @@ class ApiResolver(APIGatewayHttpResolver):
         self.authenticator = authenticator
         self.max_body = max_body
 
-    # -- per-thread request state ------------------------------------------------------
+    # -- per-thread request state (Powertools' public attributes) --------------------------
 
-    @property
-    def current_event(self) -> Any:
-        return self._local.event
+    @property  # type: ignore[override]
+    def current_event(self) -> APIGatewayProxyEventV2:
+        event: APIGatewayProxyEventV2 = self._local.event
+        return event
 
     @current_event.setter
-    def current_event(self, value: Any) -> None:
+    def current_event(self, value: APIGatewayProxyEventV2) -> None:
         self._local.event = value
 
     @property
@@ -88,14 +95,14 @@ class ApiResolver(APIGatewayHttpResolver):
             principal = self._gate(event)
         except PlatformError as err:
             return error_response(err)
-        self.current_event = self._to_proxy_event(dict(event))
+        raw = dict(event)
+        self.context = {} if principal is None else {"principal": principal}
+        self.current_event = APIGatewayProxyEventV2(raw)
         self.lambda_context = context
         try:
-            if principal is not None:
-                self.context["principal"] = principal
-            return self._build_response(self._resolve())
+            return super().resolve(raw, context)
         finally:
-            self.context.clear()
+            self.context = {}
 
     def _gate(self, event: Mapping[str, Any]) -> Principal | None:
         body = event.get("body")
@@ -126,5 +133,3 @@ def _raw_body(body: str, encoded: bool) -> bytes:
         raise BadRequest("the request body is not valid base64", code="invalid_encoding") \
             from None
 
-
-Route = Callable[..., Any]
