@@ -51,6 +51,7 @@ from agentloom.api.models import (
     RunIndexOut,
     RunsOut,
     SessionIn,
+    SessionOut,
     SessionsOut,
     SpaceIn,
     SpaceOut,
@@ -66,7 +67,7 @@ from agentloom.api.routing import (
 )
 from agentloom.models import ConnectionInputError, DiscoveryError
 from agentloom.platform.admin import AdminService
-from agentloom.platform.domain import AgentVersion, Draft, Member, RunState, Session
+from agentloom.platform.domain import AgentVersion, Draft, Member, RunState
 from agentloom.platform.errors import (
     BadRequest,
     Conflict,
@@ -303,13 +304,14 @@ def _model_routes(app: ApiResolver, admin: AdminService) -> None:
 def _session_routes(app: ApiResolver, svc: SessionService) -> None:
     @app.post(f"{P}/spaces/<space_id>/sessions", tags=["sessions"], status_code=201,
               responses=declare(404, 409, ok={201: "The new session"}, body=True))
-    def create_session(space_id: str, body: SessionIn) -> Session:
-        return svc.create_session(app.principal(), space_id, body.agent_id, body.version,
-                                  body.title)
+    def create_session(space_id: str, body: SessionIn) -> SessionOut:
+        return SessionOut.of(svc.create_session(app.principal(), space_id, body.agent_id,
+                                                body.version, body.title))
 
     @app.get(f"{P}/spaces/<space_id>/sessions", tags=["sessions"], responses=declare(404))
     def list_sessions(space_id: str) -> SessionsOut:
-        return SessionsOut(items=svc.sessions(app.principal(), space_id))
+        return SessionsOut(items=[SessionOut.of(s)
+                                  for s in svc.sessions(app.principal(), space_id)])
 
     @app.get(f"{P}/spaces/<space_id>/runs", tags=["operators"], responses=declare(403, 404))
     def space_runs(space_id: str, status: Annotated[RunState | None, Query()] = None,
@@ -330,8 +332,8 @@ def _session_routes(app: ApiResolver, svc: SessionService) -> None:
                                    note=raised.note)
 
     @app.get(f"{P}/sessions/<session_id>", tags=["sessions"], responses=declare(404))
-    def get_session(session_id: str) -> Session:
-        return svc.session(app.principal(), session_id)
+    def get_session(session_id: str) -> SessionOut:
+        return SessionOut.of(svc.session(app.principal(), session_id))
 
     @app.get(f"{P}/sessions/<session_id>/messages", tags=["sessions"], responses=declare(404))
     def messages(session_id: str, after: Annotated[int, Query(ge=0)] = 0,

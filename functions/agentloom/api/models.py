@@ -230,9 +230,31 @@ class DiscoverOut(BaseModel):
     items: list[DiscoveredModel]
 
 
+class SessionOut(BaseModel):
+    """A session as the API shows it: everything but who drives its run (a process
+    identity of the host, which is the platform's business)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    format: int = 1
+    session_id: str
+    space_id: str
+    agent_id: str
+    version: int
+    user_id: str
+    title: str = ""
+    created_at: float
+    active_run: str | None = None
+    runs: int = 0
+
+    @classmethod
+    def of(cls, session: Session) -> SessionOut:
+        return cls(**session.model_dump(exclude={"driver"}))
+
+
 RunsOut = Items[Run]
 RunIndexOut = Items[RunIndex]
-SessionsOut = Items[Session]
+SessionsOut = Items[SessionOut]
 MembersOut = Items[Member]
 AgentsOut = Items[Agent]
 VersionsOut = Items[AgentVersion]
