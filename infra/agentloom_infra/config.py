@@ -1,102 +1,170 @@
 """``StageConfig``: every deploy-time choice, read once from CDK context (docs/deploy.md).
 
-Context values (``cdk deploy -c stage=prod -c jwtIssuer=…``): ``stage`` (default ``dev``;
-``prod`` retains data on stack deletion), ``sandboxImage`` (an existing image URI instead
-of building infra/sandbox/Dockerfile), ``jwtIssuer`` + ``jwtAudience`` (an existing OIDC
-issuer instead of the Cognito user pool), ``eventPattern`` (JSON EventBridge pattern),
-``scheduleCron`` (an EventBridge Scheduler ``cron(...)`` body), ``triggers`` (JSON: trigger
-name → {space_id, agent_id, version, user_id, question}), ``sqsTrigger``, ``eventTrigger``,
-``scheduleTrigger`` (the trigger names each source uses), ``rolloverCycles``, ``maxAzs``,
-``reservedConcurrency`` (JSON: function name → reserved concurrent executions; none by
-default, since an account whose concurrency limit is still 10 rejects any reservation),
-``powertoolsLayerArn`` (a Powertools v3 python3.12 arm64 layer version ARN instead of the
-public one in the stack's region: another partition, a pinned or private copy).
-A malformed value raises ``ConfigError`` naming the key, before anything is synthesized.
+One pydantic model of the stack's context: each field is a context key (its alias: the
+camelCase name passed as ``cdk deploy -c stage=prod -c jwtIssuer=…`` or put under
+``"context"`` in infra/cdk.json), typed and described below. Values are strict (no
+coercion) except for the forms the CDK CLI can only pass as text: a JSON object may be
+given as JSON text (``triggers``, ``eventPattern``, ``reservedConcurrency``), an integer
+as its digits (``rolloverCycles``, ``maxAzs``), the audiences as a comma-separated list.
+An unset or empty value takes the default. A malformed value raises ``ConfigError``
+naming the key, before anything is synthesized; keys this model does not know (CDK's own
+feature flags, ``aws:cdk:…``) are not read.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 from constructs import Node
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+from typing_extensions import TypedDict  # pydantic validates only this one before 3.12
 
-STAGE_RE = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
-LAYER_ARN_RE = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$")
-TRIGGER_KEYS = frozenset({"space_id", "agent_id", "version", "user_id", "question"})
+STAGE = r"^[a-z][a-z0-9-]{0,15}$"
+LAYER_ARN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$"
+SCHEDULE = r"^(cron\([^()]+\)|rate\([^()]+\))$"
+Function = Literal["api", "step", "trigger"]  # the stack's Lambda functions
+FUNCTIONS = get_args(Function)
+TRIGGER_KEYS = ("agent_id", "question", "space_id", "user_id", "version")
 
 
 class ConfigError(ValueError):
     """A context value is missing or malformed; the message names the key."""
 
 
-def _json(node: Node, key: str, default: Any) -> Any:
-    raw = node.try_get_context(key)
-    if raw is None:
-        return default
-    if not isinstance(raw, str):
-        return raw  # cdk.json may hold the value as JSON already
+def _json_text(value: object) -> object:
+    """A JSON value, or JSON text (what ``-c key=…`` passes) decoded."""
+    if not isinstance(value, str):
+        return value  # cdk.json may hold the value as JSON already
     try:
-        return json.loads(raw)
+        return json.loads(value)
     except ValueError as exc:
-        raise ConfigError(f"context {key!r} is not valid JSON: {exc}") from None
+        raise ValueError(f"is not valid JSON: {exc}") from None
 
 
-def _int(node: Node, key: str, default: int, low: int, high: int) -> int:
-    raw = node.try_get_context(key)
-    try:
-        value = default if raw is None else int(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(f"context {key!r} must be an integer, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ConfigError(f"context {key!r} must be within {low}..{high}, got {value}")
+def _digits(value: object) -> object:
+    """An integer, or its decimal digits as text; never a bool or a float."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
     return value
 
 
-FUNCTIONS = frozenset({"api", "step", "trigger"})
+def _comma_list(value: object) -> object:
+    """Comma-separated text, or a JSON list (cdk.json), as a tuple."""
+    if isinstance(value, str):
+        return tuple(value.split(","))
+    return tuple(value) if isinstance(value, list) else value
 
 
-def _reserved(node: Node) -> dict[str, int]:
-    reserved = _json(node, "reservedConcurrency", {})
-    if not isinstance(reserved, dict) or not set(reserved) <= FUNCTIONS or not all(
-            isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1000
-            for v in reserved.values()):
-        raise ConfigError("context 'reservedConcurrency' must map some of "
-                          f"{sorted(FUNCTIONS)} to integers 1..1000")
-    return reserved
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+JsonObject = Annotated[dict[str, Any], BeforeValidator(_json_text)]
 
 
-def _triggers(node: Node) -> dict[str, dict[str, str]]:
-    triggers = _json(node, "triggers", {})
-    if not isinstance(triggers, dict):
-        raise ConfigError("context 'triggers' must be a JSON object: name → definition")
-    for name, spec in triggers.items():
-        if not isinstance(spec, dict) or set(spec) != TRIGGER_KEYS or not all(
-                isinstance(v, str) and v for v in spec.values()):
-            raise ConfigError(f"context 'triggers'[{name!r}] needs exactly the string keys "
-                              f"{sorted(TRIGGER_KEYS)}")
-    return triggers
+class TriggerDefinition(TypedDict):
+    """One trigger, as the trigger function reads it (``AGENTLOOM_TRIGGERS``)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    space_id: NonEmpty
+    agent_id: NonEmpty
+    version: NonEmpty
+    user_id: NonEmpty
+    question: NonEmpty
 
 
-@dataclass(frozen=True, kw_only=True)
-class StageConfig:
-    stage: str = "dev"
-    sandbox_image: str | None = None
-    jwt_issuer: str | None = None
-    jwt_audience: tuple[str, ...] = ()
-    event_pattern: dict[str, Any] | None = None
-    schedule_cron: str | None = None
-    triggers: dict[str, dict[str, str]] = field(default_factory=dict)
-    sqs_trigger: str | None = None
-    event_trigger: str | None = None
-    schedule_trigger: str | None = None
-    rollover_cycles: int = 500
-    max_azs: int = 2
-    reserved_concurrency: dict[str, int] = field(default_factory=dict)
-    powertools_layer_arn: str | None = None
-    otel_layer_arn: str | None = None
+# What each key must be, in the words of the error message (a failed built-in check).
+_EXPECTED = {
+    "stage": "must be lowercase letters, digits and '-', starting with a letter, at most "
+             "16 characters",
+    "sandboxImage": "must be an image URI",
+    "jwtIssuer": "must be an https:// URL",
+    "jwtAudience": "must be comma-separated audiences",
+    "eventPattern": "must be a JSON object (an EventBridge pattern)",
+    "scheduleCron": "must be 'cron(...)' or 'rate(...)'",
+    "triggers": "must be a JSON object: trigger name → definition",
+    "sqsTrigger": "must be a trigger name", "eventTrigger": "must be a trigger name",
+    "scheduleTrigger": "must be a trigger name",
+    "rolloverCycles": "must be within 10..3000 (an integer)",
+    "maxAzs": "must be within 1..3 (an integer)",
+    "reservedConcurrency": f"must map some of {list(FUNCTIONS)} to integers 1..1000",
+    "powertoolsLayerArn": "must be a layer version ARN "
+                          "(arn:aws:lambda:<region>:<account>:layer:<name>:<version>)",
+    "otelLayerArn": "must be a layer version ARN (the ADOT Python layer for arm64 of your "
+                    "region)",
+}
+# ... and what one entry of a mapping key must be (the entry is named too).
+_EXPECTED_ENTRY = {
+    "triggers": f"needs exactly the non-empty string keys {list(TRIGGER_KEYS)}",
+    "reservedConcurrency": f"must be one of {list(FUNCTIONS)} mapped to an integer "
+                           "1..1000",
+}
+
+
+class StageConfig(BaseModel):
+    """The stage's context values (docs/deploy.md, "Context values")."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    stage: str = Field(default="dev", pattern=STAGE, description=(
+        "Names every resource (agentloom-<stage>-…); prod retains data on deletion"))
+    sandbox_image: NonEmpty | None = Field(default=None, alias="sandboxImage", description=(
+        "An existing image URI instead of building infra/sandbox/Dockerfile"))
+    jwt_issuer: str | None = Field(default=None, alias="jwtIssuer", pattern=r"^https://",
+                                   description="An existing OIDC issuer instead of the "
+                                   "Cognito user pool (with jwtAudience)")
+    jwt_audience: Annotated[tuple[NonEmpty, ...], BeforeValidator(_comma_list)] = Field(
+        default=(), alias="jwtAudience", description="The issuer's accepted audiences")
+    event_pattern: JsonObject | None = Field(default=None, alias="eventPattern",
+                                             description="An EventBridge rule pattern")
+    schedule_cron: str | None = Field(default=None, alias="scheduleCron", pattern=SCHEDULE,
+                                      description="An EventBridge Scheduler expression, UTC")
+    triggers: Annotated[dict[str, TriggerDefinition], BeforeValidator(_json_text)] = Field(
+        default_factory=dict, description="Trigger name → what its runs ask of which agent")
+    sqs_trigger: str | None = Field(default=None, alias="sqsTrigger", description=(
+        "The trigger of a queue message that names none"))
+    event_trigger: str | None = Field(default=None, alias="eventTrigger",
+                                      description="The trigger eventPattern starts")
+    schedule_trigger: str | None = Field(default=None, alias="scheduleTrigger",
+                                         description="The trigger scheduleCron starts")
+    rollover_cycles: Annotated[int, BeforeValidator(_digits)] = Field(
+        default=500, ge=10, le=3000, alias="rolloverCycles",
+        description="Cycles per execution before the run continues in a new one")
+    max_azs: Annotated[int, BeforeValidator(_digits)] = Field(
+        default=2, ge=1, le=3, alias="maxAzs", description="AZs of the VPC")
+    reserved_concurrency: Annotated[
+        dict[Function, Annotated[int, Field(ge=1, le=1000)]],
+        BeforeValidator(_json_text)] = Field(
+        default_factory=dict, alias="reservedConcurrency", description=(
+            "Reserved concurrent executions per function (none by default: an account "
+            "whose concurrency limit is still 10 rejects any reservation)"))
+    powertools_layer_arn: str | None = Field(
+        default=None, alias="powertoolsLayerArn", pattern=LAYER_ARN, description=(
+            "A Powertools v3 python3.12 arm64 layer instead of the public one of the "
+            "stack's region (another partition, a pinned or private copy)"))
+    otel_layer_arn: str | None = Field(default=None, alias="otelLayerArn",
+                                       pattern=LAYER_ARN, description=(
+                                           "The ADOT Python layer (arm64): the GenAI spans "
+                                           "reach X-Ray"))
+
+    @model_validator(mode="after")
+    def _together(self) -> StageConfig:
+        if bool(self.jwt_issuer) != bool(self.jwt_audience):
+            raise ValueError("context 'jwtIssuer' and 'jwtAudience' go together")
+        for key, name in (("sqsTrigger", self.sqs_trigger),
+                          ("eventTrigger", self.event_trigger),
+                          ("scheduleTrigger", self.schedule_trigger)):
+            if name is not None and name not in self.triggers:
+                raise ValueError(f"context {key!r} names {name!r}, which is not in "
+                                 "'triggers'")
+        return self
 
     @property
     def prefix(self) -> str:
@@ -107,45 +175,33 @@ class StageConfig:
         return self.stage == "prod"
 
     @classmethod
+    def keys(cls) -> list[str]:
+        """The context keys this model reads."""
+        return [field.alias or name for name, field in cls.model_fields.items()]
+
+    @classmethod
     def from_context(cls, node: Node) -> StageConfig:
-        stage = str(node.try_get_context("stage") or "dev")
-        if not STAGE_RE.match(stage):
-            raise ConfigError(f"context 'stage' must match {STAGE_RE.pattern}, got {stage!r}")
-        issuer = node.try_get_context("jwtIssuer")
-        audience = node.try_get_context("jwtAudience")
-        if bool(issuer) != bool(audience):
-            raise ConfigError("context 'jwtIssuer' and 'jwtAudience' go together")
-        if issuer and not str(issuer).startswith("https://"):
-            raise ConfigError("context 'jwtIssuer' must be an https:// URL")
-        pattern = _json(node, "eventPattern", None)
-        if pattern is not None and not isinstance(pattern, dict):
-            raise ConfigError("context 'eventPattern' must be a JSON object")
-        cron = node.try_get_context("scheduleCron")
-        if cron is not None and not re.fullmatch(r"cron\([^()]+\)|rate\([^()]+\)", str(cron)):
-            raise ConfigError("context 'scheduleCron' must be 'cron(...)' or 'rate(...)'")
-        triggers = _triggers(node)
-        layer = node.try_get_context("powertoolsLayerArn")
-        if layer is not None and not LAYER_ARN_RE.match(str(layer)):
-            raise ConfigError("context 'powertoolsLayerArn' must be a layer version ARN "
-                              "(arn:aws:lambda:<region>:<account>:layer:<name>:<version>)")
-        otel = node.try_get_context("otelLayerArn")
-        if otel is not None and not LAYER_ARN_RE.match(str(otel)):
-            raise ConfigError("context 'otelLayerArn' must be a layer version ARN (the ADOT "
-                              "Python layer for arm64 of your region)")
-        names = {k: node.try_get_context(k) for k in
-                 ("sqsTrigger", "eventTrigger", "scheduleTrigger")}
-        for key, name in names.items():
-            if name is not None and name not in triggers:
-                raise ConfigError(f"context {key!r} names {name!r}, which is not in "
-                                  "'triggers'")
-        return cls(
-            stage=stage, sandbox_image=node.try_get_context("sandboxImage") or None,
-            jwt_issuer=issuer or None,
-            jwt_audience=tuple(str(audience).split(",")) if audience else (),
-            event_pattern=pattern, schedule_cron=str(cron) if cron else None,
-            triggers=triggers, sqs_trigger=names["sqsTrigger"],
-            event_trigger=names["eventTrigger"], schedule_trigger=names["scheduleTrigger"],
-            rollover_cycles=_int(node, "rolloverCycles", 500, 10, 3000),
-            max_azs=_int(node, "maxAzs", 2, 1, 3), reserved_concurrency=_reserved(node),
-            powertools_layer_arn=str(layer) if layer is not None else None,
-            otel_layer_arn=str(otel) if otel is not None else None)
+        values = {key: node.try_get_context(key) for key in cls.keys()}
+        try:
+            return cls.model_validate({k: v for k, v in values.items()
+                                       if v is not None and v != ""})
+        except ValidationError as err:
+            raise ConfigError(_message(err)) from None
+
+
+def _message(err: ValidationError) -> str:
+    """The first problem, naming its context key (and the trigger or function in it)."""
+    error = err.errors()[0]
+    if not error["loc"]:  # a rule across keys: its message names them
+        return str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
+    key, *inner = (str(part) for part in error["loc"])
+    if error["type"] == "value_error":  # one of the validators above
+        return f"context {key!r} {error['ctx']['error']}"
+    if inner and key in _EXPECTED_ENTRY:
+        return f"context {key!r}[{inner[0]!r}] {_EXPECTED_ENTRY[key]}"
+    where = f"context {key!r}"
+    if inner:  # an item of a list
+        return f"{where} {_EXPECTED.get(key, 'is invalid')}"
+    got = error.get("input")
+    shown = f", got {str(got)[:80]!r}" if isinstance(got, str | int) else ""
+    return f"{where} {_EXPECTED.get(key, 'is invalid')}{shown}"

@@ -28,6 +28,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from agentloom_infra.bundling import lambda_code, tokenizer_layer_code
+from agentloom_infra.config import Function
 from agentloom_infra.workspace import MOUNT_PATH
 
 HANDLERS = {"api": "agentloom.handlers.api.handler",
@@ -62,7 +63,7 @@ class Functions(Construct):
                  security_group: ec2.ISecurityGroup, key: kms.IKey,
                  common_env: Mapping[str, str], step_env: Mapping[str, str],
                  trigger_env: Mapping[str, str], access_point: efs.IAccessPoint,
-                 reserved_concurrency: Mapping[str, int] | None = None,
+                 reserved_concurrency: Mapping[Function, int] | None = None,
                  powertools_layer_arn: str | None = None,
                  otel_layer_arn: str | None = None,
                  removal_policy: cdk.RemovalPolicy) -> None:

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -127,8 +127,8 @@ def run_once(cold: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, OpenAICompatibleServer(script()) as server, \
             mock_aws():
         aws = clients()
-        aws.dynamodb = Counting(aws.dynamodb)
-        aws.kms = Counting(aws.kms)
+        dynamodb, kms = Counting(aws.dynamodb), Counting(aws.kms)
+        aws.dynamodb, aws.kms = cast(Any, dynamodb), cast(Any, kms)  # stand-ins
         machine = aws.sfn.create_state_machine(
             name="m", roleArn="arn:aws:iam::123456789012:role/sfn",
             definition='{"StartAt":"P","States":{"P":{"Type":"Pass","End":true}}}'
@@ -136,7 +136,7 @@ def run_once(cold: bool) -> dict[str, Any]:
         bench = open_bench(aws, Path(tmp), server.base_url, state_machine_arn=machine)
         bench.agent(agent)
         run, _ = bench.api.sessions.ask(ALICE, bench.session_id, "Write the files")
-        reads0, kms0 = aws.dynamodb.items_read, sum(aws.kms.calls.values())
+        reads0, kms0 = dynamodb.items_read, sum(kms.calls.values())
         stores = (bench.step_platform.checkpoints, bench.step_platform.store)
         written0 = [(s.items_written, s.write_units) for s in stores]
 
@@ -152,10 +152,10 @@ def run_once(cold: bool) -> dict[str, Any]:
                                                       sum(w[1] for w in written0))
         result = {"steps": len(replies), "status": replies[-1]["status"],
                   "transitions": transitions(replies),
-                  "items_read": aws.dynamodb.items_read - reads0,
+                  "items_read": dynamodb.items_read - reads0,
                   "items_written": items, "write_units": units,
-                  "kms_calls": sum(aws.kms.calls.values()),
-                  "kms_calls_steps": sum(aws.kms.calls.values()) - kms0,
+                  "kms_calls": sum(kms.calls.values()),
+                  "kms_calls_steps": sum(kms.calls.values()) - kms0,
                   "attaches": bench.service.attaches}
         bench.service.close()
         return result

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.exceptions import ClientError
 
 from agentloom.stores.dynamodb_checkpoints import (
@@ -126,7 +126,7 @@ class Unprocessed:
         self.calls += 1
         if self.calls > self.times:
             return None  # really call moto
-        return AWSResponse("https://dynamodb", 200, {}, None), {
+        return AWSResponse("https://dynamodb", 200, HTTPHeaders(), None), {
             "UnprocessedItems": self._request}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 import pytest
@@ -47,7 +47,7 @@ def endpoint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
         server.stop()
 
 
-def client(service: str, endpoint: str) -> Any:
+def client(service: Literal["dynamodb", "kms"], endpoint: str) -> Any:
     return boto3.client(service, region_name="us-east-1", endpoint_url=endpoint)
 
 

@@ -235,7 +235,7 @@ class Deployment:
 
     def executions(self, run_id: str) -> list[dict[str, Any]]:
         listed = self.bench.aws.sfn.list_executions(stateMachineArn=MACHINE_ARN)["executions"]
-        return sorted((e for e in listed if e["name"].startswith(run_id)),
+        return sorted((dict(e) for e in listed if e["name"].startswith(run_id)),
                       key=lambda e: int(e["name"].rsplit("-g", 1)[1]))
 
     def settle(self, run_id: str, timeout: float = 60.0) -> list[dict[str, Any]]:

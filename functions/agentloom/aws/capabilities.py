@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloom.capabilities import Capabilities, Capability, CapabilityBase, RunScope
 from agentloom.crypto import Keyring
@@ -29,6 +29,10 @@ from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.store import PlatformStore
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.tool_contracts import ToolDefinition
+
+if TYPE_CHECKING:  # the boto3 stubs (the dev extra)
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3vectors import S3VectorsClient
 
 DEFAULT_ROOT = "/mnt/workspaces"
 
@@ -56,9 +60,10 @@ class KnowledgeOff(CapabilityBase):
         return []
 
 
-def aws_capabilities(*, table: str, dynamodb: Any, store: PlatformStore, keyring: Keyring,
-                     workspace_root: str = DEFAULT_ROOT, vector_bucket: str | None = None,
-                     vectors: Callable[[], Any] | None = None,
+def aws_capabilities(*, table: str, dynamodb: DynamoDBClient, store: PlatformStore,
+                     keyring: Keyring, workspace_root: str = DEFAULT_ROOT,
+                     vector_bucket: str | None = None,
+                     vectors: Callable[[], S3VectorsClient] | None = None,
                      mcp_policy: McpPolicy | None = None) -> Capabilities:
     """``vectors``: builds the ``s3vectors`` client (called only when ``vector_bucket``
     is set). ``mcp_policy``: the default (public addresses, no stdio) unless a test

@@ -17,7 +17,7 @@ the fence). ``driving`` is ``DescribeExecution`` = ``RUNNING``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agentloom.aws import fence
 from agentloom.platform.errors import Unavailable
@@ -26,6 +26,10 @@ from agentloom.platform.launcher import RunJob
 from agentloom.platform.lease import STEP_FUNCTIONS, Driver
 from agentloom.platform.store import PlatformStore
 from agentloom_runtime.errors import ConfigError
+
+if TYPE_CHECKING:  # the boto3 stubs (the dev extra)
+    from mypy_boto3_ecs import ECSClient
+    from mypy_boto3_stepfunctions import SFNClient
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +43,14 @@ def execution_arn(state_machine_arn: str, name: str) -> str:
 
 
 def _error_code(exc: Exception) -> str:
+    """A botocore ``ClientError``'s code ("" for another error, e.g. no connection)."""
     response = getattr(exc, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
 
 
 class SfnRunLauncher:
-    def __init__(self, host: RunHost, store: PlatformStore, *, sfn: Any, ecs: Any,
-                 state_machine_arn: str) -> None:
+    def __init__(self, host: RunHost, store: PlatformStore, *, sfn: SFNClient,
+                 ecs: ECSClient, state_machine_arn: str) -> None:
         self.host = host
         self.tracker = host.tracker
         self.store = store
@@ -86,9 +91,9 @@ class SfnRunLauncher:
                 stateMachineArn=self.state_machine_arn, name=name,
                 input=json.dumps({"run_id": run_id, "generation": generation,
                                   "command": None}))
+        except self.sfn.exceptions.ExecutionAlreadyExists:
+            return name  # a retried start: that execution drives the run
         except Exception as exc:
-            if _error_code(exc) == "ExecutionAlreadyExists":
-                return name  # a retried start: that execution drives the run
             log.warning("run %s: StartExecution failed (%s)", run_id, _error_code(exc))
             raise Unavailable(f"the run could not be started on Step Functions "
                               f"({_error_code(exc) or type(exc).__name__}); resume it to "
@@ -114,8 +119,12 @@ class SfnRunLauncher:
         try:
             self.sfn.stop_execution(executionArn=arn, cause="cancelled through the API")
             stopped = True
-        except Exception as exc:
-            if _error_code(exc) not in ("ExecutionDoesNotExist", "ExecutionNotRunning"):
+        except self.sfn.exceptions.ExecutionDoesNotExist:
+            pass  # never started, or its history expired
+        except self.sfn.exceptions.ClientError as exc:
+            # an ended execution needs no stop; "ExecutionNotRunning" is no modeled
+            # StopExecution error (no class in sfn.exceptions), so it is matched by code
+            if _error_code(exc) != "ExecutionNotRunning":
                 raise
         if state.cluster:
             tasks = self.ecs.list_tasks(cluster=state.cluster, startedBy=run_id,
@@ -132,10 +141,8 @@ class SfnRunLauncher:
             return False
         try:
             status = self.sfn.describe_execution(executionArn=current[0])["status"]
-        except Exception as exc:
-            if _error_code(exc) == "ExecutionDoesNotExist":
-                return False
-            raise
+        except self.sfn.exceptions.ExecutionDoesNotExist:
+            return False
         return bool(status == "RUNNING")
 
     def close(self) -> None:

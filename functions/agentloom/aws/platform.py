@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloom.aws.capabilities import aws_capabilities
 from agentloom.aws.config import AwsConfig
@@ -45,19 +45,27 @@ from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.events import Emit
 from agentloom_runtime.snapshot import AgentSnapshot
 
+if TYPE_CHECKING:  # the boto3 stubs (the dev extra); the Lambda bundle never loads them
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_ecs import ECSClient
+    from mypy_boto3_efs import EFSClient
+    from mypy_boto3_kms import KMSClient
+    from mypy_boto3_s3vectors import S3VectorsClient
+    from mypy_boto3_stepfunctions import SFNClient
+
 SCOPE_CACHE = 1024
 
 
 @dataclass
 class AwsClients:
-    dynamodb: Any
-    kms: Any
-    sfn: Any
-    ecs: Any
-    efs: Any
-    s3vectors: Any = None  # made on first use (knowledge bases only)
+    dynamodb: DynamoDBClient
+    kms: KMSClient
+    sfn: SFNClient
+    ecs: ECSClient
+    efs: EFSClient
+    s3vectors: S3VectorsClient | None = None  # made on first use (knowledge bases only)
 
-    def vectors(self, region: str) -> Any:
+    def vectors(self, region: str) -> S3VectorsClient:
         if self.s3vectors is None:
             import boto3
 
@@ -69,8 +77,9 @@ class AwsClients:
         import boto3  # the aws extra; loaded when a container wires itself
 
         session = boto3.session.Session(region_name=region)
-        return cls(*(session.client(name) for name in
-                     ("dynamodb", "kms", "stepfunctions", "ecs", "efs")))
+        return cls(dynamodb=session.client("dynamodb"), kms=session.client("kms"),
+                   sfn=session.client("stepfunctions"), ecs=session.client("ecs"),
+                   efs=session.client("efs"))
 
 
 def document_scope(store: PlatformStore, stage: str) -> Callable[[str], KeyScope]:

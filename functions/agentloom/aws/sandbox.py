@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -38,6 +38,10 @@ from agentloom.sandbox.fargate import FargateTaskSpec, sfn_overrides, task_defin
 from agentloom.skills.manifest import HASH_PREFIX
 from agentloom.skills.materialize import FOLDER, SkillMount, skill_directory
 from agentloom_runtime.workspace import CommandSpec, WorkspaceError
+
+if TYPE_CHECKING:  # the boto3 stubs (the dev extra)
+    from mypy_boto3_ecs import ECSClient
+    from mypy_boto3_efs import EFSClient
 
 CACHE = 512
 
@@ -66,8 +70,8 @@ def family(prefix: str, skills: tuple[str, ...] = ()) -> str:
 
 
 class SandboxRegistry:
-    def __init__(self, config: SandboxConfig, store: PlatformStore, *, efs: Any,
-                 ecs: Any, region: str) -> None:
+    def __init__(self, config: SandboxConfig, store: PlatformStore, *, efs: EFSClient,
+                 ecs: ECSClient, region: str) -> None:
         self.config = config
         self.store = store
         self.efs = efs
@@ -96,8 +100,10 @@ class SandboxRegistry:
                 Tags=[{"Key": key, "Value": value} for key, value in tags.items()])
         except self.efs.exceptions.AccessPointAlreadyExists as exc:
             # the token's access point exists (a skill version another session mounts,
-            # or a retry after a crash): EFS names it in the error
-            return str(exc.response["AccessPointId"])
+            # or a retry after a crash): EFS names it in the error (a member of the
+            # modeled error, which botocore parses into the response beside "Error")
+            response: dict[str, Any] = dict(exc.response)
+            return str(response["AccessPointId"])
         self.created += 1
         return str(made["AccessPointId"])
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 import traceback
 from collections.abc import Mapping
@@ -46,6 +45,7 @@ from typing import Any
 from agentloom.aws import fence
 from agentloom.aws.platform import AwsPlatform
 from agentloom.aws.sandbox import SandboxRegistry
+from agentloom.aws.step_input import StepInput, StepInputError
 from agentloom.aws.workspaces import EfsWorkspaces
 from agentloom.observability import Relay
 from agentloom.platform.agents import snapshot_of
@@ -63,12 +63,6 @@ from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.workspace import CommandSpec, WorkspaceError
 
 log = logging.getLogger(__name__)
-_RUN_ID = re.compile(r"run_[A-Za-z0-9]{1,64}")
-_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-
-
-class StepInputError(ConfigError):
-    code = "invalid_step_input"
 
 
 class StepFailed(AgentLoomError):
@@ -83,31 +77,6 @@ class OperationInFlight(AgentLoomError):
     """An operation of this execution is in flight and its step is gone."""
 
     code = "operation_in_flight"
-
-
-@dataclass(frozen=True)
-class StepInput:
-    run_id: str
-    generation: int
-    request_id: str | None
-    failure: Mapping[str, Any] | None
-
-    @classmethod
-    def parse(cls, event: Mapping[str, Any]) -> StepInput:
-        run_id, generation = event.get("run_id"), event.get("generation")
-        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
-            raise StepInputError("run_id must be a run id (run_…)")
-        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 1:
-            raise StepInputError("generation must be a positive integer")
-        command, request_id = event.get("command"), None
-        if command is not None:
-            request_id = command.get("request_id") if isinstance(command, dict) else None
-            if not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
-                raise StepInputError("command must be null or {\"request_id\": …}")
-        failure = event.get("failure")
-        if failure is not None and not isinstance(failure, dict):
-            raise StepInputError("failure must be an object (the state machine's Catch)")
-        return cls(run_id, generation, request_id, failure)
 
 
 @dataclass

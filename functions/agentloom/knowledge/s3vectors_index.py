@@ -18,9 +18,13 @@ approximate ranking.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .index import Hit, IndexedVector, check_dimension, rank
+
+if TYPE_CHECKING:  # the boto3 stubs (the dev extra); never loaded at run time
+    from mypy_boto3_s3vectors import S3VectorsClient
+    from mypy_boto3_s3vectors.type_defs import ListVectorsInputTypeDef
 
 BATCH = 500
 MAX_QUERY_TOP_K = 100
@@ -30,13 +34,8 @@ def index_name(base_id: str) -> str:
     return f"kb-{base_id.replace('_', '-')}"
 
 
-def _code(err: Exception) -> str:
-    response = getattr(err, "response", None) or {}
-    return str(response.get("Error", {}).get("Code", ""))
-
-
 class S3VectorsIndex:
-    def __init__(self, client: Any, bucket: str) -> None:
+    def __init__(self, client: S3VectorsClient, bucket: str) -> None:
         self._client = client
         self._bucket = bucket
 
@@ -89,9 +88,9 @@ class S3VectorsIndex:
         found: set[str] = set()
         token: str | None = None
         while True:
-            args: dict[str, Any] = {"vectorBucketName": self._bucket,
-                                    "indexName": index_name(base_id),
-                                    "returnMetadata": True, "maxResults": 1000}
+            args: ListVectorsInputTypeDef = {
+                "vectorBucketName": self._bucket, "indexName": index_name(base_id),
+                "returnMetadata": True, "maxResults": 1000}
             if token:
                 args["nextToken"] = token
             page = self._client.list_vectors(**args)

@@ -18,7 +18,7 @@ AWS wiring: ``CodecSecrets(KmsKeyring(key_id, client=kms), platform_store)``, or
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -27,6 +27,9 @@ from agentloom.platform.store import PlatformStore, WriteConflict
 from agentloom.platform.store.base import ABSENT, put
 from agentloom_runtime.checkpoint.store import ItemId
 from agentloom_runtime.errors import PersistenceError
+
+if TYPE_CHECKING:  # the boto3 stubs (the dev extra)
+    from mypy_boto3_kms import KMSClient
 
 
 class _KeyRecord(BaseModel):
@@ -61,7 +64,7 @@ class CodecSecrets:
         self._slots = _StoreKeySlots(store)
 
     @classmethod
-    def kms(cls, key_id: str, *, client: Any, store: PlatformStore) -> CodecSecrets:
+    def kms(cls, key_id: str, *, client: KMSClient, store: PlatformStore) -> CodecSecrets:
         """Sealed with the KMS key ``key_id`` (a boto3 ``kms`` client injected)."""
         from agentloom.crypto.kms_keyring import KmsKeyring
 

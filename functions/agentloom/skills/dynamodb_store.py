@@ -6,7 +6,9 @@ Put-if-absent is a conditional write; reads are consistent."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
@@ -16,24 +18,31 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in tests
     raise ImportError("the DynamoDB skill store needs boto3: pip install 'agentloom[aws]'"
                       ) from exc
 
-DynamoDbClient = Any  # a boto3 client; typed loosely (no boto3 stubs in the core)
+if TYPE_CHECKING:  # the boto3 stubs (the dev extra); never loaded at run time
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import (
+        AttributeValueTypeDef,
+        PutItemInputTypeDef,
+        QueryInputTypeDef,
+    )
 
 
 class DynamoDbSkillItems:
-    def __init__(self, table_name: str, *, client: DynamoDbClient) -> None:
+    def __init__(self, table_name: str, *, client: DynamoDBClient) -> None:
         if not table_name:
             raise ConfigError("table_name is required")
         self.table_name = table_name
         self._client = client
 
-    def _call(self, operation: str, **request: Any) -> dict[str, Any]:
+    @contextmanager
+    def _call(self, operation: str) -> Iterator[None]:
+        """A failed call is a retryable ``PersistenceError``; a failed condition is
+        raised as it is (``put`` answers it)."""
         try:
-            result: dict[str, Any] = getattr(self._client, operation)(
-                TableName=self.table_name, **request)
+            yield
+        except self._client.exceptions.ConditionalCheckFailedException:
+            raise
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == \
-                    "ConditionalCheckFailedException":
-                raise
             raise PersistenceError(f"skill store {self.table_name}: {operation} failed "
                                    f"({exc.response.get('Error', {}).get('Code')})",
                                    details={"retryable": True}) from exc
@@ -41,41 +50,47 @@ class DynamoDbSkillItems:
             raise PersistenceError(f"skill store {self.table_name}: {operation} failed "
                                    f"({type(exc).__name__})",
                                    details={"retryable": True}) from exc
-        return result
 
     @staticmethod
-    def _key(pk: str, sk: str) -> dict[str, Any]:
+    def _key(pk: str, sk: str) -> dict[str, AttributeValueTypeDef]:
         return {"pk": {"S": pk}, "sk": {"S": sk}}
 
     def get(self, pk: str, sk: str) -> bytes | None:
-        item = self._call("get_item", Key=self._key(pk, sk), ConsistentRead=True).get("Item")
+        with self._call("get_item"):
+            found = self._client.get_item(TableName=self.table_name, Key=self._key(pk, sk),
+                                          ConsistentRead=True)
+        item = found.get("Item")
         return None if item is None else bytes(item["value"]["B"])
 
     def put(self, pk: str, sk: str, value: bytes, *, if_absent: bool = False) -> bool:
-        request: dict[str, Any] = {"Item": {**self._key(pk, sk), "value": {"B": value}}}
+        request: PutItemInputTypeDef = {"TableName": self.table_name,
+                                        "Item": {**self._key(pk, sk), "value": {"B": value}}}
         if if_absent:
             request["ConditionExpression"] = "attribute_not_exists(pk)"
         try:
-            self._call("put_item", **request)
-        except ClientError:  # only the condition reaches here
+            with self._call("put_item"):
+                self._client.put_item(**request)
+        except self._client.exceptions.ConditionalCheckFailedException:
             return False
         return True
 
     def delete(self, pk: str, sk: str) -> None:
-        self._call("delete_item", Key=self._key(pk, sk))
+        with self._call("delete_item"):
+            self._client.delete_item(TableName=self.table_name, Key=self._key(pk, sk))
 
     def query(self, pk: str, prefix: str) -> list[tuple[str, bytes]]:
-        values: dict[str, Any] = {":pk": {"S": pk}}
+        values: dict[str, AttributeValueTypeDef] = {":pk": {"S": pk}}
         condition = "pk = :pk"
         if prefix:  # DynamoDB refuses begins_with with an empty string
             condition += " AND begins_with(sk, :prefix)"
             values[":prefix"] = {"S": prefix}
-        request: dict[str, Any] = {"ConsistentRead": True,
-                                   "KeyConditionExpression": condition,
-                                   "ExpressionAttributeValues": values}
+        request: QueryInputTypeDef = {"TableName": self.table_name, "ConsistentRead": True,
+                                      "KeyConditionExpression": condition,
+                                      "ExpressionAttributeValues": values}
         found: list[tuple[str, bytes]] = []
         while True:
-            page = self._call("query", **request)
+            with self._call("query"):
+                page = self._client.query(**request)
             found += [(str(i["sk"]["S"]), bytes(i["value"]["B"])) for i in page["Items"]]
             last = page.get("LastEvaluatedKey")
             if not last:

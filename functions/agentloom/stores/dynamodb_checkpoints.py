@@ -65,7 +65,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentloom_runtime.checkpoint.store import (
     BaseCheckpointStore,
@@ -82,6 +82,10 @@ except ImportError as exc:
     raise ImportError("DynamoDbCheckpointStore needs boto3: "
                       "pip install 'agentloom[aws]'") from exc
 
+if TYPE_CHECKING:  # the boto3 stubs (the dev extra); never loaded at run time
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
 MAX_TRANSACT_ACTIONS = 100  # TransactWriteItems: actions per transaction
 MAX_ENTRIES_PER_COMMIT = MAX_TRANSACT_ACTIONS - 1  # one item each; more are packed
 PACK_BYTES = 128 * 1024  # row bytes packed into one LOG item (escaped <= 2x: < 400 KB)
@@ -93,9 +97,6 @@ _SEQ_DIGITS = 12
 _MAX_SEQ = 10**_SEQ_DIGITS - 1
 _BLOB_KEY = re.compile(r"sha256:[0-9a-f]{64}")  # what BaseCheckpointStore.put_blob returns
 
-# `DynamoDbClient` is a boto3 ``dynamodb`` client; typed loosely so that code checked
-# with or without boto3 stubs installed can pass one.
-DynamoDbClient = Any
 Item = dict[str, Any]
 
 
@@ -117,7 +118,7 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
     """Checkpoints in one DynamoDB table (``pk``/``sk`` strings), client injected.
     ``codec``: encrypt what is stored with it (``None``: plaintext)."""
 
-    def __init__(self, table_name: str, *, client: DynamoDbClient,
+    def __init__(self, table_name: str, *, client: DynamoDBClient,
                  codec: RecordCodec | None = None,
                  companion: CommitCompanion | None = None) -> None:
         super().__init__(codec=codec, companion=companion)
@@ -168,10 +169,15 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
                 f"TransactWriteItems limit of 4 MB ({MAX_TRANSACT_BYTES} bytes)",
                 details={"run_id": run_id, "bytes": total})
         try:
-            self._client.transact_write_items(TransactItems=actions + companion.actions,
-                                              ClientRequestToken=str(uuid.uuid4()))
+            # the actions are built as plain dicts (the companion's in other modules)
+            self._client.transact_write_items(
+                TransactItems=cast("list[TransactWriteItemTypeDef]",
+                                   actions + companion.actions),
+                ClientRequestToken=str(uuid.uuid4()))
+        except self._client.exceptions.TransactionCanceledException as exc:
+            raise _cancelled(exc, run_id, expected, items) from exc
         except ClientError as exc:
-            raise _translate_write_error(exc, run_id, expected, items) from exc
+            raise _commit_failed(run_id, _error_code(exc), []) from exc
         self._count([*sizes, *(size for size in companion.sizes if size)],
                     transactional=True)
 
@@ -316,7 +322,7 @@ def write_units(size: int, *, transactional: bool) -> int:
     return 2 * units if transactional else units
 
 
-def create_table(client: DynamoDbClient, name: str) -> None:
+def create_table(client: DynamoDBClient, name: str) -> None:
     """Create the checkpoint table (on-demand, ``pk``/``sk`` strings); for tests and
     local tools — deployed tables come from the CDK app."""
     client.create_table(
@@ -382,23 +388,23 @@ def _check_entries(run_id: str, rows: list[tuple[str, int, str]]) -> None:
             raise ConfigError(f"run {run_id}: seq {seq} exceeds {_MAX_SEQ}")
 
 
-def _error_code(exc: Any) -> str:
+def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", "Unknown"))
 
 
-def _translate_write_error(exc: Any, run_id: str, expected: int,
-                           items: list[Item]) -> Exception:
-    code = _error_code(exc)
-    reasons: list[dict[str, Any]] = list(exc.response.get("CancellationReasons") or [])
+def _cancelled(exc: ClientError, run_id: str, expected: int,
+               items: list[Item]) -> Exception:
+    """A cancelled TransactWriteItems, by its reasons (one per action, in order)."""
+    response: dict[str, Any] = dict(exc.response)  # the modeled error's members too
+    reasons: list[dict[str, Any]] = list(response.get("CancellationReasons") or [])
     codes = [str(reason.get("Code", "None")) for reason in reasons]
     own = 1 + len(items)  # the head and the LOG items come first, the companion's after
-    if code == "TransactionCanceledException" and any(
-            c in ("ConditionalCheckFailed", "TransactionConflict") for c in codes[own:]) \
+    if any(c in ("ConditionalCheckFailed", "TransactionConflict") for c in codes[own:]) \
             and "ConditionalCheckFailed" not in codes[:own]:
         return CompanionConflict(f"run {run_id}: the companion's writes conflicted "
                                  f"({codes[own:]})", details={"run_id": run_id,
                                                               "retryable": True})
-    if code == "TransactionCanceledException" and "ConditionalCheckFailed" in codes:
+    if "ConditionalCheckFailed" in codes:
         index = codes.index("ConditionalCheckFailed")
         if index == 0:
             old = reasons[0].get("Item") or {}
@@ -411,9 +417,13 @@ def _translate_write_error(exc: Any, run_id: str, expected: int,
                                   details={"run_id": run_id, "stream": stream, "seq": seq})
     # e.g. TransactionConflict (a concurrent transaction on an item): nothing was
     # written and the outcome of the race is not known yet; reload and retry.
-    retryable = code in _RETRYABLE_ERRORS or any(c in _RETRYABLE_REASONS for c in codes)
-    return PersistenceError(f"run {run_id}: commit failed: {code} {codes}",
-                            details={"run_id": run_id, "code": code, "reasons": codes,
+    return _commit_failed(run_id, _error_code(exc), codes)
+
+
+def _commit_failed(run_id: str, code: str, reasons: list[str]) -> PersistenceError:
+    retryable = code in _RETRYABLE_ERRORS or any(c in _RETRYABLE_REASONS for c in reasons)
+    return PersistenceError(f"run {run_id}: commit failed: {code} {reasons}",
+                            details={"run_id": run_id, "code": code, "reasons": reasons,
                                      "retryable": retryable})
 
 

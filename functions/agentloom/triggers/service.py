@@ -24,13 +24,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentloom.platform.domain import Run, Session
 from agentloom.platform.errors import PlatformError, Unavailable
 from agentloom.platform.identity import Principal
 from agentloom.triggers.config import TriggerConfig, TriggerSpec
 from agentloom.triggers.events import TriggerError, TriggerEvent, direct_event, sqs_event
+
+if TYPE_CHECKING:  # Powertools loads when the service is built
+    from aws_lambda_powertools.utilities.idempotency.persistence.base import (
+        BasePersistenceLayer,
+    )
 
 log = logging.getLogger(__name__)
 IDEMPOTENCY_S = 24 * 3600  # as long as the platform's own Idempotency-Key
@@ -58,7 +63,8 @@ class Started:
 
 
 class TriggerService:
-    def __init__(self, config: TriggerConfig, sessions: Asker, persistence: Any, *,
+    def __init__(self, config: TriggerConfig, sessions: Asker,
+                 persistence: BasePersistenceLayer, *,
                  expires_after_s: int = IDEMPOTENCY_S) -> None:
         from aws_lambda_powertools.utilities.idempotency import (
             IdempotencyConfig,

@@ -52,9 +52,7 @@ def fake_credentials(monkeypatch: Any) -> None:
 
 
 def clients() -> AwsClients:
-    session = boto3.session.Session(region_name=REGION)
-    return AwsClients(*(session.client(name) for name in
-                        ("dynamodb", "kms", "stepfunctions", "ecs", "efs")))
+    return AwsClients.for_region(REGION)
 
 
 @dataclass

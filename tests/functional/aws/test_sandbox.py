@@ -85,7 +85,7 @@ def test_an_existing_access_point_of_the_token_is_reused(aws_env: None, tmp_path
     """EFS answers a repeated client token with 409 AccessPointAlreadyExists naming the
     access point (a skill version another session mounts, a retry after a crash): the
     registry uses that one. The 409 goes through botocore's real parser."""
-    from botocore.awsrequest import AWSResponse
+    from botocore.awsrequest import AWSResponse, HTTPHeaders
 
     from agentloom.aws.config import SandboxConfig
     from agentloom.aws.sandbox import SandboxRegistry
@@ -98,10 +98,10 @@ def test_an_existing_access_point_of_the_token_is_reused(aws_env: None, tmp_path
         def stream(self, **_: Any) -> Any:
             yield body
 
-    def conflict(**_: Any) -> AWSResponse:
-        return AWSResponse("https://efs", 409, {
+    def conflict(**_: Any) -> Any:  # a before-send handler's response replaces the call
+        return AWSResponse("https://efs", 409, HTTPHeaders.from_dict({
             "x-amzn-ErrorType": "AccessPointAlreadyExists",
-            "content-type": "application/json"}, Raw())
+            "content-type": "application/json"}), Raw())
 
     efs.meta.events.register("before-send.efs.CreateAccessPoint", conflict)
     config = SandboxConfig(

@@ -12,7 +12,7 @@ import pytest
 from functional.aws.harness import ALICE, Bench, drive
 
 from agentloom.aws import fence
-from agentloom.aws.steps import StepInputError
+from agentloom.aws.step_input import StepInputError
 from agentloom_runtime.testing.openai_server import OpenAICompatibleServer
 
 
