@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 MODULES = [
     "agentloom.aws.platform", "agentloom.aws.launcher", "agentloom.aws.sandbox",
-    "agentloom.aws.steps", "agentloom.aws.step_input", "agentloom.capabilities.aws",
+    "agentloom.aws.steps", "agentloom.aws.step_input", "agentloom.aws.capabilities",
     "agentloom.crypto.kms_keyring", "agentloom.knowledge.s3vectors_index",
     "agentloom.platform.secrets", "agentloom.skills.dynamodb_store",
     "agentloom.stores.dynamodb_checkpoints", "agentloom.triggers.service",
