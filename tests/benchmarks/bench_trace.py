@@ -25,8 +25,8 @@ imports do not hide the other's.
   container: nothing attached, nothing cached) handles ``{"run_id", "generation": 1,
   "command": null}``; profiled from ``StepService.handle`` entry to its return, on the
   calling thread (a thread started meanwhile would be shown apart; the fake provider's
-  request threads are not profiled). The model is a scripted OpenAI-compatible server on 127.0.0.1, reached
-  through the real gateway.
+  request threads are not profiled). The model is a scripted OpenAI-compatible server
+  on 127.0.0.1, reached through the real gateway.
 
 Figures, per thread and for the path:
 - **modules run**: distinct project files (``functions/agentloom/**``,

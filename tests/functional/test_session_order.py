@@ -11,7 +11,7 @@ import pytest
 from functional.test_local_sessions import asker, inherited, own_calls, snapshot, task_of
 
 from agentloom.local.app import LocalApp
-from agentloom.local.driver import drive
+from agentloom.local.runs import drive
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.errors import ModelStatusError
 from agentloom_runtime.testing import FunctionModel, ScriptedModel

@@ -42,8 +42,6 @@ from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore
 from agentloom_runtime.errors import ConfigError
-from agentloom_runtime.events import Emit
-from agentloom_runtime.snapshot import AgentSnapshot
 
 if TYPE_CHECKING:  # the boto3 stubs (the dev extra); the Lambda bundle never loads them
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -116,17 +114,10 @@ def aws_host(config: AwsConfig, tracker: RunTracker, models: ModelFactory,
     """The run host on AWS: the EFS workspaces (mounted in the step function, detached in
     the API function), a relay per invocation (a warm engine serves many), events into
     the platform's event log."""
-    mounted = config.sandbox is not None
-
-    def workspaces(snapshot: AgentSnapshot, session: str) -> EfsWorkspaces:
-        return EfsWorkspaces(config.workspace_root, config.volume_id, snapshot, session,
-                             mounted=mounted)
-
-    def to_log(run_id: str) -> Emit:
-        return lambda topic, data: tracker.event(run_id, topic, data)
-
+    workspaces = EfsWorkspaces.factory(config.workspace_root, config.volume_id,
+                                       mounted=config.sandbox is not None)
     return RunHost(HostPorts(tracker=tracker, workspaces=workspaces, models=models,
-                             events=to_log, observe=relay_steps, capabilities=capabilities))
+                             observe=relay_steps, capabilities=capabilities))
 
 
 @dataclass

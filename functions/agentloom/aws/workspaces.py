@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agentloom.platform.workspaces import SessionWorkspaces
+from agentloom.platform.host import SessionWorkspaces, WorkspacesFactory
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.workspace import MarkerStore, WorkspaceError, WorkspaceProvider
 from agentloom_runtime.workspace.provider import VOLUME_MARKER
@@ -53,6 +53,12 @@ class EfsWorkspaces(SessionWorkspaces):
                                      detached=not mounted)
         super().__init__(provider, snapshot, session)
         self.mounted = mounted
+
+    @staticmethod
+    def factory(root: str, volume_id: str, *, mounted: bool) -> WorkspacesFactory:
+        """The run host's port: a session's workspaces on the volume."""
+        return lambda snapshot, session: EfsWorkspaces(root, volume_id, snapshot, session,
+                                                       mounted=mounted)
 
     def markers(self) -> MarkerStore | None:
         return self.commands if self.mounted else None

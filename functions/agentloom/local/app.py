@@ -40,8 +40,7 @@ from agentloom.capabilities import RunScope
 from agentloom.local.runs import RunDriver, stopped_step
 from agentloom.models.gateway import gateway_for
 from agentloom.platform.domain import Run
-from agentloom.platform.hook_packages import hook_registry
-from agentloom.platform.host import RunHost
+from agentloom.platform.host import RunHost, hook_registry
 from agentloom.platform.launcher import RunJob
 from agentloom.platform.lease import Driver, this_process
 from agentloom.platform.redaction import Redactor

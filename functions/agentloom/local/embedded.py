@@ -26,8 +26,7 @@ from agentloom.models import ModelDiscovery
 from agentloom.models.gateway import ConnectionModels, default_model_factory
 from agentloom.platform.admin import AdminService
 from agentloom.platform.agents import DraftRules
-from agentloom.platform.hook_packages import HookLoader, hook_registry
-from agentloom.platform.host import HostPorts, RunHost
+from agentloom.platform.host import HookLoader, HostPorts, RunHost, hook_registry
 from agentloom.platform.identity import BearerTokens
 from agentloom.platform.launcher import ModelFactory
 from agentloom.platform.redaction import Redactor
@@ -47,14 +46,10 @@ def local_host(home: Path, tracker: RunTracker, models: ModelFactory,
     observer per run, events into the platform's event log unless ``events`` says
     otherwise (the CLI's transcript)."""
 
-    def to_log(run_id: str) -> Emit:
-        return lambda topic, data: tracker.event(run_id, topic, data)
-
     return RunHost(HostPorts(
         tracker=tracker, models=models, capabilities=capabilities,
-        workspaces=lambda snapshot, session: LocalWorkspaces(home / "workspaces", snapshot,
-                                                             session),
-        events=events or to_log, hooks=hooks))
+        workspaces=LocalWorkspaces.factory(home / "workspaces"), events=events,
+        hooks=hooks))
 
 
 __all__ = ["CodecSecrets", "EmbeddedPlatform", "default_model_factory", "local_host"]

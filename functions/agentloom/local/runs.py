@@ -1,4 +1,9 @@
-"""One run driver for both embedded hosts: the CLI (``LocalApp``) and ``agentloom
+"""The local driver — a loop of ``Engine.step()`` until the run is done (in AWS, Step
+Functions plays this role, one Lambda invocation per step): commands go to a
+``CommandRunner`` and their outcome into the next step; an ``observer``
+(``agentloom.observability.Observer``) wraps each step (its span, duration and usage).
+
+One run driver for both embedded hosts: the CLI (``LocalApp``) and ``agentloom
 serve`` (``LocalRunLauncher``).
 
 Both keep a session's records in the platform store on the home's SQLite file, written
@@ -19,14 +24,63 @@ synced after a step. What a drive does, in order:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Protocol
 
-from agentloom.local.driver import CommandRunner, drive
 from agentloom.observability import Observer
+from agentloom.platform.host import CommandRunner
 from agentloom.platform.tracker import RunTracker
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.engine import Engine, RunSummary, read_run
 from agentloom_runtime.errors import CheckpointConflict, PersistenceError
+
+
+class StepWatch(Protocol):
+    def finished(self, result: StepResult) -> StepResult: ...
+
+
+class StepObserver(Protocol):
+    def step(self, engine: Engine) -> AbstractContextManager[StepWatch]: ...
+
+
+class _Unwatched:
+    def finished(self, result: StepResult) -> StepResult:
+        return result
+
+
+async def drive(engine: Engine, *, runner: CommandRunner | None = None, pause: float = 0.0,
+                on_step: Callable[[StepResult], Awaitable[None] | None] | None = None,
+                max_steps: int = 100_000,
+                observer: StepObserver | None = None) -> StepResult:
+    """Step until done. ``pause`` waits between steps (demos: time to interrupt)."""
+    command_result: dict[str, Any] | None = None
+    for _ in range(max_steps):
+        watching = observer.step(engine) if observer else nullcontext(_Unwatched())
+        with watching as watch:
+            result = watch.finished(await engine.step(command_result=command_result))
+        command_result = None
+        if on_step is not None:
+            maybe = on_step(result)
+            if maybe is not None:
+                await maybe
+        if result.next == "done":
+            return result
+        if result.next == "command":
+            command_result = await _run_command(engine, runner, result)
+        if pause:
+            await asyncio.sleep(pause)
+    raise RuntimeError(f"the run did not finish within {max_steps} steps")
+
+
+async def _run_command(engine: Engine, runner: CommandRunner | None,
+                       result: StepResult) -> dict[str, Any]:
+    if runner is None:
+        return {"exit_code": None, "error": {"code": "sandbox_unavailable",
+                                             "message": "no command sandbox is configured"}}
+    return await runner.run(engine.command_spec(), result.instance)
 
 
 def stopped_step(summary: RunSummary) -> StepResult:

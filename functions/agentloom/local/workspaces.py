@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentloom.platform.workspaces import SessionWorkspaces
+from agentloom.platform.host import SessionWorkspaces, WorkspacesFactory
 from agentloom.sandbox.bwrap import BubblewrapRunner
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.workspace import (
@@ -43,6 +43,11 @@ class LocalWorkspaces(SessionWorkspaces):
         self._runner = BubblewrapRunner(sandbox_user=self._sandbox_user)
         super().__init__(WorkspaceProvider(root, store_factory=self._store), snapshot,
                          session, liveness=self._runner.liveness)
+
+    @staticmethod
+    def factory(root: Path) -> WorkspacesFactory:
+        """The run host's port: a session's workspaces under ``root``."""
+        return lambda snapshot, session: LocalWorkspaces(root, snapshot, session)
 
     def _store(self, root: Path, lock_dir: Path) -> WorkspaceStorage:
         return PosixWorkspaceStore(root, lock_dir, owner=self._sandbox_user,

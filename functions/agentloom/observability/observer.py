@@ -3,7 +3,7 @@
 A host makes one per run it drives (``Observer.for_run``), passes ``observer.emit`` to
 ``create_engine(emit=...)`` (forwarding to its own event sink, e.g. the platform's
 ``RunTracker.event``), wraps each ``Engine.step()`` in ``with observer.step(engine) as
-s: s.finished(await engine.step(...))`` (``agentloom.local.driver.drive(observer=...)``
+s: s.finished(await engine.step(...))`` (``agentloom.local.runs.drive(observer=...)``
 does), and closes it when it stops driving. ``watch``/``of`` keep the observer with its
 engine where the code that builds an engine is not the code that drives it. The
 embedded worker and the CLI drive many steps per observer; the step Lambda one

@@ -12,8 +12,9 @@ published versions, sessions and runs, identity, and the stores that keep them.
   cancel, run status, messages, events) over a ``RunLauncher`` (``launcher``);
 - ``host``: ``RunHost``, the one place an engine is assembled for a run, from ports
   (``HostPorts``: workspaces, models, capabilities, hooks, observer, events) that the
-  adapter packages fill — ``agentloom.local`` (one machine) and ``agentloom.aws``;
-- ``workspaces``: the run's workspaces port and the layout both adapters share.
+  adapter packages fill — ``agentloom.local`` (one machine) and ``agentloom.aws`` —
+  with the run's workspaces port and the layout both adapters share;
+- ``lease``: the one session lease (the run that holds a session, and who drives it).
 
 This package imports neither adapter package (import-linter checks it).
 """

@@ -8,7 +8,10 @@ change to how a run is wired is made once. What differs between hosts is a port 
 - ``tracker``: the platform store, the checkpoint store with the session commits
   attached, the redactor (``RunTracker``);
 - ``workspaces``: a session's workspaces (``RunWorkspaces``: a local directory with the
-  bubblewrap sandbox, or the EFS volume with commands on Fargate);
+  bubblewrap sandbox, or the EFS volume with commands on Fargate; ``SessionWorkspaces``
+  holds what both share — the instance directories of one session, resolved from host
+  identity only, the file tools the snapshot asks for, the command markers in the
+  session's lock directory);
 - ``models``: the model gateway of a snapshot (``ModelFactory``; a host may also hand one
   gateway to a single engine);
 - ``capabilities``: the tools and services of the bound Skills, MCP tools and knowledge
@@ -16,7 +19,8 @@ change to how a run is wired is made once. What differs between hosts is a port 
 - ``hooks``: the trusted hook handlers of an agent (``HookLoader``);
 - ``observe``: how a run's steps are observed (``ObserverFactory``: one observer per run
   on one machine, a relay per invocation for a warm Lambda engine);
-- ``events``: where a run's events go (the platform's event log, or the CLI's transcript).
+- ``events``: where a run's events go (by default the platform's event log; the CLI's
+  transcript).
 
 Besides assembling engines the host does the engine operations of a request thread
 (``RunEngines``: detail, resolve, supplements) and begins a job's execution (``begin``: a
@@ -31,24 +35,161 @@ import asyncio
 import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agentloom.capabilities import Capabilities, RunScope
 from agentloom.observability import Observer, Relay
 from agentloom.platform.domain import Run
 from agentloom.platform.errors import Conflict, Invalid
-from agentloom.platform.hook_packages import HookLoader, hook_registry
 from agentloom.platform.launcher import EngineDetail, ModelFactory, RunJob
 from agentloom.platform.tracker import RunTracker
-from agentloom.platform.workspaces import RunWorkspaces, WorkspacesFactory
 from agentloom_runtime.contracts import ModelGateway, Verdict
 from agentloom_runtime.engine import Engine, cancel_run, create_engine, read_run
 from agentloom_runtime.errors import AgentLoomError, ConfigError
 from agentloom_runtime.events import Emit
 from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.tool_contracts import ToolDefinition
+from agentloom_runtime.workspace import (
+    InstanceWorkspace,
+    MarkerStore,
+    WorkspaceProvider,
+    WorkspaceStorage,
+    file_tools,
+)
+from agentloom_runtime.workspace.commands import MarkerLiveness
+
+if TYPE_CHECKING:
+    from agentloom_runtime.hooks import HookRegistry
 
 T = TypeVar("T")
 CANCEL_ATTEMPTS = 20
+HookLoader = Callable[[AgentSnapshot], "HookRegistry | None"]
+
+
+# -- the run's workspaces (a port; the layout both adapters share) ----------------------
+
+
+class BoundRun(Protocol):
+    """What workspaces read of the engine they serve: its run id."""
+
+    @property
+    def run_id(self) -> str: ...
+
+
+class CommandRunner(Protocol):
+    """Runs a ``workspace_command`` spec for an instance and returns its result dict (the
+    embedded driver's port; on AWS the state machine runs commands on Fargate)."""
+
+    async def run(self, spec: dict[str, Any], instance: str) -> dict[str, Any]: ...
+
+
+class RunWorkspaces(Protocol):
+    """What the run host needs of a run's workspaces."""
+
+    provider: WorkspaceProvider
+
+    def for_instance(self, instance: str) -> WorkspaceStorage: ...
+
+    def tools(self) -> list[ToolDefinition]: ...
+
+    def services(self) -> dict[str, Any]: ...
+
+    def markers(self) -> MarkerStore | None:
+        """The engine's command port (None: no commands run from this host)."""
+        ...
+
+    def bind(self, engine: BoundRun) -> None: ...
+
+    def runner(self) -> CommandRunner | None: ...
+
+
+WorkspacesFactory = Callable[[AgentSnapshot, str], RunWorkspaces]  # (snapshot, session)
+
+
+class SessionWorkspaces:
+    """One session's workspaces on a ``WorkspaceProvider``: instance directories, file
+    tools, command markers. ``liveness`` lets a marker whose sandbox provably holds
+    nothing stop blocking the session (None: nothing can prove it)."""
+
+    def __init__(self, provider: WorkspaceProvider, snapshot: AgentSnapshot, session: str,
+                 *, liveness: MarkerLiveness | None = None) -> None:
+        self.provider = provider
+        self.snapshot = snapshot
+        self.session = session
+        self._liveness = liveness
+        self._engine: BoundRun | None = None
+
+    def bind(self, engine: BoundRun) -> None:
+        self._engine = engine
+
+    @property
+    def commands(self) -> MarkerStore:
+        """Execution markers and results by request id, in the session's lock directory."""
+        snap = self.snapshot
+        return MarkerStore(self.provider.lock_dir(snap.space_id, snap.agent_id, self.session),
+                           liveness=self._liveness)
+
+    def markers(self) -> MarkerStore | None:
+        return self.commands
+
+    def services(self) -> dict[str, Any]:
+        return {}
+
+    def runner(self) -> CommandRunner | None:
+        return None
+
+    def tools(self) -> list[ToolDefinition]:
+        wanted = set(self.snapshot.tools)
+        return [t for t in file_tools()
+                if ("workspace" in wanted and t.name != "workspace_command")
+                or t.name in wanted]
+
+    def instance(self, instance: str) -> InstanceWorkspace:
+        if self._engine is None:
+            raise RuntimeError("workspaces used before an engine was bound")
+        snap = self.snapshot
+        return self.provider.for_instance(snap.space_id, snap.agent_id, self.session,
+                                          self._engine.run_id, instance)
+
+    def for_instance(self, instance: str) -> WorkspaceStorage:
+        return self.instance(instance).store()
+
+    def session_dir(self) -> Path:
+        snap = self.snapshot
+        return self.provider.root.joinpath("spaces", snap.space_id, "agents", snap.agent_id,
+                                           "sessions", self.session)
+
+
+# -- hooks, observers -----------------------------------------------------------------
+
+
+def hook_registry(snapshot: AgentSnapshot) -> HookRegistry | None:
+    """The trusted handlers of the agent's hook bindings (``hooks:``), loaded from the
+    hook packages (folders or zip files) its ``hook_packages:`` lists — docs/hooks.md;
+    None when the agent binds no hooks and lists no packages."""
+    if not snapshot.hooks and not snapshot.hook_packages:
+        return None
+    from agentloom_runtime.hooks import HookRegistry, load_hook_package
+
+    bound = sorted({f"{b.hook_id}@{b.version}" for b in snapshot.hooks})
+    if not snapshot.hook_packages:
+        raise ConfigError(f"the agent binds hooks ({', '.join(bound)}) but lists no "
+                          "hook_packages that provide them; add `hook_packages: [PATH]` "
+                          "(a folder or zip file with a hooks.yaml) to the agent file")
+    registry = HookRegistry()
+    for path in snapshot.hook_packages:
+        if not Path(path).exists():
+            raise ConfigError(f"hook package {path} does not exist (hook_packages in the "
+                              "agent file; a relative path is relative to that file)")
+        load_hook_package(path, registry)
+    missing = [f"{b.hook_id}@{b.version}" for b in snapshot.hooks
+               if (b.hook_id, b.version) not in registry]
+    if missing:
+        provided = sorted(f"{d.hook_id}@{d.version}" for d in registry)
+        raise ConfigError(f"no hook package provides {', '.join(sorted(set(missing)))}; "
+                          f"the packages provide: {', '.join(provided) or 'nothing'}")
+    return registry
 
 
 class RunObserver(Protocol):
@@ -87,7 +228,7 @@ class HostPorts:
     tracker: RunTracker
     workspaces: WorkspacesFactory
     models: ModelFactory
-    events: Callable[[str], Emit]  # run id -> where its events go
+    events: Callable[[str], Emit] | None = None  # run id -> its events; None: the event log
     observe: ObserverFactory = observe_run
     capabilities: Capabilities = field(default_factory=Capabilities)
     hooks: HookLoader = hook_registry
@@ -110,7 +251,7 @@ class RunHost:
         registry = ports.hooks(snapshot)
         self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
         workspaces = ports.workspaces(snapshot, scope.session_id)
-        observer = ports.observe(scope, snapshot, ports.events(scope.run_id))
+        observer = ports.observe(scope, snapshot, self._events(scope.run_id))
         engine = create_engine(
             snapshot, workspace=workspaces.for_instance, emit=observer.emit,
             save=self.checkpoints, checkpoint=scope.run_id if attach else None,
@@ -122,6 +263,11 @@ class RunHost:
         workspaces.bind(engine)
         observer.watch(engine)
         return engine, workspaces
+
+    def _events(self, run_id: str) -> Emit:
+        if self.ports.events is not None:
+            return self.ports.events(run_id)
+        return lambda topic, data: self.tracker.event(run_id, topic, data)
 
     async def begin(self, engine: Engine, job: RunJob) -> None:
         """What a job does before its first step: a new question starts from the

@@ -28,9 +28,9 @@ from agentloom.aws.sandbox import SandboxRegistry
 from agentloom.aws.steps import StepService
 from agentloom.aws.workspaces import EfsWorkspaces
 from agentloom.capabilities import Capabilities
+from agentloom.platform.host import RunWorkspaces
 from agentloom.platform.identity import Principal
 from agentloom.platform.store.dynamodb import create_table as create_platform_table
-from agentloom.platform.workspaces import RunWorkspaces
 from agentloom.stores.dynamodb_checkpoints import create_table as create_checkpoint_table
 from agentloom_runtime.contracts import ModelGateway
 from agentloom_runtime.model import ChatCompletionsGateway

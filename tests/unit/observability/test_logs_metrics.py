@@ -9,7 +9,7 @@ import logging
 import pytest
 from support.engine import SideEffects, build_engine
 
-from agentloom.local.driver import drive
+from agentloom.local.runs import drive
 from agentloom.observability import Observer
 from agentloom_runtime.testing import ScriptedModel
 

@@ -10,7 +10,7 @@ from typing import ClassVar
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from support.engine import SideEffects, build_engine
 
-from agentloom.local.driver import drive
+from agentloom.local.runs import drive
 from agentloom.observability import Observer, configure_from_env, otlp_provider
 
 from .conftest import QUESTION, snapshot, usage_script

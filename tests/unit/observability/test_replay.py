@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 from support.engine import Crash, SideEffects, build_engine
 
-from agentloom.local.driver import drive
+from agentloom.local.runs import drive
 from agentloom.observability import Observer
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.hooks import Continue, HookDefinition, HookRegistry

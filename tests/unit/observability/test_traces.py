@@ -7,7 +7,7 @@ import json
 import pytest
 from support.engine import SideEffects, build_engine
 
-from agentloom.local.driver import drive
+from agentloom.local.runs import drive
 from agentloom.observability import Observer
 
 from .conftest import ANSWER, QUESTION, Spans, attrs, snapshot, usage_script
