@@ -2,17 +2,16 @@
 
 - A session binds its creator, an agent and a published version (the latest unless one
   is named). Its content — runs, messages, events — is its creator's alone (``access``).
-- ``ask`` creates a run and starts it asynchronously through the ``RunLauncher``. The
-  session's lease is the compare-and-set in ``PlatformStore.start_run``: while a run is
-  queued, running or interrupted, another question is refused (409 ``run_active``
-  naming it and its way out); of concurrent asks exactly one wins. With an
-  ``Idempotency-Key`` a retried ask returns the same run (for 24 hours; the same key
-  with another question is 422).
-- ``resume`` (options: retry unknown model calls, confirm hooks) and ``resolve`` (an
-  operator's verdict, then the run is driven on) take the lease for the run itself;
-  ``supplement`` queues an input durably; ``cancel`` stops the driver (an in-flight
-  command is killed) and records the cancellation; operators (admins) list the space's
-  runs by status and may cancel or resume them (raising the budget: ``budgets``).
+- ``ask`` creates a run under the session's lease (``agentloom.platform.lease``: while a
+  run is queued, running or interrupted another question is refused, 409 ``run_active``
+  naming it and its way out; of concurrent asks exactly one wins) and starts it through
+  the ``RunLauncher``. With an ``Idempotency-Key`` a retried ask returns the same run (for
+  24 hours; the same key with another question is 422).
+- ``resume`` (retry unknown model calls, confirm hooks) and ``resolve`` (an operator's
+  verdict, then the run is driven on) take the lease for the run itself; ``supplement``
+  queues an input durably; ``cancel`` stops the driver (an in-flight command is killed)
+  and records the cancellation, assembling no engine; operators (admins) list the
+  space's runs by status and may cancel or resume them (raising the budget).
 - ``run`` is the status with its detail: the engine's status, error and way out, what
   is unknown when it is blocked on an unknown outcome, the answer, and usage.
 - ``messages``: the session's record stream, paged by session seq (``after``,
@@ -278,8 +277,10 @@ class SessionService:
                            "a new question)", code="run_ended",
                            details={"run_id": run_id, "status": run.value.status})
         summary = self.tracker.summary(run_id)
-        if summary is not None and summary.status != "running":
-            self._let_go(run_id)  # it stopped: its driver is letting go
+        deadline = time.monotonic() + 10.0  # a run that stopped: its driver lets go
+        while summary is not None and summary.status != "running" and \
+                self.launcher.driving(run_id) and time.monotonic() < deadline:
+            time.sleep(0.01)
         if self.launcher.driving(run_id):
             raise Conflict(f"run {run_id} is being driven; wait for it to stop",
                            code="run_running", details={"run_id": run_id})
@@ -302,11 +303,6 @@ class SessionService:
                 raise self._active(session.value, refused) from None
 
         return retry_conflicts(attempt)
-
-    def _let_go(self, run_id: str, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.launcher.driving(run_id) and time.monotonic() < deadline:
-            time.sleep(0.01)
 
     def resume(self, who: Principal, session_id: str, run_id: str, *,
                retry_unknown_models: bool = False, confirm_hooks: bool = False,
