@@ -190,6 +190,13 @@ class Client:
         return self._send(Session, "POST", f"/spaces/{space_id}/sessions",
                           {"agent_id": agent_id, "version": version, "title": title})
 
+    def sessions(self, space_id: str) -> list[Session]:
+        """Your sessions in the space (session content is its creator's only)."""
+        return self._items(Session, f"/spaces/{space_id}/sessions")
+
+    def session(self, session_id: str) -> Session:
+        return self._get(Session, f"/sessions/{session_id}")
+
     def ask(self, session_id: str, question: str, *,
             idempotency_key: str | None = None) -> Run:
         return self.ask_full(session_id, question, idempotency_key=idempotency_key).run
