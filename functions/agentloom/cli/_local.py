@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from agentloom_runtime.engine import RunSummary
     from agentloom_runtime.snapshot import AgentSnapshot
 
+NOT_SHOWN = {"driver"}  # a session's lease holder: the platform's business (as in the API)
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -155,25 +156,11 @@ async def _run(ctx: Ctx) -> int:
                           base_url=args.base_url, demo_script=args.demo_script,
                           agent_path=Path(args.agent))
     _open_store(app, new=True)
-    _check_binding(app, args.session, snapshot)
     ctx.say(choice.banner)
     result = await app.run(choice.snapshot, choice.gateway, question,
                            session=args.session, pause=args.pause)
     code = _exit(result, ctx.say)
     return ctx.done(await run_document(ctx, result.run_id), code) if ctx.json else code
-
-
-def _check_binding(app: LocalApp, session_id: str, snapshot: AgentSnapshot) -> None:
-    """A session made by ``session create`` (or an earlier run) belongs to its agent."""
-    found = _store.session(app.tracker.store, session_id)
-    if found is None or (found.space_id, found.agent_id, found.version) == \
-            (snapshot.space_id, snapshot.agent_id, snapshot.version):
-        return
-    raise ConfigError(
-        f"session {session_id!r} belongs to agent {found.agent_id!r} version "
-        f"{found.version} (space {found.space_id!r}); agent {snapshot.agent_id!r} version "
-        f"{snapshot.version} (space {snapshot.space_id!r}) cannot ask in it — use another "
-        "session", details={"code": "session_agent_mismatch", "session": session_id})
 
 
 async def _resume(ctx: Ctx) -> int:
@@ -293,7 +280,7 @@ async def _show(ctx: Ctx) -> int:
 async def _sessions(ctx: Ctx) -> int:
     _open_store(ctx.app, new=False)
     store = ctx.app.tracker.store
-    items = [_output.session_document(s.model_dump(mode="json"),
+    items = [_output.session_document(s.model_dump(mode="json", exclude=NOT_SHOWN),
                                       [r.model_dump(mode="json")
                                        for r in _store.runs(store, s.session_id)])
              for s in _store.sessions(store)]
@@ -358,7 +345,8 @@ async def _session_create(ctx: Ctx) -> int:
     ask = ctx.way.command("run", "--agent", args.agent, "--session", session_id)
     ctx.say(f"session {session_id} (agent {snapshot.agent_id} v{snapshot.version})")
     ctx.say(f'  next: {ask} "a question"')
-    return ctx.done({**made.model_dump(mode="json"), "next": [f'{ask} "a question"']})
+    return ctx.done({**made.model_dump(mode="json", exclude=NOT_SHOWN),
+                     "next": [f'{ask} "a question"']})
 
 
 async def _agent_create(ctx: Ctx) -> int:
