@@ -5,6 +5,7 @@ machine. Run here with a PATH of stand-ins: ``id``, ``apt-get`` and no ``bwrap``
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -103,3 +104,18 @@ def test_bin_test_installs_bubblewrap_through_the_same_bootstrap(tmp_path: Path)
     second = bin_test()
     assert second.returncode == 0 and "installing bubblewrap" not in second.stderr
     assert len((tmp_path / "apt.log").read_text().splitlines()) == 1  # tried once
+
+
+def test_bin_agentloom_has_the_cli_name_itself_in_the_commands_it_prints(
+        tmp_path: Path) -> None:
+    """A README user types ``bin/agentloom`` (``agentloom`` is not on their PATH): the
+    commands the CLI prints for them to type next say ``bin/agentloom`` too."""
+    _, env = _machine(tmp_path, uid=1000, apt="exit 1")
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")  # this checkout's code
+    home = tmp_path / "home"
+    proc = subprocess.run([shutil.which("bash") or "bash", "bin/agentloom", "--home",
+                           str(home), "agent", "create", "agent.yaml"], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"`bin/agentloom --home {home} run --agent agent.yaml \"a question\"`" \
+        in proc.stderr

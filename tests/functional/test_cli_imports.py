@@ -31,7 +31,9 @@ def test_importing_the_cli_loads_no_engine_models_or_http_client() -> None:
 
 
 def test_the_parser_alone_loads_none_of_them() -> None:
-    loaded = _loaded("import agentloom.cli as c\nc._parser().parse_args(['show', 'abc'])")
+    loaded = _loaded("from agentloom.cli import _parser\n"
+                     "_parser.parser().parse_args(['show', 'abc'])\n"
+                     "_parser.remote_parser().parse_args(['show', 's', 'r'])")
     assert _found(loaded, NOT_AT_IMPORT) == []
 
 

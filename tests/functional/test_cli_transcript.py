@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import io
 
-from agentloom.cli import _LINES, Transcript
+from agentloom.cli import LINES, Transcript
 from agentloom_runtime.events import TOPICS
 
 
 def test_every_transcript_line_is_for_a_topic_of_the_catalogue() -> None:
-    assert set(_LINES) - TOPICS == set()
+    assert set(LINES) - TOPICS == set()
     assert "run.stopped" in TOPICS  # rendered by the transcript itself (its way out)
 
 
 def test_resolve_names_no_resolve_commands_for_the_stop_it_is_settling() -> None:
     out = io.StringIO()
-    transcript = Transcript(out, prefix="agentloom", resolving=True)
+    transcript = Transcript(out, resolving=True)
     stop = {"run_id": "r1", "status": "blocked", "code": "tool_outcome_unknown",
             "message": "unknown", "way_out": "resolve"}
     transcript("run.stopped", stop)

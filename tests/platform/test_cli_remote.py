@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,9 +43,12 @@ def test_ask_follows_the_run_then_messages_events_and_show(api: Api, capsys: Cap
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:2] == ["1", "run.started"] and "run.status" in lines[-1]
 
-    assert main(cli(api, "show", session, run_id)) == 0
+    assert main(cli(api, "show", session, run_id, "--json")) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["status"] == "completed" and shown["answer"] == "Answer to: Q what is up?"
+    assert main(cli(api, "show", session, run_id)) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert "status: completed" in text and "Answer to: Q what is up?" in text
 
     assert main(["--api", api.url, "run", "--session", session, "--no-follow",
                  "--token", api.tokens["alice"], "Q again"]) == 0
@@ -73,7 +77,9 @@ def test_cancel_resume_and_resolve(api: Api, model: Model, wait: Wait,
     slow = capsys.readouterr().out.split()[1]
     wait(lambda: "Q slow one" in model.started, what="the model call")
     assert main(cli(api, "cancel", session, slow, "--reason", "enough")) == 0
-    assert capsys.readouterr().out.strip() == f"run {slow} cancelled"
+    cancelled = capsys.readouterr().out.splitlines()
+    assert cancelled == [f"run {slow} cancelled",
+                         f'  next: agentloom --api {api.url} ask {session} "a new question"']
     assert main(cli(api, "cancel", session, slow)) == 2
     assert capsys.readouterr().err.startswith("error (run_ended): ")
 
@@ -85,9 +91,18 @@ def test_cancel_resume_and_resolve(api: Api, model: Model, wait: Wait,
     assert main(cli(api, "resume", session, run_id)) == 3  # blocked: unknown model call
     out = capsys.readouterr().out
     assert f"run {run_id} blocked" in out and "way out: resolve" in out
-    assert main(cli(api, "resolve", session, run_id)) == 0  # what is unknown
+    prefix = f"agentloom --api {api.url}"  # every printed command works as typed
+    assert f"next: {prefix} resolve {session} {run_id} --send-again | --treat-as-failed" \
+        in out.splitlines()
+    said = [line for line in out.splitlines() if not line[:4].strip().isdigit()]  # events:
+    assert f"`{prefix} resolve {session} {run_id} --send-again`" in said[0]  # data as sent
+    assert not any("`agentloom resolve" in line for line in said)  # the engine's text, too
+    assert main(cli(api, "resolve", session, run_id, "--json")) == 0  # what is unknown
     shown = json.loads(capsys.readouterr().out)
     assert shown["unknown"]["verdicts"] == ["send_again", "treat_as_failed"]
+    assert main(cli(api, "resolve", session, run_id)) == 0  # the same, for a person
+    lines = capsys.readouterr().out.splitlines()
+    assert f"  agentloom --api {api.url} resolve {session} {run_id} --send-again" in lines
     assert main(cli(api, "resolve", session, run_id, "--did-not-run")) == 2
     assert capsys.readouterr().err.startswith("error (verdict_not_applicable): ")
     model.open()
@@ -95,3 +110,55 @@ def test_cancel_resume_and_resolve(api: Api, model: Model, wait: Wait,
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == "Answer to: Q hang please"
     assert any(" run.resolved " in line for line in lines)
+
+
+PRICED_AGENT = """agent_id: set-by-the-platform
+name: Priced helper
+prompt: You answer questions.
+model: {model: test-model, input_price_per_million: 2.0, output_price_per_million: 8.0}
+"""
+STEP_COST = 10 * 2.0 / 1e6 + 5 * 8.0 / 1e6  # the fixture's usage: 10 in, 5 out
+
+
+def test_agent_and_session_from_a_file_then_runs_sessions_and_show_with_cost(
+        api: Api, capsys: Capsys, tmp_path: Path) -> None:
+    agent_file = tmp_path / "agent.yaml"
+    agent_file.write_text(PRICED_AGENT)
+    assert main(cli(api, "agent", "create", str(agent_file))) == 0  # her one space
+    made = capsys.readouterr().out.splitlines()
+    agent_id = made[0].split()[1]
+    assert made == [f"agent {agent_id} (Priced helper) in space {api.space_id}, version 1 "
+                    "published",
+                    f"  next: agentloom --api {api.url} session create --space "
+                    f"{api.space_id} --agent {agent_id}"]
+    assert main(cli(api, "session", "create", "--agent", agent_id, "--json")) == 0
+    session = json.loads(capsys.readouterr().out)["session_id"]
+    assert main(cli(api, "--json", "ask", session, "Q priced?")) == 0
+    asked = json.loads(capsys.readouterr().out)  # one document: no event lines
+    assert asked["status"] == "completed" and asked["answer"] == "Answer to: Q priced?"
+    assert asked["cost"]["cost"] == pytest.approx(2 * STEP_COST)
+    assert asked["next"] == [f'agentloom --api {api.url} ask {session} "a new question"']
+
+    assert main(cli(api, "runs", session)) == 0
+    _, row = capsys.readouterr().out.splitlines()
+    assert row.split()[:6] == [asked["run_id"], session, "completed", "2", "30", "0.00012"]
+    assert main(cli(api, "sessions", "--space", api.space_id, "--json")) == 0
+    [listed] = json.loads(capsys.readouterr().out)["items"]
+    assert (listed["session_id"], listed["runs"], listed["last_status"]) == \
+        (session, 1, "completed")
+    assert listed["usage"]["total_tokens"] == 30
+    assert main(cli(api, "show", session, asked["run_id"])) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "usage: 2 model call(s), 30 tokens (20 in, 10 out), cost 0.00012" in out
+    assert [line.split() for line in out if line.startswith("  m1-")] == [
+        ["m1-1", "action", "main", "10", "5", "15", "0.00006"],
+        ["m1-2", "verification", "main", "10", "5", "15", "0.00006"]]
+
+    assert main(cli(api, "session", "create", "--agent-file", str(agent_file))) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(", version 1 published") and lines[1].startswith("session ses_")
+    assert main(cli(api, "spaces", "--json")) == 0
+    assert [s["space"]["space_id"] for s in json.loads(capsys.readouterr().out)["items"]] \
+        == [api.space_id]
+    assert main(cli(api, "agent", "create", str(agent_file), user="eve")) == 2
+    assert capsys.readouterr().err.startswith("error (space_required): ")  # no space

@@ -208,7 +208,7 @@ def test_the_scan_covers_the_code_the_tests_and_the_docs() -> None:
     rels = {p.relative_to(ROOT).as_posix() for p in scanned_files(ROOT)}
     for expected in ("README.md", "docs/contract.md", "docs/concepts.md",
                      "runtime/agentloom_runtime/engine/engine.py",
-                     "functions/agentloom/cli.py", "tests/unit/test_tool_runtime.py"):
+                     "functions/agentloom/cli/__init__.py", "tests/unit/test_tool_runtime.py"):
         assert expected in rels
     assert not any("/.venv/" in r or "__pycache__" in r for r in rels)
 

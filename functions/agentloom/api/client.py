@@ -31,6 +31,7 @@ from agentloom.api.models import (
     InputOut,
     ModelConnectionOut,
     PublishOut,
+    SessionOut,
     SpaceOut,
 )
 from agentloom.platform.domain import (
@@ -189,6 +190,13 @@ class Client:
                        title: str = "") -> Session:
         return self._send(Session, "POST", f"/spaces/{space_id}/sessions",
                           {"agent_id": agent_id, "version": version, "title": title})
+
+    def sessions(self, space_id: str) -> list[SessionOut]:
+        """Your sessions in the space (session content is its creator's only)."""
+        return self._items(SessionOut, f"/spaces/{space_id}/sessions")
+
+    def session(self, session_id: str) -> SessionOut:
+        return self._get(SessionOut, f"/sessions/{session_id}")
 
     def ask(self, session_id: str, question: str, *,
             idempotency_key: str | None = None) -> Run:

@@ -1,8 +1,9 @@
 """``agentloom serve``: the HTTP API on 127.0.0.1 with the embedded stores and a local
-worker that drives runs. Also ``python -m agentloom.api.serve``.
+worker that drives runs. Also ``python -m agentloom.api.serve``: both parse the options
+defined once in ``agentloom.api.serve_options`` and call ``execute``.
 
     serve [--home DIR] [--host 127.0.0.1] [--port 8765] [--hook-root DIR]...
-          [--key-env NAME]... [--model-factory MODULE:FUNCTION]
+          [--key-env NAME]... [--allow-loopback-tools] [--model-factory MODULE:FUNCTION]
     serve bootstrap --user NAME [--space NAME] [--home DIR]   a space, its owner, a token
     serve token --user NAME [--label TEXT] [--ttl-days N] [--home DIR]   another token
     serve openapi                                             print the OpenAPI document
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agentloom.api.app import build_app
+from agentloom.api.serve_options import parser
 from agentloom.api.server import ApiServer, check_loopback
 from agentloom.local.capabilities import embedded_capabilities
 from agentloom.local.embedded import EmbeddedPlatform
@@ -40,43 +42,10 @@ from agentloom.platform.launcher import ModelFactory
 from agentloom_runtime.errors import AgentLoomError, ConfigError
 
 DEFAULT_HOME = ".agentloom"
-DEFAULT_PORT = 8765
 
 
 def _home(value: str | None) -> Path:
     return Path(value or os.environ.get("AGENTLOOM_HOME") or DEFAULT_HOME)
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agentloom serve", description="The AgentLoom HTTP API "
-                                "on this machine (embedded stores, a local run worker).")
-    p.add_argument("--home", help="state directory (default: $AGENTLOOM_HOME or ./.agentloom)")
-    p.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="default 8765; 0 = any")
-    p.add_argument("--hook-root", action="append", default=[], metavar="DIR",
-                   help="a folder whose hook packages agents may bind (repeatable)")
-    p.add_argument("--key-env", action="append", default=None, metavar="NAME",
-                   help="an environment variable agents may name as their model key "
-                        "(repeatable; default OPENAI_API_KEY, DEEPSEEK_API_KEY)")
-    p.add_argument("--allow-loopback-tools", action="store_true",
-                   help="let MCP servers and embeddings endpoints on 127.0.0.1 be reached "
-                        "(local development)")
-    p.add_argument("--model-factory", metavar="MODULE:FUNCTION",
-                   help="trusted Python building each run's model gateway from its snapshot")
-    sub = p.add_subparsers(dest="command")
-    boot = sub.add_parser("bootstrap", help="create a space, its owner and a token")
-    boot.add_argument("--user", required=True)
-    boot.add_argument("--space", default="My space")
-    boot.add_argument("--home", dest="sub_home")
-    token = sub.add_parser("token", help="create a bearer token for a user")
-    token.add_argument("--user", required=True)
-    token.add_argument("--label", default="")
-    token.add_argument("--ttl-days", type=float, default=None)
-    token.add_argument("--home", dest="sub_home")
-    sub.add_parser("openapi", help="print the OpenAPI document")
-    run = sub.add_parser("run", help="serve (the default)")
-    run.add_argument("--home", dest="sub_home")
-    return p
 
 
 def load_factory(spec: str) -> ModelFactory:
@@ -97,7 +66,7 @@ def open_platform(args: argparse.Namespace) -> EmbeddedPlatform:
         key_refs=frozenset(args.key_env) if args.key_env is not None else DEFAULT_KEY_REFS,
         hook_roots=tuple(Path(d).resolve() for d in args.hook_root))
     factory = load_factory(args.model_factory) if args.model_factory else None
-    home = _home(getattr(args, "sub_home", None) or args.home)
+    home = _home(getattr(args, "sub_home", None) or getattr(args, "home", None))
     tools = embedded_capabilities(home, allow_loopback=bool(getattr(args,
                                                                      "allow_loopback_tools",
                                                                      False)))
@@ -134,19 +103,21 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None) -> 
         platform.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(list(argv) if argv is not None else None)
+def execute(args: argparse.Namespace) -> int:
+    """Serve, or run the subcommand ``args.serve_command``, with arguments parsed by
+    ``serve_options`` (``main`` here, or the CLI's ``serve`` command)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    command = getattr(args, "serve_command", None)
     try:
-        if args.command == "openapi":
+        if command == "openapi":
             from agentloom.api.openapi import render
 
             sys.stdout.write(render())
             return 0
-        if args.command in ("bootstrap", "token"):
+        if command in ("bootstrap", "token"):
             platform = open_platform(args)
             try:
-                if args.command == "bootstrap":
+                if command == "bootstrap":
                     out = bootstrap(platform, args.user, args.space)
                 else:
                     ttl = args.ttl_days * 86400 if args.ttl_days else None
@@ -161,6 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (AgentLoomError, PlatformError) as err:
         print(f"agentloom serve: {err.message}", file=sys.stderr)
         return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return execute(parser().parse_args(list(argv) if argv is not None else None))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,246 @@
+"""What the CLI prints: lines that go quiet when the reader goes away, the transcript of
+engine events, one JSON document (``--json``), tables for listings, and usage and cost.
+
+With ``--json`` a command prints exactly one JSON document on stdout and nothing else
+there (the transcript is not printed); an error is ``{"error": {"code", "message"}}``
+on stdout as well as ``error (code): message`` on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from agentloom.local import operator
+from agentloom_runtime.events import Topic
+
+from ._commands import Way
+
+_TEXT_LIMIT = 400
+
+
+def short(text: Any, limit: int = _TEXT_LIMIT) -> str:
+    value = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+    value = value.replace("\n", " ⏎ ")
+    return value if len(value) <= limit else value[:limit] + " …"
+
+
+class Output:
+    """Lines to stdout that go quiet when the reader goes away (``| head``): the run
+    goes on, nothing is printed about it. ``quiet``: nothing is printed (``--json``)."""
+
+    def __init__(self, out: Any = None, *, quiet: bool = False) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.quiet = quiet
+
+    def __call__(self, line: str) -> None:
+        if not self.quiet:
+            self.write(line)
+
+    def write(self, line: str) -> None:
+        if self.out is None:
+            return
+        try:
+            print(line, file=self.out, flush=True)
+        except BrokenPipeError:
+            self.out = None
+            silence_stdout()
+
+    def document(self, doc: Mapping[str, Any]) -> None:
+        """The one JSON document of ``--json``."""
+        self.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def error(code: str, message: str, *, as_json: bool = False) -> int:
+    """An error as the CLI reports it: exit status 2."""
+    with contextlib.suppress(OSError):
+        print(f"error ({code}): {message}", file=sys.stderr)
+    if as_json:
+        Output().document({"error": {"code": code, "message": message}})
+    return 2
+
+
+# ------------------------------------------------------------------ the transcript
+
+
+class Transcript:
+    """Prints engine events as a readable transcript; remembers the current run id (the
+    resume command printed on SIGINT / SIGTERM names it)."""
+
+    def __init__(self, out: Any = None, *, way: Way | None = None, resolving: bool = False,
+                 quiet: bool = False) -> None:
+        self.say = Output(out, quiet=quiet)
+        self.way = way or Way()
+        self.run_id: str | None = None
+        # ``resolve`` itself: a stop on the unknown outcome it is about to settle (or to
+        # describe) names no resolve commands, until a verdict is recorded
+        self.resolving = resolving
+
+    def __call__(self, topic: Topic, data: Mapping[str, Any]) -> None:
+        if topic in ("run.started", "run.resumed") and data.get("run_id"):
+            self.run_id = str(data["run_id"])
+        if topic == "run.resolved":
+            self.resolving = False
+        line = self._line(topic, data)
+        if line:
+            self.say(line)
+
+    def _line(self, topic: Topic, d: Mapping[str, Any]) -> str | None:
+        if topic == "model.completed" and d.get("purpose") != "action":
+            return None  # reviews and summaries show through their own events
+        if topic == "run.stopped":
+            return self._stopped(d)
+        render = LINES.get(topic)
+        if render is None:
+            return None
+        who = "" if d.get("instance", "main") == "main" else f"[{d['instance']}] "
+        return who + render(d)
+
+    def _stopped(self, d: Mapping[str, Any]) -> str:
+        line = f"■ {d['status']} ({d['code']}): {self.way.reword(str(d['message']))}"
+        if self.resolving and d.get("way_out") == "resolve":
+            return line
+        for command in self.way.next_commands(str(d["run_id"]), d.get("way_out"),
+                                              code=d.get("code")):
+            line += f"\n  next: {command}"
+        return line
+
+
+def _result_line(d: Mapping[str, Any]) -> str:
+    """Tool results as a person reads them; command results as exit code and output."""
+    text = d.get("result")
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        value = text
+    if isinstance(value, dict) and "exit_code" in value and "stdout_head" in value:
+        out = (value.get("stdout_head") or "") + (value.get("stdout_tail") or "")
+        err = (value.get("stderr_head") or "") + (value.get("stderr_tail") or "")
+        text = f"exit {value['exit_code']}" + (" (timed out)" if value.get("timed_out") else "")
+        text += f" · {short(out.strip(), 160)}" if out.strip() else ""
+        text += f" · stderr: {short(err.strip(), 120)}" if err.strip() else ""
+        return f"  ← {d['name']} [{d['status']}] {text}"
+    return f"  ← {d['name']} [{d['status']}] {short(text, 200)}"
+
+
+def _model_line(d: Mapping[str, Any]) -> str:
+    calls = d.get("tool_calls") or []
+    return f"model → {', '.join(calls)}" if calls else f"model: {short(d.get('content'))}"
+
+
+LINES: dict[Topic, Callable[[Mapping[str, Any]], str]] = {
+    "run.started": lambda d: f"▶ run {d['run_id']}\n  task: {short(d['task'])}",
+    "run.resumed": lambda d: f"▶ resuming run {d['run_id']} (execution {d['execution']})",
+    "run.resolved": lambda d: "✓ verdict "
+    f"{operator.VERDICT_FLAGS.get(d['verdict'], d['verdict'])} recorded (by {d['by']})",
+    "model.completed": _model_line,
+    "tool.started": lambda d: f"  tool {d['name']} {short(d.get('arguments'), 200)}",
+    "tool.completed": _result_line,
+    "review.decided": lambda d: f"review: {d['decision']} {short(d.get('reason'), 200)}",
+    "context.compacted": lambda d: "context compacted",
+    "subagent.started": lambda d: f"  delegated to {d['instance']} ({d['template']})",
+    "run.finished": lambda d: f"■ {d['status']}\n\n{d.get('answer') or ''}",
+}
+
+
+# ------------------------------------------------------------------ listings and cost
+
+
+def when(stamp: float | None) -> str:
+    if not stamp:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+def money(cost: float | None) -> str:
+    """A cost in the model connection's currency; ``-`` when it has no prices."""
+    return "-" if cost is None else f"{cost:.6f}".rstrip("0").rstrip(".") or "0"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """Columns padded to their widest cell (numbers right-aligned)."""
+    cells = [[str(c) for c in headers], *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [all(_number(row[i]) for row in cells[1:])
+               and any(row[i] != "-" for row in cells[1:]) for i in range(len(headers))]
+    return ["  ".join(c.rjust(w) if n else c.ljust(w)
+                      for c, w, n in zip(row, widths, numeric, strict=True)).rstrip()
+            for row in cells]
+
+
+def _number(cell: str) -> bool:
+    return cell == "-" or cell.replace(",", "").replace(".", "", 1).isdigit()
+
+
+def cost_lines(cost: Mapping[str, Any] | None) -> list[str]:
+    """Tokens and cost of a run (``RunCost`` as JSON), then one line per model call."""
+    if not cost:
+        return ["usage: none recorded"]
+    priced = cost.get("cost")
+    lines = [f"usage: {cost['calls']} model call(s), {cost['total_tokens']:,} tokens "
+             f"({cost['input_tokens']:,} in, {cost['output_tokens']:,} out), "
+             + (f"cost {money(priced)}" if priced is not None
+                else "no cost (the model connection has no prices)")]
+    steps = cost.get("steps") or []
+    if not steps:
+        return lines
+    shown = cost.get("steps_total", len(steps))
+    lines.append("steps:" if shown == len(steps) else
+                 f"steps (the latest {len(steps)} of {shown}):")
+    rows = [[s["op_id"], s["purpose"], s["instance"], f"{s['input_tokens']:,}",
+             f"{s['output_tokens']:,}", f"{s['total_tokens']:,}", money(s.get("cost"))]
+            for s in steps]
+    lines += ["  " + line for line in table(("STEP", "PURPOSE", "INSTANCE", "IN", "OUT",
+                                              "TOKENS", "COST"), rows)]
+    return lines
+
+
+def run_rows(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Runs as a table: status, tokens and cost (items: run documents)."""
+    if not items:
+        return ["no runs"]
+    rows = [[r["run_id"], r.get("session_id") or "-", r["status"],
+             (r.get("usage") or {}).get("calls", 0),
+             f"{(r.get('usage') or {}).get('total_tokens', 0):,}",
+             money((r.get("cost") or {}).get("cost")), when(r.get("created_at"))]
+            for r in items]
+    return table(("RUN", "SESSION", "STATUS", "CALLS", "TOKENS", "COST", "CREATED"), rows)
+
+
+def session_rows(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Sessions as a table (items: session documents, with ``last_status`` and the
+    ``usage`` summed over their runs)."""
+    if not items:
+        return ["no sessions"]
+    rows = [[s["session_id"], f"{s['agent_id']} v{s['version']}", s.get("runs", 0),
+             s.get("last_status") or "-", f"{(s.get('usage') or {}).get('total_tokens', 0):,}",
+             s.get("active_run") or "-", when(s.get("created_at")), s.get("title") or ""]
+            for s in items]
+    return table(("SESSION", "AGENT", "RUNS", "LAST STATUS", "TOKENS", "ACTIVE RUN",
+                  "CREATED", "TITLE"), rows)
+
+
+def session_document(session: Mapping[str, Any],
+                     runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A session (as stored or as the API returns it) with what its runs add up to:
+    the status of the latest, and their usage summed (``runs``: Run records as JSON)."""
+    ordered = sorted(runs, key=lambda r: (r.get("created_at") or 0, r["run_id"]))
+    usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    for run in ordered:
+        for key in usage:
+            usage[key] += int((run.get("usage") or {}).get(key, 0))
+    return {**session, "runs": len(ordered),
+            "last_status": ordered[-1]["status"] if ordered else None, "usage": usage}
