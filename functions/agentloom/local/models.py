@@ -1,8 +1,8 @@
 """Which model a local run talks to: a real provider from the conventional environment
 (or flags), or the clearly labelled scripted demo model.
 
-The HTTP gateway (and its HTTP client) is imported by ``gateway_for`` only
-(``agentloom.models.gateway``), and the
+The HTTP gateway (and its HTTP client) is imported where a real provider is chosen
+(``agentloom.models.gateway.gateway_for``), and the
 scripted demo model by the functions that build it: importing this module loads
 neither.
 """
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentloom.models.gateway import env_key, gateway_for
 from agentloom_runtime.contracts import ModelResponse, ToolCall
 from agentloom_runtime.errors import ConfigError
 
@@ -94,6 +93,8 @@ def choose_model(snapshot: AgentSnapshot, *, provider: str | None, model: str | 
                                                 else spec["base"]),
         "model": model or (snapshot.model.model if same else spec["model"]),
     })
+    from agentloom.models.gateway import env_key, gateway_for
+
     env_key(spec["key"])  # refused at once when the variable is not set
     snap = snapshot.model_copy(update={"model": connection})
     return ModelChoice(snap, gateway_for(snap),
@@ -107,5 +108,7 @@ def restore_model(snapshot: AgentSnapshot, binding: dict[str, Any]) -> ModelChoi
     if binding["module_id"] == KeyedScriptModel.module_id:
         path = Path(binding["config"]["label"])
         return ModelChoice(snapshot, load_demo_script(path), f"[demo model] {path}")
+    from agentloom.models.gateway import gateway_for
+
     return ModelChoice(snapshot, gateway_for(snapshot),
                        f"[model] {snapshot.model.dialect} {snapshot.model.model}")
