@@ -79,6 +79,14 @@ class ModelStatusError(ModelError):
         self.retryable = retryable
 
 
+class ModelCredentialsError(ModelError):
+    """The request was never sent: the gateway could not get its credential (a key
+    variable not set, a sealed key that would not open). Nothing is unknown: set the
+    credential, then resume."""
+
+    code = "model_credentials_missing"
+
+
 class ModelResponseError(ModelError):
     code = "model_response_invalid"
 

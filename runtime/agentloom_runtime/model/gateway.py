@@ -39,6 +39,7 @@ from agentloom_runtime._json import storable, storable_text
 from agentloom_runtime.contracts import JSON, Message, ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import (
     ConfigError,
+    ModelCredentialsError,
     ModelResponseError,
     ModelStatusError,
     ModelTransportError,
@@ -396,7 +397,12 @@ class ChatCompletionsGateway:
     async def invoke(self, request: ModelRequest) -> ModelResponse:
         client = self._client_for_call()
         payload = self._encode(request)
-        key = self._resolve_key()
+        try:
+            key = self._resolve_key()
+        except ConfigError as err:  # before any I/O: the request never left
+            raise ModelCredentialsError(
+                f"the model request was not sent: {err.message}; set the credential, then "
+                "resume the run", details={"sent": False, "reason": "credentials"}) from None
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
