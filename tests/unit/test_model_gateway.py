@@ -13,6 +13,7 @@ import pytest
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import (
     ConfigError,
+    ModelCredentialsError,
     ModelResponseError,
     ModelStatusError,
     ModelTransportError,
@@ -173,9 +174,11 @@ async def test_empty_key_sends_no_authorization(make: Any) -> None:
 
 
 async def test_invalid_key_is_refused_without_echo(make: Any) -> None:
-    with pytest.raises(ConfigError) as info:
-        await make(Recorder(), api_key="sk-bad\nInjected: 1").invoke(REQUEST)
-    assert "Injected" not in str(info.value)
+    rec = Recorder()
+    with pytest.raises(ModelCredentialsError) as info:  # never sent: nothing is unknown
+        await make(rec, api_key="sk-bad\nInjected: 1").invoke(REQUEST)
+    assert "Injected" not in str(info.value) and info.value.details["sent"] is False
+    assert rec.requests == []
 
 
 def test_checkpoint_config_is_non_secret(make: Any) -> None:

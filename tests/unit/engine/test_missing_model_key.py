@@ -32,7 +32,7 @@ def _gateway(key: str | None, sent: list[str]) -> ChatCompletionsGateway:
 
 
 async def test_a_missing_model_key_blocks_with_its_reason_and_nothing_unknown() -> None:
-    store, sent = InMemoryCheckpointStore(), []
+    store, sent = InMemoryCheckpointStore(), list[str]()
     engine = build_engine(store=store, model=_gateway(None, sent))
     await engine.start("Q", run_id="r")
     result = await drive(engine)
