@@ -9,6 +9,7 @@ another space is refused."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -131,3 +132,29 @@ def test_a_draft_may_name_only_a_connection_of_its_own_space(
     assert refused.value.details == {"fields": [{
         "field": "config.model.api_key_ref",
         "message": f"no model connection {foreign} in this space"}]}
+
+
+def test_a_model_echoing_the_connection_key_never_shows_it(api: Api, wait: Wait) -> None:
+    """The platform connection's sealed key is given to the redactor when it is opened:
+    an answer quoting it is redacted in the run, its messages, its events and the next
+    question's history (issue 17)."""
+    echo = [replace(ScriptedModel.answer(f"The key is {KEY}."), usage=USAGE),
+            replace(ScriptedModel.verdict("complete"), usage=USAGE),
+            replace(ScriptedModel.answer("Second answer."), usage=USAGE),
+            replace(ScriptedModel.verdict("complete"), usage=USAGE)]
+    with OpenAICompatibleServer(echo, model="conn-model", api_key=KEY) as server:
+        alice = api.client("alice")
+        _, agent = _on_connection(api, alice, server)
+        alice.publish(api.space_id, agent.agent_id)
+        session = alice.create_session(api.space_id, agent.agent_id).session_id
+        first = alice.ask(session, "Q what is your key?")
+        view = stopped_view(alice, session, first.run_id, wait)
+        assert view.status == "completed" and view.answer is not None
+        assert KEY not in view.answer and "The key is" in view.answer
+        second = alice.ask(session, "Q and now?")
+        assert stopped_view(alice, session, second.run_id, wait).status == "completed"
+        texts = [alice.request("GET", f"/sessions/{session}/messages").text,
+                 alice.events(session, first.run_id).model_dump_json()]
+        assert all(KEY not in text for text in texts)
+        later = [r.body for r in server.received[2:]]  # the next question's requests
+        assert later and KEY not in json.dumps(later)

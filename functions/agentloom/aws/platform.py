@@ -156,7 +156,8 @@ class AwsPlatform:
         tracker = RunTracker(store, checkpoints, redactor=redactor, commits=commits)
         admin = AdminService(store, rules, secrets=CodecSecrets(keyring, store),
                              discovery=ModelDiscovery(), capabilities=capabilities)
-        models = ConnectionModels(admin, model_factory or default_model_factory)
+        models = ConnectionModels(admin, model_factory or default_model_factory,
+                                  redact=tracker.redactor.add)
         host = aws_host(config, tracker, models, capabilities)
         launcher = SfnRunLauncher(host, store, sfn=clients.sfn, ecs=clients.ecs,
                                   state_machine_arn=config.state_machine_arn)

@@ -84,7 +84,8 @@ class EmbeddedPlatform:
                              discovery=ModelDiscovery(allow_loopback=allow_loopback_discovery),
                              capabilities=capabilities)
         # a version on a platform connection calls its provider with the stored key
-        models = ConnectionModels(admin, model_factory or default_model_factory)
+        models = ConnectionModels(admin, model_factory or default_model_factory,
+                                  redact=tracker.redactor.add)
         host = local_host(home, tracker, models, capabilities)
         launcher = LocalRunLauncher(host)
         sessions = SessionService(store, tracker, launcher, host)

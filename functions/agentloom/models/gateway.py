@@ -2,7 +2,8 @@
 ``api_key_ref`` names a platform model connection (``mdl_…``) gets a chat-completions
 gateway holding that connection's stored key, opened here, at the gateway's
 construction, and kept only in the gateway (never logged, never in an event, snapshot or
-checkpoint: those hold the reference). Every other snapshot (an agent file's
+checkpoint: those hold the reference); ``redact`` is told each key it opens, so a model
+that echoes it never puts it in a session's records, an answer or an event. Every other snapshot (an agent file's
 environment-variable reference, a test model) goes to ``fallback``.
 """
 
@@ -31,9 +32,11 @@ class ConnectionKeys(Protocol):
 
 class ConnectionModels:
     def __init__(self, keys: ConnectionKeys,
-                 fallback: Callable[[AgentSnapshot], ModelGateway]) -> None:
+                 fallback: Callable[[AgentSnapshot], ModelGateway], *,
+                 redact: Callable[[str], None] | None = None) -> None:
         self.keys = keys
         self.fallback = fallback
+        self.redact = redact
 
     def __call__(self, snapshot: AgentSnapshot) -> ModelGateway:
         m = snapshot.model
@@ -43,6 +46,8 @@ class ConnectionModels:
         from agentloom_runtime.model import ChatCompletionsGateway
 
         key = self.keys.run_key(snapshot.space_id, ref, m)
+        if key and self.redact is not None:
+            self.redact(key)
         return ChatCompletionsGateway(base_url=m.base_url, model=m.model, api_key=key,
                                       dialect=m.dialect,
                                       max_output_tokens=m.max_output_tokens,

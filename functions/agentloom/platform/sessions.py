@@ -262,7 +262,9 @@ class SessionService:
             fields["cost"] = self.tracker.run_cost(run.run_id)
         if detail and (summary.status == "completed" or summary.way_out == "resolve"):
             info = self.engines.detail(run, self._snapshot(run.agent_id, run.version))
-            fields.update(answer=info.answer, reason=info.reason, note=info.note,
+            scrub = self.tracker.redactor
+            fields.update(answer=scrub.text(info.answer) if info.answer else None,
+                          reason=scrub.text(info.reason), note=info.note,
                           unknown=self.tracker.redactor.scrub(info.unknown.to_dict())
                           if info.unknown else None,
                           pending=[self.tracker.redactor.scrub(vars(p)) for p in info.pending])
