@@ -199,10 +199,12 @@ class SessionLease:
         summary = self.summary(run_id)
         if summary is not None and summary.status != "running":
             return NOTHING  # it stopped; its driver is letting go
-        state = self.probe(run_id, session.driver)
-        if summary is None and state == "gone":
-            return NOTHING  # its driver died before the run started
-        return LeaseState(run_id, state, session.driver)
+        if summary is None:  # queued: its driver has not started it yet
+            state = liveness(session.driver)
+            if state == "gone":
+                return NOTHING  # its driver died before the run started
+            return LeaseState(run_id, state, session.driver)
+        return LeaseState(run_id, self.probe(run_id, session.driver), session.driver)
 
     def open(self, session: Versioned[Session], run: Run, driver: Driver | None, *,
              idempotency: Idempotency | None = None, replace: int = ABSENT) -> None:
