@@ -16,7 +16,7 @@ from agentloom_runtime._json import storable
 from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.contracts import CommandMarkers, ContextManager, RunStatus
 from agentloom_runtime.errors import AgentLoomError, CheckpointConflict
-from agentloom_runtime.events import Emit, Topic
+from agentloom_runtime.events import Emit, EngineTopic
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.tools import ToolRuntime
 
@@ -77,7 +77,7 @@ class StepContext:
     def commit(self, point: CommitPoint) -> int:
         return self.journal.commit(point)
 
-    def emit(self, topic: Topic, data: Mapping[str, Any]) -> None:
+    def emit(self, topic: EngineTopic, data: Mapping[str, Any]) -> None:
         """Observation only: a failing observer never breaks a step; text is storable."""
         try:
             self._emit(topic, storable(dict(data)))
