@@ -26,11 +26,14 @@ from ._state import CommitPoint, Frame, Head
 logger = logging.getLogger(__name__)
 
 
-class BlockRun(Exception):
-    """Raised inside a step to stop the run with a typed error (blocked by default)."""
+class BlockRun(AgentLoomError):
+    """Raised inside a step to stop the run with a typed error (blocked by default);
+    ``Engine.step`` catches it, so it never reaches a host. It takes the carried error's
+    code, message and details."""
 
     def __init__(self, error: AgentLoomError, status: RunStatus = "blocked") -> None:
-        super().__init__(error.message)
+        super().__init__(error.message, details=error.details)
+        self.code = error.code
         self.error = error
         self.status = status
 
