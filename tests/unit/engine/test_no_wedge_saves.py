@@ -6,7 +6,8 @@ side effect run twice on its own."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import re
+from typing import Any, get_args
 
 import pytest
 from support.engine import CrashingStore, SideEffects, drive, make_snapshot, representative_script
@@ -18,6 +19,7 @@ from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import Verdict
 from agentloom_runtime.engine import create_engine, read_run
+from agentloom_runtime.engine._state import CommitPoint
 from agentloom_runtime.errors import PersistenceError
 from agentloom_runtime.testing import KeyedScriptModel
 
@@ -90,6 +92,9 @@ async def test_a_failed_save_leaves_a_truthful_resumable_status(fail_at: int) ->
     assert (summary.status, summary.way_out) == ("blocked", "resume"), summary
     assert summary.error is not None and summary.error["code"] == "persistence_error"
     assert "Resume" in summary.error["message"]
+    named = re.search(r"at commit point ([a-z_.]+) failed", summary.error["message"])
+    assert named is not None and named[1] in get_args(CommitPoint), \
+        "the stored error says which commit failed"
     assert engine.status == "blocked" and engine.way_out() == "resume"
 
     resumed = build(inner, effects, RUN)
