@@ -378,10 +378,19 @@ class ExecutionStrategy(Module, Protocol):
 
 StepNext = Literal["continue", "command", "done"]
 """What ``Engine.step()`` obliges the host to do: ``continue`` — step again; ``command``
-— run ``engine.command_spec()`` with a CommandRunner and pass its result to the next
-``step(command_result=...)``; ``done`` — the run stopped (see ``status``)."""
+— run ``engine.command_spec()`` with a ``StepCommandRunner`` and pass its result to the
+next ``step(command_result=...)``; ``done`` — the run stopped (see ``status``)."""
 RunStatus = Literal["running", "completed", "blocked", "failed", "cancelled"]
 StepKind = Literal["action", "compaction", "verification", "tool", "command", "input", "none"]
+
+
+class StepCommandRunner(Protocol):
+    """What a driver hands a step's command to (``next == "command"``): it runs
+    ``spec`` (``engine.command_spec()``) for ``instance`` and returns the
+    ``command_result`` of the next step. Adapters execute it with a sandbox
+    (``workspace.CommandRunner``: the spec, the instance's workspace)."""
+
+    async def run(self, spec: JSON, instance: str) -> JSON: ...
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, cast
 
 from agentloom_runtime.checkpoint import BaseCheckpointStore, InMemoryCheckpointStore
 from agentloom_runtime.context import NoCompaction
-from agentloom_runtime.contracts import CompactionPolicy, ModelGateway, StepResult
+from agentloom_runtime.contracts import (
+    CompactionPolicy,
+    ModelGateway,
+    StepCommandRunner,
+    StepResult,
+)
 from agentloom_runtime.engine import Engine, create_engine
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 from agentloom_runtime.testing import ScriptedModel
@@ -54,12 +59,8 @@ def build_engine(*, store: BaseCheckpointStore | CrashingStore | None = None,
         tools=list(tools or ()), compaction_policy=compaction, checkpoint=run_id, **kw)
 
 
-class CommandRunner(Protocol):
-    async def run(self, spec: dict[str, Any], instance: str) -> dict[str, Any]: ...
-
-
 async def drive(engine: Engine, limit: int = 500, *,
-                runner: CommandRunner | None = None) -> StepResult:
+                runner: StepCommandRunner | None = None) -> StepResult:
     """Step until the run is done; fail if it does not end within ``limit`` steps. A step
     that asks for a command has ``runner`` run ``command_spec()`` and passes the result
     to the next step (without a runner, that is a test failure)."""
