@@ -4,14 +4,19 @@ Messages are OpenAI chat-completions dicts (``{"role": ..., "content": ...}``), 
 format every model gateway speaks; they are JSON and go into checkpoints unchanged.
 Ports are small Protocols. Every injectable module carries a versioned ``module_id`` and
 ``checkpoint_config()``: both are bound into the checkpoint and a resume with different
-values is refused.
+values is refused. Two areas keep their ports beside this module, with the vocabulary
+only they speak: ``tool_contracts`` (tool definitions and the handler's context) and
+``hook_contracts`` (the hook manager, its scope, bindings and stage outcomes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, Protocol, TypedDict, runtime_checkable
+
+if TYPE_CHECKING:  # PEP 705; annotations only (typing.ReadOnly from Python 3.13)
+    from typing_extensions import ReadOnly
 
 Message = dict[str, Any]
 ToolSchema = dict[str, Any]  # {"type": "function", "function": {name, description, parameters}}
@@ -189,59 +194,100 @@ class CompactionPolicy(Module, Protocol):
         ...
 
 
+class LogRecord(Protocol):
+    """One entry of a run's append-only log (``checkpoint.store.LogEntry``)."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def body(self) -> JSON: ...
+
+
+class RunJournal(Protocol):
+    """A run's unit of work as a module sees it (``checkpoint.journal.Journal``): what
+    it appends is written with the head in the step's next commit; ``read`` returns the
+    stored entries of a stream after ``after`` followed by the ones not yet committed."""
+
+    def append(self, stream: str, body: JSON) -> int:
+        """Queue an entry; returns its seq in ``stream``."""
+        ...
+
+    def last_seq(self, stream: str) -> int: ...
+
+    def read(self, stream: str, after: int = 0,
+             limit: int | None = None) -> Sequence[LogRecord]: ...
+
+
+class ContextFrame(TypedDict):
+    """An instance's frame (its record in the checkpoint head) as a ContextManager sees
+    it: it reads ``instance``, ``task``, ``plan`` and ``pending`` (no supplement enters
+    the view while a tool group is pending) and keeps ``view``, ``history_watermark``,
+    ``inputs`` and ``counters``. The engine's ``Frame`` (``engine._state``) extends it."""
+
+    instance: str
+    task: str
+    plan: list[dict[str, Any]]
+    pending: ReadOnly[Sequence[Mapping[str, Any]]]
+    view: NotRequired[dict[str, int]]  # {"snapshot": revision, "base": view seq}
+    history_watermark: NotRequired[int]  # the session seq the history was inherited up to
+    inputs: NotRequired[list[str]]  # queued supplements
+    counters: NotRequired[dict[str, int]]
+
+
 class ContextManager(Module, Protocol):
     """Source records, the model-visible view and queued inputs of one instance
-    (``journal-context/v1``). ``journal`` is the run's unit of work; ``frame`` the
-    instance's record in the checkpoint head (``engine._state.Frame``; the manager owns
-    its ``view``, ``inputs``, ``counters`` and ``history_watermark``). A source record
-    whose model-visible form differs (a capped result, a hook-processed answer, a
-    rewritten call id) carries it as ``visible``; sessions project that."""
+    (``journal-context/v1``: ``context.manager.JournalContextManager``). ``journal`` is
+    the run's unit of work; ``frame`` the instance's record in the checkpoint head. A
+    source record whose model-visible form differs (a capped result, a hook-processed
+    answer, a rewritten call id) carries it as ``visible``; sessions project that.
+    View messages are tagged with ``_seq`` (their source record);
+    ``model_messages`` strips such host-private keys."""
 
-    def create(self, journal: Any, frame: Any, *, system: str,
+    def create(self, journal: RunJournal, frame: ContextFrame, *, system: str,
                history: Sequence[Message], task: str,
-               counters: dict[str, int] | None = None, history_watermark: int = 0) -> None: ...
+               counters: dict[str, int] | None = None, history_watermark: int = 0) -> None:
+        """Open the instance's records: the system prompt, the inherited history, the
+        task."""
+        ...
 
-    def prepare(self, journal: Any, frame: Any,
-                tools: Sequence[ToolSchema]) -> ContextInput: ...
+    def prepare(self, journal: RunJournal, frame: ContextFrame,
+                tools: Sequence[ToolSchema]) -> ContextInput:
+        """What a compaction policy decides on (a working copy; never the frame)."""
+        ...
 
-    def restore(self, journal: Any, frame: Any) -> list[Message]: ...
+    def restore(self, journal: RunJournal, frame: ContextFrame) -> list[Message]:
+        """Rebuild the view from the journal (after a load)."""
+        ...
 
-    def view(self, journal: Any, frame: Any) -> list[Message]: ...
+    def view(self, journal: RunJournal, frame: ContextFrame) -> list[Message]: ...
 
-    def model_view(self, journal: Any, frame: Any) -> list[Message]: ...
-
-    def model_messages(self, view: Sequence[Message]) -> list[Message]:
+    def model_view(self, journal: RunJournal, frame: ContextFrame) -> list[Message]:
         """The view as the model sees it (host-private keys stripped)."""
         ...
 
-    def append(self, journal: Any, frame: Any, kind: str, message: Message,
-               visible: Message | None = None, *, extra: JSON | None = None) -> int: ...
+    def model_messages(self, view: Sequence[Message]) -> list[Message]:
+        """``view`` as the model sees it (host-private keys stripped)."""
+        ...
 
-    def queue_input(self, frame: Any, text: str) -> None: ...
+    def append(self, journal: RunJournal, frame: ContextFrame, kind: str, message: Message,
+               visible: Message | None = None, *, extra: JSON | None = None) -> int:
+        """Append a source record (and its view entry); returns the record's seq."""
+        ...
 
-    def drain_inputs(self, journal: Any, frame: Any) -> int: ...
+    def queue_input(self, frame: ContextFrame, text: str) -> None: ...
 
-    def commit_compaction(self, journal: Any, frame: Any,
-                          result: CompactionResult) -> int: ...
+    def drain_inputs(self, journal: RunJournal, frame: ContextFrame) -> int:
+        """Move queued inputs into the view at a safe boundary; returns how many."""
+        ...
+
+    def commit_compaction(self, journal: RunJournal, frame: ContextFrame,
+                          result: CompactionResult) -> int:
+        """Replace the view with a validated compaction result; returns its revision."""
+        ...
 
 
-# ---------------------------------------------------------------- hooks / workspace
-
-
-class HookManager(Module, Protocol):
-    """``hooks/v1``; see ``agentloom_runtime.hooks.HookManager``."""
-
-    @property
-    def points(self) -> Any: ...
-
-    def stage(self, point: str, scope: Any) -> list[Any]: ...
-
-    def replay_required(self, resolved: Any) -> bool: ...
-
-    async def run(self, point: str, payload: dict[str, Any], scope: Any, *,
-                  start: int = 0, before: Any = None, after: Any = None) -> Any: ...
-
-    async def aclose(self) -> None: ...
+# ---------------------------------------------------------------- workspace
 
 
 class WorkspaceProvider(Protocol):
@@ -332,10 +378,19 @@ class ExecutionStrategy(Module, Protocol):
 
 StepNext = Literal["continue", "command", "done"]
 """What ``Engine.step()`` obliges the host to do: ``continue`` — step again; ``command``
-— run ``engine.command_spec()`` with a CommandRunner and pass its result to the next
-``step(command_result=...)``; ``done`` — the run stopped (see ``status``)."""
+— run ``engine.command_spec()`` with a ``StepCommandRunner`` and pass its result to the
+next ``step(command_result=...)``; ``done`` — the run stopped (see ``status``)."""
 RunStatus = Literal["running", "completed", "blocked", "failed", "cancelled"]
 StepKind = Literal["action", "compaction", "verification", "tool", "command", "input", "none"]
+
+
+class StepCommandRunner(Protocol):
+    """What a driver hands a step's command to (``next == "command"``): it runs
+    ``spec`` (``engine.command_spec()``) for ``instance`` and returns the
+    ``command_result`` of the next step. Adapters execute it with a sandbox
+    (``workspace.CommandRunner``: the spec, the instance's workspace)."""
+
+    async def run(self, spec: JSON, instance: str) -> JSON: ...
 
 
 @dataclass(frozen=True)

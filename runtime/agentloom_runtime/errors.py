@@ -1,24 +1,49 @@
-"""One error tree for the runtime.
+"""One error tree for the runtime. Classes defined in another module name it; the
+platform's errors hang under the same root (``agentloom.platform.errors`` draws them).
 
     AgentLoomError
     ├── ConfigError                 misuse: a bad snapshot, module or argument; fix the input
     │   ├── SnapshotError           the published snapshot / agent file is invalid
-    │   └── ResumeMismatch          a resume with changed modules, config, tools, hooks or volume
-    └── RunError                    a run failed; serializable (code, message, details)
-        ├── ModelError              the model call failed
-        │   ├── ModelTransportError     no response was received (may be retried)
-        │   ├── ModelStatusError        the provider answered with an error status
-        │   ├── ModelResponseError      the response is malformed (validation)
-        │   └── ModelOutcomeUnknown     the request was sent, no response was saved
-        ├── ToolError               a tool could not be run (most become failure results)
-        │   ├── ToolNotFound
-        │   ├── ToolArgumentsError
-        │   ├── ToolRejected
-        │   └── ToolOutcomeUnknown      a side-effecting call may have run; never re-run blindly
-        ├── BudgetExceeded          call / iteration / context budgets
-        ├── PersistenceError        a save failed: the run stops (alias: ToolPersistenceError)
-        │   └── CheckpointConflict      the head version moved: a stale or duplicate step
-        └── RunCancelled
+    │   ├── ResumeMismatch          a resume with changed modules, config, tools, hooks or volume
+    │   ├── HookConfigError         (hooks.errors) a bad binding, point or definition
+    │   │   └── HookPackageError        a hook package artifact cannot be loaded
+    │   └── BusClosed               (bus) a request or publication on a closed bus
+    ├── RunError                    a run failed; serializable (code, message, details)
+    │   ├── ModelError              the model call failed
+    │   │   ├── ModelTransportError     no response was received (may be retried)
+    │   │   ├── ModelStatusError        the provider answered with an error status
+    │   │   ├── ModelResponseError      the response is malformed (validation)
+    │   │   ├── ModelCredentialsError   no credential to send it with: never sent
+    │   │   └── ModelOutcomeUnknown     the request was sent, no response was saved
+    │   ├── ToolError               a tool could not be run (most become failure results)
+    │   │   ├── ToolNotFound
+    │   │   ├── ToolArgumentsError
+    │   │   ├── ToolRejected
+    │   │   ├── ToolOutcomeUnknown      a side-effecting call may have run; never re-run blindly
+    │   │   ├── WorkspaceError          (workspace.errors) a refused workspace operation
+    │   │   │   └── SandboxUnavailable      no usable sandbox, never a host shell
+    │   │   └── ResultNotFound          (engine._results) read_result: no such result
+    │   ├── BudgetExceeded          call / iteration / context budgets
+    │   │   └── RunBudgetExceeded       (engine._model_call) the run's tokens or cost
+    │   ├── PersistenceError        a save failed: the run stops (alias: ToolPersistenceError)
+    │   │   ├── CheckpointConflict      the head version moved: a stale or duplicate step
+    │   │   └── CompanionConflict       (checkpoint.store) the host's writes of a commit
+    │   │                               conflicted; the store retries the commit
+    │   ├── RunCancelled
+    │   ├── HookError               (hooks.errors) a hook stage stopped the operation
+    │   │   ├── HookContractError       a result outside the point's contract
+    │   │   └── HookFailure             the handler raised
+    │   │       └── HookTimeout             the binding or stage budget ran out
+    │   ├── HookReplayRequired      (engine._hooks) an unfinished hook is not replay_safe
+    │   ├── HookRejected            (engine._hooks) a run.before hook refused the run
+    │   └── BusTimeout              (bus) no reply on the in-process bus in time
+    └── BlockRun                    (engine._context) the engine's own signal: a step stops
+                                    the run with the error it carries; never leaves
+                                    ``Engine.step``
+
+The test doubles' failures (``agentloom_runtime.testing``: ``ScriptExhausted``,
+``UnexpectedCall``, ``ScriptNotConsumed``) are ``AssertionError``s on purpose, outside
+this tree: a test's own mistake must fail the test, never be handled as a run's error.
 
 Errors that cross a durable boundary go through ``to_dict`` / ``error_from_dict``; they
 never carry a provider's response body, a key or tool output.

@@ -30,17 +30,19 @@ from pydantic import (
 )
 
 from .errors import SnapshotError
+from .tool_contracts import WORKSPACE_GROUP
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MAX_AGENT_FILE_BYTES = 1024 * 1024
 
 # Built-in tools a snapshot can name (workspace/file_tools.py defines them; a unit test
-# keeps this table equal to it). "workspace" is the group of file tools, without commands.
-WORKSPACE_GROUP = ("workspace_list", "workspace_stat", "workspace_glob", "workspace_grep",
-                   "workspace_read", "workspace_write", "workspace_edit", "workspace_mkdir",
-                   "workspace_delete")
-TOOL_GROUPS: dict[str, tuple[str, ...]] = {"workspace": WORKSPACE_GROUP}
-BUILTIN_TOOLS = (*WORKSPACE_GROUP, "workspace_command")
+# keeps this table equal to it). The WORKSPACE_GROUP ("workspace") grants the file tools,
+# without commands.
+WORKSPACE_FILE_TOOLS = ("workspace_list", "workspace_stat", "workspace_glob",
+                        "workspace_grep", "workspace_read", "workspace_write",
+                        "workspace_edit", "workspace_mkdir", "workspace_delete")
+TOOL_GROUPS: dict[str, tuple[str, ...]] = {WORKSPACE_GROUP: WORKSPACE_FILE_TOOLS}
+BUILTIN_TOOLS = (*WORKSPACE_FILE_TOOLS, "workspace_command")
 ALWAYS_BOUND = ("update_plan", "read_result")  # naming them is allowed and changes nothing
 AGENT_TOOLS = frozenset({*TOOL_GROUPS, *BUILTIN_TOOLS, *ALWAYS_BOUND})
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the tool registry's rule

@@ -12,6 +12,10 @@ from .bus import freeze_json
 
 freeze = freeze_json  # a deep read-only copy of JSON config (one rule, in bus.py)
 
+WORKSPACE_GROUP = "workspace"
+"""The tool group that grants the workspace file tools (not ``workspace_command``): a
+name agent files and sub-agent templates may list instead of the tools."""
+
 Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Any]]
 Availability = Callable[[Mapping[str, Any], str], bool]
 PromptSection = Callable[[Mapping[str, Any], "str | None"], str]

@@ -47,7 +47,7 @@ from agentloom_runtime.context import (
 )
 from agentloom_runtime.context.history import SessionView, build_run_history
 from agentloom_runtime.context.manager import JournalContextManager
-from agentloom_runtime.contracts import ContextInput, ModelRequest, ModelResponse
+from agentloom_runtime.contracts import ContextFrame, ContextInput, ModelRequest, ModelResponse
 from agentloom_runtime.tools import cap_with_reference
 
 TASK = "Compile the quarterly report from the sales files."
@@ -209,7 +209,7 @@ def step_tools() -> list[dict[str, Any]]:
         for i in range(10)]
 
 
-def call_turn(manager: JournalContextManager, journal: Journal, frame: dict[str, Any],
+def call_turn(manager: JournalContextManager, journal: Journal, frame: ContextFrame,
               t: int, result: str, cap: int = 24_000) -> None:
     """An assistant call (its id rewritten in the view) and its result, as the engine
     appends them: the full text in the source record, the capped text in the view."""
@@ -224,10 +224,10 @@ def call_turn(manager: JournalContextManager, journal: Journal, frame: dict[str,
                    extra={"request_id": f"r{t}", "name": "tool_1", "status": "ok"})
 
 
-def new_view(n: int) -> tuple[JournalContextManager, Journal, dict[str, Any]]:
+def new_view(n: int) -> tuple[JournalContextManager, Journal, ContextFrame]:
     journal = Journal(InMemoryCheckpointStore(), "bench", 0, {})
     manager = JournalContextManager()
-    frame: dict[str, Any] = {"instance": "main", "task": TASK, "plan": [], "pending": []}
+    frame = ContextFrame(instance="main", task=TASK, plan=[], pending=[])
     history = [{"role": "user" if i % 2 == 0 else "assistant",
                 "content": f"{i} " + PROSE * 3} for i in range(max(0, n - 2))]
     manager.create(journal, frame, system="You are careful.", history=history, task=TASK)
@@ -278,7 +278,7 @@ def restore(n: int) -> None:
     store = _CountingStore()
     journal = Journal(store, "bench", 0, {})
     manager = JournalContextManager()
-    frame: dict[str, Any] = {"instance": "main", "task": TASK, "plan": [], "pending": []}
+    frame = ContextFrame(instance="main", task=TASK, plan=[], pending=[])
     manager.create(journal, frame, system="You are careful. " * 40, history=[], task=TASK)
     t = 0
     while len(manager.view(journal, frame)) < n:

@@ -1,19 +1,31 @@
 """The engine tests' shared builders (convention 14): one snapshot factory, one engine
-builder, one driver, the side-effect counter, the crash store and the representative
-script. Model doubles are the shipped ones (``agentloom_runtime.testing``)."""
+builder (``build_engine``, through the production factory), one driver, the side-effect
+counter, the crash stores (after the N-th commit, after a matching commit), the
+representative run (its script and its engine) and the mailing run (its reply function
+and a snapshot it outgrows). Model doubles are the shipped ones
+(``agentloom_runtime.testing``: ``ScriptedModel``, ``FunctionModel``,
+``KeyedScriptModel``; ``validate=False`` for replies no gateway would let through)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
 
 from agentloom_runtime.checkpoint import BaseCheckpointStore, InMemoryCheckpointStore
 from agentloom_runtime.context import NoCompaction
-from agentloom_runtime.contracts import CompactionPolicy, ModelGateway, StepResult
+from agentloom_runtime.contracts import (
+    CompactionPolicy,
+    ModelGateway,
+    ModelRequest,
+    ModelResponse,
+    StepCommandRunner,
+    StepResult,
+)
 from agentloom_runtime.engine import Engine, create_engine
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
-from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.testing import KeyedScriptModel, ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 from agentloom_runtime.workspace import CommandResult, MarkerStore, WorkspaceProvider
 
@@ -29,7 +41,16 @@ def make_snapshot(**overrides: Any) -> AgentSnapshot:
     return parse_snapshot(data)
 
 
-def build_engine(*, store: BaseCheckpointStore | CrashingStore | None = None,
+class StoreWrapper(Protocol):
+    """A test's store: it intercepts ``commit`` (to crash, fail, log or race) and hands
+    everything else to ``inner`` (``CrashingStore``, ``CrashWhen`` and the tests' own)."""
+
+    inner: Any
+
+    def commit(self, commit: Any) -> int: ...
+
+
+def build_engine(*, store: BaseCheckpointStore | StoreWrapper | None = None,
                  model: ModelGateway | None = None, script: Sequence[Any] | None = None,
                  tools: Sequence[ToolDefinition] | None = None,
                  snapshot: AgentSnapshot | Mapping[str, Any] | None = None,
@@ -38,13 +59,14 @@ def build_engine(*, store: BaseCheckpointStore | CrashingStore | None = None,
                  **kw: Any) -> Engine:
     """``create_engine`` with test defaults, through the production factory.
 
-    ``store``: a fresh in-memory store when omitted. ``model`` or ``script`` (a
-    ``ScriptedModel`` of those steps; neither: a ``ScriptedModel`` that fails on any
-    call). Crash tests pass ``model=KeyedScriptModel(...)``: its answers depend on the
-    request only, so a resumed run is answered alike. ``tools``: trusted definitions
-    (none when omitted). ``snapshot``: ``make_snapshot()`` when omitted. ``run_id``:
-    attach to that run (``checkpoint=``). ``compaction``: none unless asked for
-    (``"default"`` = the snapshot's policy). Other keywords go to ``create_engine``."""
+    ``store``: a fresh in-memory store when omitted (or a ``StoreWrapper`` over one).
+    ``model`` or ``script`` (a ``ScriptedModel`` of those steps; neither: a
+    ``ScriptedModel`` that fails on any call). Crash tests pass
+    ``model=KeyedScriptModel(...)``: its answers depend on the request only, so a
+    resumed run is answered alike. ``tools``: trusted definitions (none when omitted).
+    ``snapshot``: ``make_snapshot()`` when omitted. ``run_id``: attach to that run
+    (``checkpoint=``). ``compaction``: none unless asked for (``"default"`` = the
+    snapshot's policy). Other keywords go to ``create_engine``."""
     if model is not None and script is not None:
         raise TypeError("pass model or script, not both")
     return create_engine(
@@ -54,12 +76,8 @@ def build_engine(*, store: BaseCheckpointStore | CrashingStore | None = None,
         tools=list(tools or ()), compaction_policy=compaction, checkpoint=run_id, **kw)
 
 
-class CommandRunner(Protocol):
-    async def run(self, spec: dict[str, Any], instance: str) -> dict[str, Any]: ...
-
-
 async def drive(engine: Engine, limit: int = 500, *,
-                runner: CommandRunner | None = None) -> StepResult:
+                runner: StepCommandRunner | None = None) -> StepResult:
     """Step until the run is done; fail if it does not end within ``limit`` steps. A step
     that asks for a command has ``runner`` run ``command_spec()`` and passes the result
     to the next step (without a runner, that is a test failure)."""
@@ -174,6 +192,21 @@ class CrashingStore:
         return int(version)
 
 
+class CrashWhen(CrashingStore):
+    """Dies right after the first commit whose head matches ``when``."""
+
+    def __init__(self, inner: Any, when: Callable[[dict[str, Any]], bool]) -> None:
+        super().__init__(inner)
+        self.when: Callable[[dict[str, Any]], bool] | None = when
+
+    def commit(self, commit: Any) -> int:
+        version = super().commit(commit)
+        if self.when is not None and self.when(commit.head):
+            self.when = None
+            raise Crash("died after a matching commit")
+        return version
+
+
 PLAN_OPEN = {"steps": [{"id": "1", "title": "count words", "status": "in_progress"},
                        {"id": "2", "title": "send mail", "status": "pending"}]}
 PLAN_DONE = {"steps": [{"id": "1", "title": "count words", "status": "completed"},
@@ -188,3 +221,42 @@ def representative_script() -> list[Any]:
         ScriptedModel.call("update_plan", PLAN_DONE, id="c4"),
         ScriptedModel.answer("Counted 3 words and mailed ops."),
     ]
+
+
+def representative_engine(store: Any, effects: SideEffects,
+                          run_id: str | None = None) -> Engine:
+    """The representative run on ``store``: plan mode, ``representative_script`` answered
+    by the request (``KeyedScriptModel``: a resumed run is answered alike), the tools of
+    ``effects``; attached to ``run_id`` when given."""
+    return build_engine(store=store, snapshot=make_snapshot(mode="plan"),
+                        model=KeyedScriptModel(representative_script()),
+                        tools=effects.tools(), run_id=run_id)
+
+
+# -- the mailing run: long enough to compact ---------------------------------------------
+
+MAILS = 14
+MAILED = [f"user{k}@example.com" for k in range(MAILS)]
+COMPACTING: dict[str, Any] = {
+    "model": {"model": "m", "context_window": 9000, "max_output_tokens": 512,
+              "safety_margin_tokens": 64},
+    "context_policy": {"context_ratio": 0.5, "target_ratio": 0.3}}
+"""``make_snapshot(**COMPACTING)``: a context the mailing run outgrows several times
+(with ``compaction="default"``, the snapshot's budget policy, as in production)."""
+
+
+def mailing(request: ModelRequest) -> ModelResponse:
+    """A ``FunctionModel`` reply: mails ``MAILED`` one per action, judged from the
+    addresses in the request (in summaries too), so compaction and re-sends cannot
+    confuse it; a summary names the mails sent so far; reviews complete."""
+    if request.purpose == "verification":
+        return ScriptedModel.verdict("complete")
+    sent = [int(n) for m in request.messages
+            for n in re.findall(r"user(\d+)@", str(m.get("content")))]
+    if request.purpose == "compaction":
+        return ModelResponse(content=f"Mails sent so far: user0 .. user{max(sent)}"
+                                     "@example.com.")
+    k = max(sent) + 1 if sent else 0
+    if k >= MAILS:
+        return ScriptedModel.answer(f"sent {MAILS} mails")
+    return ScriptedModel.call("send_mail", {"to": f"user{k}@example.com"}, id=f"c{k}")

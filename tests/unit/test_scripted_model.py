@@ -110,6 +110,22 @@ async def test_replies_are_validated_like_the_gateway(reply: Any) -> None:
         await ScriptedModel([reply]).invoke(request())
 
 
+async def test_unvalidated_doubles_hand_replies_over_as_given() -> None:
+    """``validate=False``: what no gateway lets through reaches the code under test."""
+    twice = ModelResponse(tool_calls=(ToolCall("a", "f", "{}"), ToolCall("a", "g", "{}")))
+    lone = {"role": "assistant", "content": "odd \ud800"}
+    model = ScriptedModel([twice, lone, ModelResponseError("bad body")], validate=False)
+    assert await model.invoke(request()) is twice
+    assert (await model.invoke(request())).content == "odd \ud800", "not sanitized"
+    with pytest.raises(ModelResponseError, match="bad body"):
+        await model.invoke(request())
+    function = FunctionModel(lambda req: twice, validate=False)
+    assert await function.invoke(request()) is twice
+    assert (await FunctionModel(lambda req: "", validate=False).invoke(request())).content == ""
+    with pytest.raises(ModelResponseError):  # the default stays the gateway's validation
+        await FunctionModel(lambda req: twice).invoke(request())
+
+
 def test_bad_steps_are_refused_at_construction() -> None:
     with pytest.raises(TypeError):
         ScriptedModel([42])  # type: ignore[list-item]

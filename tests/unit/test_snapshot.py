@@ -21,7 +21,7 @@ from agentloom_runtime.snapshot import (
     load_agent_file,
     parse_snapshot,
 )
-from agentloom_runtime.workspace import file_tools
+from agentloom_runtime.workspace import WORKSPACE_GROUP, file_tools, granted
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE: dict[str, Any] = {"agent_id": "a", "model": {"model": "m"}}
@@ -141,6 +141,13 @@ def test_the_builtin_tool_table_is_the_file_tools() -> None:
     assert list(BUILTIN_TOOLS) == defined
     assert TOOL_GROUPS["workspace"] == tuple(n for n in defined if n != "workspace_command")
     assert AGENT_TOOLS == {*defined, "workspace", "update_plan", "read_result"}
+
+
+def test_the_workspace_group_a_snapshot_accepts_grants_exactly_its_file_tools() -> None:
+    """One group name for the snapshot's table, the grant rule and the factory's check."""
+    assert WORKSPACE_GROUP == "workspace" and WORKSPACE_GROUP in AGENT_TOOLS
+    granted_tools = [t.name for t in file_tools() if granted({WORKSPACE_GROUP}, t.name)]
+    assert tuple(granted_tools) == TOOL_GROUPS[WORKSPACE_GROUP]
 
 
 def _template(tools: list[str]) -> dict[str, Any]:

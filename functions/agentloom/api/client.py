@@ -45,17 +45,26 @@ from agentloom.platform.domain import (
     Space,
 )
 from agentloom.platform.views import EventItem, EventPage, MessagePage, RunView
+from agentloom_runtime.errors import AgentLoomError
 
 M = TypeVar("M", bound=BaseModel)
 PREFIX = "/api/v1"
 
 
-class ApiError(Exception):
+class ApiError(AgentLoomError):
+    """An error response, as the server sent it: the HTTP ``status``, the stable
+    ``code``, the ``message`` and ``details`` (``agentloom.platform.errors`` draws the
+    tree it sits in)."""
+
+    code = "api_error"
+
     def __init__(self, status: int, code: str, message: str,
                  details: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{status} {code}: {message}")
-        self.status, self.code, self.message = status, code, message
-        self.details = details or {}
+        super().__init__(message, details=details)
+        self.status, self.code = status, code
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.code}: {self.message}"
 
 
 class Client:

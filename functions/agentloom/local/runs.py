@@ -1,6 +1,6 @@
 """The local driver — a loop of ``Engine.step()`` until the run is done (in AWS, Step
 Functions plays this role, one Lambda invocation per step): commands go to a
-``CommandRunner`` and their outcome into the next step; an ``observer``
+``StepCommandRunner`` and their outcome into the next step; an ``observer``
 (``agentloom.observability.Observer``) wraps each step (its span, duration and usage).
 
 One run driver for both embedded hosts: the CLI (``LocalApp``) and ``agentloom
@@ -31,9 +31,8 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from agentloom.observability import Observer
-from agentloom.platform.host import CommandRunner
 from agentloom.platform.tracker import RunTracker
-from agentloom_runtime.contracts import StepResult
+from agentloom_runtime.contracts import StepCommandRunner, StepResult
 from agentloom_runtime.engine import Engine, RunSummary, read_run
 from agentloom_runtime.errors import CheckpointConflict, PersistenceError
 
@@ -51,7 +50,7 @@ class _Unwatched:
         return result
 
 
-async def drive(engine: Engine, *, runner: CommandRunner | None = None, pause: float = 0.0,
+async def drive(engine: Engine, *, runner: StepCommandRunner | None = None, pause: float = 0.0,
                 on_step: Callable[[StepResult], Awaitable[None] | None] | None = None,
                 max_steps: int = 100_000,
                 observer: StepObserver | None = None) -> StepResult:
@@ -75,7 +74,7 @@ async def drive(engine: Engine, *, runner: CommandRunner | None = None, pause: f
     raise RuntimeError(f"the run did not finish within {max_steps} steps")
 
 
-async def _run_command(engine: Engine, runner: CommandRunner | None,
+async def _run_command(engine: Engine, runner: StepCommandRunner | None,
                        result: StepResult) -> dict[str, Any]:
     if runner is None:
         return {"exit_code": None, "error": {"code": "sandbox_unavailable",
@@ -104,7 +103,7 @@ class RunDriver:
         with contextlib.suppress(PersistenceError):
             self.tracker.stopped(session, run_id)
 
-    async def drive(self, engine: Engine, session: str, *, runner: CommandRunner | None,
+    async def drive(self, engine: Engine, session: str, *, runner: StepCommandRunner | None,
                     pause: float = 0.0) -> StepResult:
         run_id = engine.run_id
         self.tracker.started(session, run_id)

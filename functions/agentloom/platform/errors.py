@@ -1,17 +1,46 @@
 """The platform's errors: what a caller did wrong or may not do, each with a stable code
-and the HTTP status the API answers with. They sit under the runtime's single root::
+and the HTTP status the API answers with. Every error class of ``agentloom`` sits under
+the runtime's single root (``agentloom_runtime.errors`` draws the runtime's part); a
+class defined in another module names it::
 
-    AgentLoomError                      (agentloom_runtime.errors)
-    └── PlatformError                   status, code, message, details
-        ├── BadRequest         400      malformed input (JSON, encoding, header form)
-        ├── Unauthorized       401      no identity, or a token that is not valid
-        ├── Forbidden          403      a member whose role does not allow the action
-        ├── NotFound           404      absent, or not visible to the caller (never says which)
-        ├── Conflict           409      the state forbids it now (an active run, a stale
-        │                               revision, an ended run, the last owner)
-        ├── TooLarge           413      a request or a value over its limit
-        ├── Invalid            422      well-formed but invalid (names the field)
-        └── Unavailable        503      a capability this deployment does not have
+    AgentLoomError                          (agentloom_runtime.errors)
+    ├── PlatformError                       status, code, message, details
+    │   ├── BadRequest         400          malformed input (JSON, encoding, header form)
+    │   ├── Unauthorized       401          no identity, or a token that is not valid
+    │   ├── Forbidden          403          a member whose role does not allow the action
+    │   ├── NotFound           404          absent, or not visible to the caller (never
+    │   │                                   says which)
+    │   ├── Conflict           409          the state forbids it now (an active run, a
+    │   │   │                               stale revision, an ended run, the last owner)
+    │   │   └── LeaseRefused                (platform.lease) the session's lease is held
+    │   ├── WriteConflict      409          (platform.store.base) a conditional write
+    │   │                                   failed; ``index`` names it in its transaction
+    │   ├── TooLarge           413          a request or a value over its limit
+    │   │   ├── DocumentTooLarge            (knowledge.errors) over the size or chunk cap
+    │   │   └── SkillTooLarge               (skills.errors)
+    │   ├── Invalid            422          well-formed but invalid (names the field)
+    │   │   ├── DocumentInvalid             (knowledge.errors) a document that cannot be read
+    │   │   ├── IndexDimensionMismatch      (knowledge.index) vectors of another dimension
+    │   │   └── SkillFormatError, SkillFileRefused, SkillArchiveInvalid,
+    │   │       SkillSourceFailed           (skills.errors)
+    │   ├── EmbeddingFailed    502          (knowledge.errors) the embeddings endpoint failed
+    │   ├── McpServerFailed    502          (mcp.service) discovery could not list the tools
+    │   └── Unavailable        503          a capability this deployment does not have
+    ├── ModelsError                         (models.errors: its own tree, ``http_status``)
+    ├── TriggerError                        (triggers.events) an event that cannot start a
+    │                                       run; ``permanent`` when redelivery cannot help
+    ├── StepFailed                          (aws.steps) a step failed unclassified
+    ├── OperationInFlight                   (aws.steps) an operation's step is gone
+    ├── ApiError                            (api.client) an error response on the client:
+    │                                       the server's status, code, message, details
+    ├── ConfigError                         (runtime) misuse
+    │   └── StepInputError                  (aws.step_input) a state-machine input that is invalid
+    └── RunError                            (runtime) a run failed
+        ├── McpSchemaChanged                (mcp.errors) the server's schema changed
+        └── ToolError                       (runtime) a failure result the model reads
+            ├── McpToolFailure              (mcp.errors)
+            └── SkillNotBound, SkillFileNotFound,
+                SkillFileBinary             (skills.tools)
 
 ``details`` carries small, safe facts (the active run's id, the invalid fields); never a
 key, a message text or tool output.

@@ -44,7 +44,7 @@ from agentloom.platform.domain import Run
 from agentloom.platform.errors import Conflict, Invalid
 from agentloom.platform.launcher import EngineDetail, ModelFactory, RunJob
 from agentloom.platform.tracker import RunTracker
-from agentloom_runtime.contracts import ModelGateway, Verdict
+from agentloom_runtime.contracts import ModelGateway, StepCommandRunner, Verdict
 from agentloom_runtime.engine import Engine, cancel_run, create_engine, read_run
 from agentloom_runtime.errors import AgentLoomError, ConfigError
 from agentloom_runtime.events import Emit
@@ -77,13 +77,6 @@ class BoundRun(Protocol):
     def run_id(self) -> str: ...
 
 
-class CommandRunner(Protocol):
-    """Runs a ``workspace_command`` spec for an instance and returns its result dict (the
-    embedded driver's port; on AWS the state machine runs commands on Fargate)."""
-
-    async def run(self, spec: dict[str, Any], instance: str) -> dict[str, Any]: ...
-
-
 class RunWorkspaces(Protocol):
     """What the run host needs of a run's workspaces."""
 
@@ -101,7 +94,7 @@ class RunWorkspaces(Protocol):
 
     def bind(self, engine: BoundRun) -> None: ...
 
-    def runner(self) -> CommandRunner | None: ...
+    def runner(self) -> StepCommandRunner | None: ...
 
 
 WorkspacesFactory = Callable[[AgentSnapshot, str], RunWorkspaces]  # (snapshot, session)
@@ -136,7 +129,7 @@ class SessionWorkspaces:
     def services(self) -> dict[str, Any]:
         return {}
 
-    def runner(self) -> CommandRunner | None:
+    def runner(self) -> StepCommandRunner | None:
         return None
 
     def tools(self) -> list[ToolDefinition]:

@@ -31,7 +31,10 @@ entry) and give the session's lease back once the run no longer holds it: a run 
 stopped (blocked, completed, failed, cancelled) releases it; one the engine still calls
 running while nothing drives it is ``interrupted`` and keeps it (resume or cancel it).
 
-**Events.** ``event`` appends an engine observation to the run's event stream: ids,
+**Events.** ``event`` appends an event of the catalogue (``agentloom_runtime.events``:
+the engine's observations and the platform's own topics) to the run's event stream; a
+topic outside it is refused (``ConfigError``), so nothing reaches the stream that API
+users were not told about. Events carry ids,
 kinds, statuses, names, codes and counts — never content. Message texts, questions,
 answers, tool arguments and results (``CONTENT_KEYS``) are replaced by their length
 (``<key>_chars``): the content is read from the session's messages, where it is stored
@@ -68,6 +71,7 @@ from agentloom_runtime.context.history import (
 )
 from agentloom_runtime.engine import RunSummary, read_run
 from agentloom_runtime.errors import ConfigError
+from agentloom_runtime.events import TOPICS, Topic
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +282,12 @@ class RunTracker:
 
     # -- events --------------------------------------------------------------------------
 
-    def event(self, run_id: str, topic: str, data: Mapping[str, Any]) -> None:
+    def event(self, run_id: str, topic: Topic, data: Mapping[str, Any]) -> None:
+        """Record ``topic`` (never raises for the store: an observer never breaks a
+        step; a topic outside the catalogue is a programming error and raises)."""
+        if topic not in TOPICS:
+            raise ConfigError(f"event topic {topic!r} is not in the catalogue "
+                              "(agentloom_runtime.events)", details={"topic": str(topic)})
         try:
             clean = _capped(self.redactor.scrub(_without_content(data)))
             self.store.append_events(run_id, [(topic, clean)])

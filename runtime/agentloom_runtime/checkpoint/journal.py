@@ -38,25 +38,39 @@ class Journal:
         pending = [e for e in self._entries if e.stream == stream and e.seq > after]
         return stored + pending
 
-    def commit(self, reason: str) -> int:
+    def commit(self, point: str) -> int:
         """Write the head and the appended entries atomically (CAS on the version).
-        ``reason`` names the commit point (see docs/concepts.md, "What is saved when")."""
+        ``point`` names the commit point (see docs/concepts.md, "What is saved when");
+        an error raised here names it too (``details["commit_point"]`` and the message),
+        so a failed or conflicting save says which commit it was."""
+        where = {"run_id": self.run_id, "commit_point": point}
         if self.stale:
-            raise CheckpointConflict("this engine's state is stale; load the run again",
-                                     details={"run_id": self.run_id})
+            raise CheckpointConflict(f"this engine's state is stale; load the run again "
+                                     f"(commit point {point})", details=where)
         try:
             new = self.store.commit(Commit(self.run_id, self.version, self.head,
                                            tuple(self._entries)))
+        except PersistenceError as err:  # the store's own (a conflict, a failed write)
+            self.stale = True
+            _name_point(err, point)
+            raise
         except AgentLoomError as err:
             self.stale = True
-            if isinstance(err, PersistenceError):
-                raise
-            raise PersistenceError(f"saving run {self.run_id} failed: {err.message}",
-                                   details={"run_id": self.run_id}) from err
+            raise PersistenceError(f"saving run {self.run_id} at commit point {point} "
+                                   f"failed: {err.message}", details=where) from err
         except Exception as err:
             self.stale = True
-            raise PersistenceError(f"saving run {self.run_id} failed: {type(err).__name__}",
-                                   details={"run_id": self.run_id}) from err
+            raise PersistenceError(f"saving run {self.run_id} at commit point {point} "
+                                   f"failed: {type(err).__name__}", details=where) from err
         self.version = new
         self._entries = []
         return new
+
+
+def _name_point(err: PersistenceError, point: str) -> None:
+    """Keep the store's error as it is (type, code, details, cause) and add the commit
+    point it was raised at."""
+    if "commit_point" not in err.details:
+        err.details["commit_point"] = point
+        err.message = f"{err.message} (commit point {point})"
+        err.args = (err.message,)

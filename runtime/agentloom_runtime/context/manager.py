@@ -30,15 +30,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
-from agentloom_runtime.checkpoint.store import LogEntry
-from agentloom_runtime.contracts import JSON, CompactionResult, ContextInput, Message, ToolSchema
+from agentloom_runtime.contracts import (
+    JSON,
+    CompactionResult,
+    ContextFrame,
+    ContextInput,
+    LogRecord,
+    Message,
+    RunJournal,
+    ToolSchema,
+)
 
 from ._protocol import dumps, to_ranges
-
-if TYPE_CHECKING:
-    from agentloom_runtime.checkpoint.journal import Journal
 
 COUNTERS = ("user_turns", "baseline_user_turns", "model_steps", "baseline_model_steps")
 INLINE_CHARS = 4_096  # a message about this small is copied into its view entry
@@ -62,7 +66,7 @@ def _size(message: Message) -> int:
     return size
 
 
-def _source_ranges(entries: Sequence[LogEntry]) -> list[list[int]]:
+def _source_ranges(entries: Sequence[LogRecord]) -> list[list[int]]:
     """The seq ranges of source records to read: every ``{"src"}``-only entry's record,
     and between two of them the records known to be small (``GAP_CHARS`` in all)."""
     needed: list[int] = []
@@ -87,6 +91,8 @@ def _source_ranges(entries: Sequence[LogEntry]) -> list[list[int]]:
 
 
 class JournalContextManager:
+    """Implements the ``contracts.ContextManager`` port."""
+
     module_id = "journal-context/v1"
 
     def __init__(self) -> None:
@@ -100,7 +106,7 @@ class JournalContextManager:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def create(self, journal: Journal, frame: dict[str, Any], *, system: str,
+    def create(self, journal: RunJournal, frame: ContextFrame, *, system: str,
                history: Sequence[Message], task: str,
                counters: dict[str, int] | None = None, history_watermark: int = 0) -> None:
         inst = frame["instance"]
@@ -122,7 +128,7 @@ class JournalContextManager:
         if inst == "main":
             frame["counters"]["user_turns"] += 1
 
-    def restore(self, journal: Journal, frame: dict[str, Any]) -> list[Message]:
+    def restore(self, journal: RunJournal, frame: ContextFrame) -> list[Message]:
         """Load the view from the latest snapshot plus the entries after it, reading only
         the source records those entries refer to (see the module notes)."""
         inst = frame["instance"]
@@ -157,7 +163,7 @@ class JournalContextManager:
         self._views[inst] = view
         return view
 
-    def view(self, journal: Journal, frame: dict[str, Any]) -> list[Message]:
+    def view(self, journal: RunJournal, frame: ContextFrame) -> list[Message]:
         """The current model-visible messages (cached; tagged with ``_seq``)."""
         inst = frame["instance"]
         if inst not in self._views:
@@ -168,7 +174,7 @@ class JournalContextManager:
     def model_messages(view: Sequence[Message]) -> list[Message]:
         return [_strip_private(m) for m in view]
 
-    def model_view(self, journal: Journal, frame: dict[str, Any]) -> list[Message]:
+    def model_view(self, journal: RunJournal, frame: ContextFrame) -> list[Message]:
         """The view as the model sees it (private keys stripped). The stripped copies are
         made once per message and reused, so estimators that cache by message identity
         do not re-size the whole view on every step. Never mutate them."""
@@ -183,7 +189,7 @@ class JournalContextManager:
 
     # -- appends --------------------------------------------------------------------------
 
-    def append(self, journal: Journal, frame: dict[str, Any], kind: str, message: Message,
+    def append(self, journal: RunJournal, frame: ContextFrame, kind: str, message: Message,
                visible: Message | None = None, *, extra: JSON | None = None) -> int:
         """Append a source record and its view entry; returns the record's seq."""
         inst = frame["instance"]
@@ -205,11 +211,11 @@ class JournalContextManager:
         view.append({**shown, "_seq": seq})
         return seq
 
-    def queue_input(self, frame: dict[str, Any], text: str) -> None:
+    def queue_input(self, frame: ContextFrame, text: str) -> None:
         """A supplement: held in the durable queue until a safe boundary."""
         frame.setdefault("inputs", []).append(text)
 
-    def drain_inputs(self, journal: Journal, frame: dict[str, Any]) -> int:
+    def drain_inputs(self, journal: RunJournal, frame: ContextFrame) -> int:
         """Inject queued supplements; never between a tool call and its results and never
         counted as a user turn. Returns how many were injected."""
         inputs = frame.get("inputs") or []
@@ -220,7 +226,7 @@ class JournalContextManager:
         frame["inputs"] = []
         return len(inputs)
 
-    def prepare(self, journal: Journal, frame: dict[str, Any],
+    def prepare(self, journal: RunJournal, frame: ContextFrame,
                 tools: Sequence[ToolSchema]) -> ContextInput:
         """The working copy a compaction policy decides on: task, plan, the current view
         (tagged with source seqs), tools and counters. Policies return a new view; they
@@ -232,7 +238,7 @@ class JournalContextManager:
 
     # -- compaction -----------------------------------------------------------------------
 
-    def commit_compaction(self, journal: Journal, frame: dict[str, Any],
+    def commit_compaction(self, journal: RunJournal, frame: ContextFrame,
                           result: CompactionResult) -> int:
         """Replace the view with a validated compaction result: a new snapshot entry; the
         source records stay untouched. Returns the snapshot revision."""

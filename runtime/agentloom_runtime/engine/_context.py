@@ -16,7 +16,7 @@ from agentloom_runtime._json import storable
 from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.contracts import CommandMarkers, ContextManager, RunStatus
 from agentloom_runtime.errors import AgentLoomError, CheckpointConflict
-from agentloom_runtime.events import Emit, Topic
+from agentloom_runtime.events import Emit, EngineTopic
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.tools import ToolRuntime
 
@@ -26,11 +26,14 @@ from ._state import CommitPoint, Frame, Head
 logger = logging.getLogger(__name__)
 
 
-class BlockRun(Exception):
-    """Raised inside a step to stop the run with a typed error (blocked by default)."""
+class BlockRun(AgentLoomError):
+    """Raised inside a step to stop the run with a typed error (blocked by default);
+    ``Engine.step`` catches it, so it never reaches a host. It takes the carried error's
+    code, message and details."""
 
     def __init__(self, error: AgentLoomError, status: RunStatus = "blocked") -> None:
-        super().__init__(error.message)
+        super().__init__(error.message, details=error.details)
+        self.code = error.code
         self.error = error
         self.status = status
 
@@ -77,7 +80,7 @@ class StepContext:
     def commit(self, point: CommitPoint) -> int:
         return self.journal.commit(point)
 
-    def emit(self, topic: Topic, data: Mapping[str, Any]) -> None:
+    def emit(self, topic: EngineTopic, data: Mapping[str, Any]) -> None:
         """Observation only: a failing observer never breaks a step; text is storable."""
         try:
             self._emit(topic, storable(dict(data)))

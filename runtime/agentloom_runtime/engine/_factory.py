@@ -20,12 +20,12 @@ from agentloom_runtime.contracts import (
     CompletionPolicy,
     ContextManager,
     ExecutionStrategy,
-    HookManager,
     ModelGateway,
     WorkspaceProvider,
 )
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.events import Emit
+from agentloom_runtime.hook_contracts import HookManager
 from agentloom_runtime.planning import plan_tool
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 from agentloom_runtime.strategies import strategy_for

@@ -15,6 +15,7 @@ from typing import Any
 
 from agentloom_runtime._json import storable, storable_text
 from agentloom_runtime.errors import RunError
+from agentloom_runtime.hook_contracts import HookRejection, HookScope, HookStageBinding
 from agentloom_runtime.hooks.results import Reject
 
 from ._context import BlockRun, StepContext, in_flight
@@ -33,9 +34,7 @@ class HookRunner:
     def __init__(self, ctx: StepContext) -> None:
         self._ctx = ctx
 
-    def _scope(self, point: str, instance: str, **fields: Any) -> Any:
-        from agentloom_runtime.hooks import HookScope
-
+    def _scope(self, point: str, instance: str, **fields: Any) -> HookScope:
         snap = self._ctx.snapshot
         return HookScope(run_id=self._ctx.run_id, instance=instance, point=point,
                          space_id=snap.space_id, agent_id=snap.agent_id,
@@ -47,7 +46,7 @@ class HookRunner:
             hooks.stage(point, self._scope(point, instance, **fields)))
 
     async def run(self, point: str, payload: dict[str, Any], *, instance: str, key: str,
-                  **fields: Any) -> tuple[dict[str, Any], Any]:
+                  **fields: Any) -> tuple[dict[str, Any], HookRejection | None]:
         """Run ``point``'s stage; returns (payload, rejection or None). ``key`` names the
         operation, so a resumed step continues the same stage at its saved cursor."""
         ctx = self._ctx
@@ -59,7 +58,7 @@ class HookRunner:
         if not stage:
             return payload, None
         head = ctx.head
-        writable = sorted(hooks.points.get(point).writable)
+        writable = sorted(hooks.writable(point))
         start = 0
         saved = head.get("hook")
         if saved and saved["key"] == key and saved["point"] == point:
@@ -81,12 +80,13 @@ class HookRunner:
                 running=cursor if running else None,
                 fields={k: storable(current[k]) for k in writable if k in current})
 
-        async def before(binding: Any, current: dict[str, Any]) -> None:
+        async def before(binding: HookStageBinding, current: dict[str, Any]) -> None:
             if hooks.replay_required(binding):
                 save(binding.index, current, running=True)
                 ctx.commit("hook.started")
 
-        async def after(binding: Any, cursor: int, current: dict[str, Any]) -> None:
+        async def after(binding: HookStageBinding, cursor: int,
+                        current: dict[str, Any]) -> None:
             save(cursor, current, running=False)
             if hooks.replay_required(binding):
                 ctx.commit("hook.done")

@@ -23,11 +23,11 @@ from agentloom_runtime.contracts import (
     CompletionPolicy,
     ContextManager,
     ExecutionStrategy,
-    HookManager,
     ModelGateway,
     Module,
 )
 from agentloom_runtime.errors import ConfigError, ResumeMismatch
+from agentloom_runtime.hook_contracts import HookManager
 
 Verifier = Callable[[Any], None]
 """Checks a saved binding against the current module; raises ``ResumeMismatch``."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-from agentloom_runtime.contracts import Purpose, RunStatus
+from agentloom_runtime.contracts import ContextFrame, Purpose, RunStatus
 
 FORMAT = 2
 
@@ -83,9 +83,11 @@ class PendingCall(TypedDict):
     child: NotRequired[str]
     result: NotRequired[int]  # "returned": the ops seq of the child's result
 
-class Frame(TypedDict):
-    instance: str
-    task: str
+class Frame(ContextFrame):
+    """An instance's record. ``instance``, ``task``, ``plan`` and the fields the context
+    manager keeps (``view``, ``history_watermark``, ``inputs``, ``counters``) are
+    declared by ``contracts.ContextFrame``."""
+
     parent: ParentRef | None
     template: str | None
     tools: list[str] | None
@@ -94,16 +96,10 @@ class Frame(TypedDict):
     iterations_base: int  # iterations at the start of this execution
     pending: list[PendingCall]
     candidate: int | None  # view seq of the candidate answer
-    plan: list[dict[str, Any]]
     evidence: list[int]  # source seqs of the latest tool results (the review reads them)
     outcome: Outcome | None
     task_src: NotRequired[int]  # the full task's source record, when ``task`` is a preview
     compaction_memory: NotRequired[dict[str, Any]]
-    # kept by the context manager (journal-context/v1)
-    view: NotRequired[dict[str, int]]
-    history_watermark: NotRequired[int]
-    inputs: NotRequired[list[str]]
-    counters: NotRequired[dict[str, int]]
 
 
 class ModelOp(TypedDict):

@@ -2,13 +2,16 @@
 
 ``HookRegistry`` holds trusted async handlers (``HookDefinition``) with versions and
 code identities; ``HookPointRegistry`` defines each point's payload schema, writable
-fields, allowed results and delta rules; ``HookManager`` (``hooks/v1``) matches
+fields, allowed results and delta rules; ``HookManager`` (``hooks/v1``, the
+``hook_contracts.HookManager`` port) matches
 published ``HookBinding``s and runs each stage (``run``: one loop, one stage budget, with
 ``before`` / ``after`` callbacks for the host's persistence); ``HookExecutor`` keeps the
 cooperative time budgets. Handlers see read-only fields as ``FrozenDict`` /
 ``FrozenList`` views (``thaw`` makes a plain copy). ``load_hook_package`` loads hooks
 from a published artifact. Pure logic: the engine wires stages into its durable operations.
 """
+
+from agentloom_runtime.hook_contracts import AfterBinding, BeforeBinding
 
 from ._manifest import verify as verify_manifest
 from ._readonly import FrozenDict, FrozenList, thaw
@@ -24,14 +27,7 @@ from .errors import (
 )
 from .executor import HookExecutor
 from .fingerprint import code_fingerprint
-from .manager import (
-    AfterBinding,
-    BeforeBinding,
-    BindingOutcome,
-    HookDiagnostic,
-    HookManager,
-    StageOutcome,
-)
+from .manager import BindingOutcome, HookDiagnostic, HookManager, StageOutcome
 from .package import HookPackage, load_hook_package, package_hash
 from .points import HookPoint, HookPointRegistry, PointRule
 from .registry import HookDefinition, HookHandler, HookRegistry

@@ -6,26 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from agentloom_runtime.hook_contracts import HookScope
 
-@dataclass(frozen=True, slots=True)
-class HookScope:
-    """Where an operation runs. The manager sets ``point``; ``purpose`` is the model
-    request purpose (``action``, ``compaction``, ``verification``) or the embedding
-    purpose (``document``, ``query``); ``tool`` is the tool name at ``tool.*``."""
-
-    run_id: str = ""
-    instance: str = "main"
-    point: str = ""
-    purpose: str | None = None
-    tool: str | None = None
-    space_id: str | None = None
-    agent_id: str | None = None
-    agent_version: str | None = None
-    session_id: str | None = None
-    operation_id: str | None = None
+__all__ = ["HookContext", "HookScope"]
 
 
 class HookContext:

@@ -24,11 +24,12 @@ import asyncio
 import copy
 import dataclasses
 import pickle
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentloom_runtime.errors import ResumeMismatch
+from agentloom_runtime.hook_contracts import AfterBinding, BeforeBinding, HookStageBinding
 from agentloom_runtime.tool_contracts import freeze
 
 from ._manifest import build_manifest, verify
@@ -47,11 +48,6 @@ from .executor import DEFAULT_STAGE_TIMEOUT, HookExecutor
 from .points import HookPointRegistry
 from .registry import HookRegistry
 from .results import Reject
-
-BeforeBinding = Callable[[ResolvedBinding, dict[str, Any]], Awaitable[None]]
-"""Awaited before a binding runs, with the payload it will receive."""
-AfterBinding = Callable[[ResolvedBinding, int, dict[str, Any]], Awaitable[None]]
-"""Awaited after a binding completed: the cursor (bindings done) and the payload."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +81,8 @@ class StageOutcome:
 
 
 class HookManager:
+    """Implements the ``hook_contracts.HookManager`` port."""
+
     module_id = "hooks/v1"
 
     def __init__(self, registry: HookRegistry, bindings: Sequence[HookBinding], *,
@@ -151,13 +149,17 @@ class HookManager:
         return [r for r in self._by_point.get(point, ())
                 if r.binding.matcher.matches(definition, scope)]
 
+    def writable(self, point: str) -> frozenset[str]:
+        """The payload fields a hook at ``point`` may change."""
+        return self._points.get(point).writable
+
     def validate(self, point: str, payload: Mapping[str, Any]) -> None:
         """Check a payload the engine built against the point contract."""
         self._points.get(point).validate(payload)
 
-    def replay_required(self, resolved: ResolvedBinding) -> bool:
+    def replay_required(self, binding: HookStageBinding) -> bool:
         """True when an unfinished run of this hook must not be repeated blindly."""
-        return not resolved.definition.replay_safe
+        return not binding.replay_safe
 
     async def run(self, point: str, payload: dict[str, Any], scope: HookScope, *,
                   start: int = 0, before: BeforeBinding | None = None,

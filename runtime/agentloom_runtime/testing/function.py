@@ -12,7 +12,8 @@ the test (compaction, reviews, retries). ``fn`` returns (or, if async, resolves 
 - an exception instance, which is raised (a ``ModelError`` to simulate a provider
   failure).
 
-Replies go through the gateway's validation, like ``ScriptedModel``'s. Requests are
+Replies go through the gateway's validation, like ``ScriptedModel``'s (``validate=False``
+hands them over as given, as ``ScriptedModel`` can). Requests are
 recorded in ``requests`` (a shallow copy of each message list; never mutate them). A
 call after ``aclose()`` raises ``UnexpectedCall``. It has the attributes a test driver
 uses on ``ScriptedModel`` (``requests``, ``closed``, ``assert_consumed``).
@@ -26,7 +27,7 @@ from typing import Any, TypeAlias
 
 from agentloom_runtime.contracts import JSON, ModelRequest, ModelResponse
 
-from .scripted import UnexpectedCall, describe, snapshot, to_response
+from .scripted import UnexpectedCall, as_given, describe, snapshot, to_response
 
 FunctionReply: TypeAlias = ModelResponse | str | Mapping[str, Any] | BaseException
 ReplyFunction: TypeAlias = Callable[[ModelRequest],
@@ -38,10 +39,11 @@ class FunctionModel:
 
     module_id = "function-model/v1"
 
-    def __init__(self, fn: ReplyFunction) -> None:
+    def __init__(self, fn: ReplyFunction, *, validate: bool = True) -> None:
         if not callable(fn):
             raise TypeError(f"FunctionModel needs a callable, not {type(fn).__name__}")
         self.fn = fn
+        self._validate = validate
         self.requests: list[ModelRequest] = []
         self.closed = False
 
@@ -62,7 +64,8 @@ class FunctionModel:
             reply = await reply
         if isinstance(reply, BaseException):
             raise reply
-        return to_response(ModelResponse(content=reply) if isinstance(reply, str) else reply)
+        response = ModelResponse(content=reply) if isinstance(reply, str) else reply
+        return to_response(response) if self._validate else as_given(response)
 
     def assert_consumed(self) -> None:
         """Nothing to check: a function has no scripted steps to leave unplayed (here so

@@ -5,6 +5,9 @@ for fails loudly — a call past the end of the script, a call with the wrong ``
 or steps left over at the end (``assert_consumed``). Replies pass through the same
 validation as the real gateway, so a script cannot hand the runtime a response that a
 provider's answer would never produce (duplicate call ids, non-JSON arguments, …).
+``validate=False`` hands them over as given instead (``as_given``): for the tests of
+what the runtime itself does with a response no gateway would let through (duplicate
+ids in one message, unsanitized text).
 
 Recorded requests (``requests``) keep the caller's message dicts by reference, in a
 shallow copy of the message list: what the caller appends to its list later does not
@@ -73,6 +76,15 @@ def to_response(value: Any) -> ModelResponse:
     raise TypeError(f"a script step produced {type(value).__name__}, not a ModelResponse")
 
 
+def as_given(value: Any) -> ModelResponse:
+    """A reply as given, unvalidated and unsanitized (``validate=False``)."""
+    if isinstance(value, ModelResponse):
+        return value
+    if isinstance(value, Mapping):
+        return ModelResponse.from_dict(value)
+    raise TypeError(f"a script step produced {type(value).__name__}, not a ModelResponse")
+
+
 def describe(request: ModelRequest) -> str:
     return f"purpose={request.purpose!r}, instance={request.instance!r}, " \
            f"{len(request.messages)} messages, {len(request.tools)} tools"
@@ -89,9 +101,10 @@ class ScriptedModel:
 
     module_id = "scripted/v1"
 
-    def __init__(self, steps: Iterable[Reply | Step] = ()) -> None:
+    def __init__(self, steps: Iterable[Reply | Step] = (), *, validate: bool = True) -> None:
         self._steps = [as_step(s) for s in steps]
         self._next = 0
+        self._validate = validate
         self.requests: list[ModelRequest] = []
         self.closed = False
 
@@ -155,7 +168,7 @@ class ScriptedModel:
             reply = reply(request)
             if inspect.isawaitable(reply):
                 reply = await reply
-        return to_response(reply)
+        return to_response(reply) if self._validate else as_given(reply)
 
     def assert_consumed(self) -> None:
         if self.remaining:

@@ -6,6 +6,8 @@
     CommandRunner port, CommandSpec / CommandResult, MarkerStore (durable execution markers)
 """
 
+from agentloom_runtime.tool_contracts import WORKSPACE_GROUP
+
 from ._io import storage_call
 from ._paths import split_path
 from ._scan import Budget as ScanBudget
@@ -19,7 +21,7 @@ from .commands import (
     write_result,
 )
 from .errors import SandboxUnavailable, WorkspaceError
-from .file_tools import WORKSPACE_GROUP, file_tools, granted
+from .file_tools import file_tools, granted
 from .posix_store import PosixWorkspaceStore, StoreLimits
 from .provider import InstanceWorkspace, WorkspaceProvider
 from .storage import WorkspaceStorage

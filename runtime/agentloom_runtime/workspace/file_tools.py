@@ -20,7 +20,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
-from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition, ToolExecution
+from agentloom_runtime.tool_contracts import (
+    WORKSPACE_GROUP,
+    ToolContext,
+    ToolDefinition,
+    ToolExecution,
+)
 
 from ._paths import split_path
 from .commands import CommandLimits, CommandSpec
@@ -149,10 +154,6 @@ def _tool(name: str, text: str, props: dict[str, Any], required: tuple[str, ...]
                           read_only=read_only, resume_inflight=read_only,
                           before_plan=read_only, evidence_fields=evidence, timeout=timeout,
                           execution=execution)
-
-
-WORKSPACE_GROUP = "workspace"
-"""The tool group that grants the file tools (not ``workspace_command``)."""
 
 
 def granted(groups: set[str] | frozenset[str], name: str) -> bool:

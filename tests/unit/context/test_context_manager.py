@@ -10,7 +10,7 @@ from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.checkpoint.store import LogEntry
 from agentloom_runtime.context import manager as manager_module
 from agentloom_runtime.context.manager import INLINE_CHARS, JournalContextManager
-from agentloom_runtime.contracts import CompactionResult
+from agentloom_runtime.contracts import CompactionResult, ContextFrame
 
 
 class CountingStore(InMemoryCheckpointStore):
@@ -32,16 +32,20 @@ class CountingStore(InMemoryCheckpointStore):
 
 
 def start(store: InMemoryCheckpointStore | None = None,
-          history: list[dict[str, Any]] | None = None) -> tuple[Any, Journal, Any, dict[str, Any]]:
+          history: list[dict[str, Any]] | None = None,
+          pending: list[dict[str, Any]] | None = None
+          ) -> tuple[Any, Journal, Any, ContextFrame]:
+    """``pending``: the frame's tool group (the engine's; the manager only reads it)."""
     store = store or CountingStore()
     journal = Journal(store, "run-1", 0, {})
     manager = JournalContextManager()
-    frame: dict[str, Any] = {"instance": "main", "task": "do it", "plan": [], "pending": []}
+    frame = ContextFrame(instance="main", task="do it", plan=[],
+                         pending=[] if pending is None else pending)
     manager.create(journal, frame, system="be careful", history=history or [], task="do it")
     return store, journal, manager, frame
 
 
-def reopen(store: Any, journal: Journal, frame: dict[str, Any]) -> tuple[Journal, Any]:
+def reopen(store: Any, journal: Journal, frame: ContextFrame) -> tuple[Journal, Any]:
     """A new process: a new journal over the stored head, a new manager."""
     journal.commit("test")
     return Journal(store, "run-1", journal.version, journal.head), JournalContextManager()
@@ -52,7 +56,7 @@ def call(n: int) -> dict[str, Any]:
         {"id": f"raw{n}", "type": "function", "function": {"name": "read", "arguments": "{}"}}]}
 
 
-def tool_turn(manager: Any, journal: Journal, frame: dict[str, Any], n: int, text: str,
+def tool_turn(manager: Any, journal: Journal, frame: ContextFrame, n: int, text: str,
               shown: str | None = None) -> int:
     """An assistant call (its call id rewritten in the view) and the tool result (the
     full text in the source record; ``shown`` in the view when it differs)."""
@@ -152,11 +156,12 @@ def test_a_compaction_snapshot_is_restored_with_the_entries_after_it() -> None:
 
 
 def test_supplements_wait_for_pending_tools_and_are_not_turns() -> None:
-    _store, journal, manager, frame = start()
+    pending: list[dict[str, Any]] = []
+    _store, journal, manager, frame = start(pending=pending)
     manager.queue_input(frame, "also this")
-    frame["pending"] = [{"call_id": "c"}]
+    pending.append({"call_id": "c"})
     assert manager.drain_inputs(journal, frame) == 0
-    frame["pending"] = []
+    pending.clear()
     assert manager.drain_inputs(journal, frame) == 1
     assert manager.view(journal, frame)[-1]["content"] == "also this"
     assert frame["counters"]["user_turns"] == 1 and frame["inputs"] == []

@@ -6,46 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 import pytest
 from support.engine import SideEffects, build_engine, drive, records, saved_head
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.contracts import JSON, ModelRequest, ModelResponse, ToolCall
+from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.engine import read_run
 from agentloom_runtime.errors import CheckpointConflict, ModelResponseError, ResumeMismatch
-from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
 from agentloom_runtime.testing.keyed import KeyedScriptModel
-
-
-class RawGateway:
-    """A gateway that returns whatever it is given, unvalidated (the shipped doubles
-    validate their replies, so they cannot hand the engine a malformed response)."""
-
-    module_id = "raw/v1"
-
-    def __init__(self, *responses: Any) -> None:
-        self.responses = list(responses)
-        self.requests: list[ModelRequest] = []
-
-    def checkpoint_config(self) -> JSON:
-        return {}
-
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
-        item = self.responses.pop(0)
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def test_malformed_response_blocks_and_keeps_records() -> None:
     store = InMemoryCheckpointStore()
-    model = RawGateway(ModelResponseError("choices[0].message is missing"))
+    model = ScriptedModel([ModelResponseError("choices[0].message is missing")])
     engine = build_engine(store=store, model=model, tools=SideEffects().tools())
     run_id = await engine.start("hello")
     before = store.read(run_id, "src:main")
@@ -56,21 +31,21 @@ async def test_malformed_response_blocks_and_keeps_records() -> None:
         "no response exists, so nothing is of unknown outcome"
     # resume: the call is simply made again
     engine2 = build_engine(store=store, run_id=run_id, tools=SideEffects().tools(),
-                           model=RawGateway(ScriptedModel.answer("hi"),
-                                            ScriptedModel.verdict("complete")))
+                           model=ScriptedModel([ScriptedModel.answer("hi"),
+                                                ScriptedModel.verdict("complete")]))
     await engine2.begin_execution()
     assert (await drive(engine2)).status == "completed"
 
 
 async def test_resume_with_another_model_is_refused() -> None:
     store = InMemoryCheckpointStore()
-    engine = build_engine(store=store, model=RawGateway(), tools=SideEffects().tools())
+    engine = build_engine(store=store, model=ScriptedModel(), tools=SideEffects().tools())
     run_id = await engine.start("hello")
     with pytest.raises(ResumeMismatch, match="model"):
-        build_engine(store=store, run_id=run_id, model=ScriptedModel(),
-                     tools=SideEffects().tools())
+        build_engine(store=store, run_id=run_id, tools=SideEffects().tools(),
+                     model=KeyedScriptModel([ScriptedModel.answer("another model")]))
     with pytest.raises(ResumeMismatch, match="tools"):
-        build_engine(store=store, run_id=run_id, model=RawGateway(),
+        build_engine(store=store, run_id=run_id, model=ScriptedModel(),
                      tools=SideEffects().tools()[:1])
 
 
@@ -78,7 +53,10 @@ async def test_duplicate_call_ids_are_rewritten_in_the_view() -> None:
     dup = ModelResponse(tool_calls=(ToolCall("x", "count_words", '{"text": "a"}'),
                                     ToolCall("x", "count_words", '{"text": "b"}')))
     store = InMemoryCheckpointStore()
-    engine = build_engine(store=store, model=RawGateway(dup), tools=SideEffects().tools())
+    # unvalidated: the gateway refuses a message that repeats an id; the engine's own
+    # rewrite is what is tested
+    engine = build_engine(store=store, model=ScriptedModel([dup], validate=False),
+                          tools=SideEffects().tools())
     run_id = await engine.start("hello")
     result = await engine.step()
     assert (result.status, result.kind) == ("running", "action")
@@ -106,11 +84,11 @@ async def test_bad_tool_calls_become_failure_results(name: str, arguments: str,
                                                      code: str) -> None:
     store = InMemoryCheckpointStore()
     # an unvalidating gateway, so the runtime's own checks are what is tested
-    model = RawGateway(
+    model = ScriptedModel([
         ModelResponse(tool_calls=(ToolCall("c1", name, arguments),)),
         ScriptedModel.answer("I could not do it."),
         ScriptedModel.verdict("complete"),
-    )
+    ], validate=False)
     engine = build_engine(store=store, model=model, tools=SideEffects().tools())
     run_id = await engine.start("hello")
     assert (await drive(engine)).status == "completed"
@@ -125,18 +103,17 @@ async def test_bad_tool_calls_become_failure_results(name: str, arguments: str,
 async def test_concurrent_steps_exactly_one_commits() -> None:
     store = InMemoryCheckpointStore()
 
-    class Slow(KeyedScriptModel):
-        async def invoke(self, request: ModelRequest) -> ModelResponse:
-            await asyncio.sleep(0.01)
-            return await super().invoke(request)
+    keyed = KeyedScriptModel([ScriptedModel.answer("a")])
 
-    def slow(run_id: str | None = None) -> Any:
-        return build_engine(store=store, run_id=run_id, tools=SideEffects().tools(),
-                            model=Slow([ScriptedModel.answer("a")]))
+    async def slowly(request: ModelRequest) -> ModelResponse:  # both steps are in flight
+        await asyncio.sleep(0.01)
+        return await keyed.invoke(request)
 
-    run_id = await slow().start("hello")
+    run_id = await build_engine(store=store, model=FunctionModel(slowly),
+                                tools=SideEffects().tools()).start("hello")
     version = read_version(store, run_id)
-    a, b = slow(run_id), slow(run_id)
+    a, b = (build_engine(store=store, run_id=run_id, model=FunctionModel(slowly),
+                         tools=SideEffects().tools()) for _ in range(2))
     results = await asyncio.gather(a.step(), b.step(), return_exceptions=True)
     conflicts = [r for r in results if isinstance(r, CheckpointConflict)]
     steps = [r for r in results if not isinstance(r, BaseException)]

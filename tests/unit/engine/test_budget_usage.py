@@ -7,26 +7,28 @@ loses nor double-counts usage."""
 from __future__ import annotations
 
 import dataclasses
-import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from support.engine import (
+    COMPACTING,
     Crash,
     CrashingStore,
     SideEffects,
     build_engine,
     drive,
+    mailing,
     make_snapshot,
     saved_head,
 )
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, Verdict
-from agentloom_runtime.engine import create_engine, read_run
+from agentloom_runtime.engine import read_run
 from agentloom_runtime.engine._resolve import RaiseBudget
 from agentloom_runtime.errors import ConfigError, SnapshotError
-from agentloom_runtime.snapshot import parse_snapshot
+from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 SUBS = [{"id": "counter", "name": "Counter", "duty": "count words", "tools": ["count_words"]},
@@ -52,97 +54,61 @@ def by_instance(request: ModelRequest) -> ModelResponse:
             ScriptedModel.answer("mailed")][step]
 
 
-class Mailer:
-    """Mails user0..user13 one per action, judged from the addresses in the request (in
-    summaries too), so compaction cannot confuse it."""
-
-    module_id = "mailer/v1"
-
-    def checkpoint_config(self) -> dict[str, Any]:
-        return {}
-
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
-        if request.purpose == "verification":
-            return ScriptedModel.verdict("complete")
-        sent = [int(n) for m in request.messages
-                for n in re.findall(r"user(\d+)@", str(m.get("content")))]
-        if request.purpose == "compaction":
-            return ModelResponse(content=f"Mails sent so far: user0 .. user{max(sent)}"
-                                         "@example.com.")
-        k = max(sent) + 1 if sent else 0
-        if k >= 14:
-            return ScriptedModel.answer("sent 14 mails")
-        return ScriptedModel.call("send_mail", {"to": f"user{k}@example.com"}, id=f"c{k}")
-
-
 TOKENS = {"action": (100, 10), "compaction": (50, 5), "verification": (20, 2)}
 PRICED = {"model": "m", "input_price_per_million": 2.0, "output_price_per_million": 8.0}
 
 
-class Metered:
-    """Wraps a gateway; every response carries usage by purpose; calls are counted."""
-
-    module_id = "metered/v1"
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.calls: list[tuple[str, str]] = []
-
-    def checkpoint_config(self) -> dict[str, Any]:
-        return {}
-
-    async def aclose(self) -> None:
-        return None
-
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
-        response = await self.inner.invoke(request)
-        self.calls.append((request.purpose, request.instance))
+def metered(fn: Callable[[ModelRequest], ModelResponse]) -> FunctionModel:
+    """``fn``'s replies, each carrying the provider usage of its purpose (``TOKENS``)."""
+    def reply(request: ModelRequest) -> ModelResponse:
         given, produced = TOKENS[request.purpose]
-        return dataclasses.replace(response, usage={
+        return dataclasses.replace(fn(request), usage={
             "prompt_tokens": given, "completion_tokens": produced,
             "total_tokens": given + produced})
 
-    def expected(self) -> tuple[int, int]:
-        return (sum(TOKENS[p][0] for p, _ in self.calls),
-                sum(TOKENS[p][1] for p, _ in self.calls))
+    return FunctionModel(reply)
 
 
-def delegating(model: Metered, store: InMemoryCheckpointStore | CrashingStore,
-               effects: SideEffects,
-               run_id: str | None = None, **limits: Any) -> Any:
-    snapshot = make_snapshot(subagents=SUBS, model=PRICED, limits=limits)
-    return build_engine(store=store, snapshot=snapshot, model=model, tools=effects.tools(),
-                        run_id=run_id)
+def calls(model: FunctionModel) -> list[tuple[str, str]]:
+    """(purpose, instance) of every call the model answered."""
+    return [(r.purpose, r.instance) for r in model.requests]
+
+
+def expected(model: FunctionModel) -> tuple[int, int]:
+    return (sum(TOKENS[p][0] for p, _ in calls(model)),
+            sum(TOKENS[p][1] for p, _ in calls(model)))
+
+
+def priced(**limits: Any) -> AgentSnapshot:
+    """Both sub-agents, the priced connection, ``limits``."""
+    return make_snapshot(subagents=SUBS, model=PRICED, limits=limits)
 
 
 async def test_usage_is_summed_over_actions_reviews_compaction() -> None:
-    snapshot = make_snapshot(
-        model={"model": "m", "context_window": 9000, "max_output_tokens": 512,
-               "safety_margin_tokens": 64},
-        context_policy={"context_ratio": 0.5, "target_ratio": 0.3})
-    model = Metered(Mailer())
+    model = metered(mailing)
     store, effects = InMemoryCheckpointStore(), SideEffects()
-    engine = create_engine(snapshot, save=store, model_gateway=model, tools=effects.tools())
+    engine = build_engine(store=store, snapshot=make_snapshot(**COMPACTING), model=model,
+                          tools=effects.tools(), compaction="default")
     run_id = await engine.start("mail everyone " + "with care " * 40)
     assert (await drive(engine)).status == "completed", engine.error
-    purposes = {p for p, _ in model.calls}
+    purposes = {p for p, _ in calls(model)}
     assert purposes == {"action", "compaction", "verification"}
     usage = engine.usage()
-    given, produced = model.expected()
+    given, produced = expected(model)
     assert (usage.calls, usage.input_tokens, usage.output_tokens) == (
-        len(model.calls), given, produced)
+        len(calls(model)), given, produced)
     assert usage.total_tokens == given + produced
     assert usage.cost is None and usage.max_tokens is None  # no prices, no budget
-    assert saved_head(store, run_id)["usage"]["calls"] == len(model.calls)
+    assert saved_head(store, run_id)["usage"]["calls"] == len(calls(model))
 
 
 async def test_usage_and_cost_include_sub_agents_and_each_record_carries_its_cost() -> None:
-    model, store = Metered(FunctionModel(by_instance)), InMemoryCheckpointStore()
-    engine = delegating(model, store, SideEffects())
+    model, store = metered(by_instance), InMemoryCheckpointStore()
+    engine = build_engine(store=store, snapshot=priced(), model=model, tools=SideEffects().tools())
     run_id = await engine.start("count then mail")
     assert (await drive(engine)).status == "completed"
-    assert {i for _, i in model.calls} == {"main", "sub-1", "sub-2"}
-    given, produced = model.expected()
+    assert {i for _, i in calls(model)} == {"main", "sub-1", "sub-2"}
+    given, produced = expected(model)
     usage = engine.usage()
     assert (usage.input_tokens, usage.output_tokens) == (given, produced)
     assert usage.cost == pytest.approx((given * 2.0 + produced * 8.0) / 1e6)
@@ -151,9 +117,10 @@ async def test_usage_and_cost_include_sub_agents_and_each_record_carries_its_cos
 
 
 async def test_a_token_budget_blocks_and_a_raised_budget_completes() -> None:
-    model, store, effects = Metered(FunctionModel(by_instance)), InMemoryCheckpointStore(), \
+    model, store, effects = metered(by_instance), InMemoryCheckpointStore(), \
         SideEffects()
-    engine = delegating(model, store, effects, max_tokens=300)
+    engine = build_engine(store=store, snapshot=priced(max_tokens=300), model=model,
+                          tools=effects.tools())
     run_id = await engine.start("count then mail")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "budget_exceeded")
@@ -165,12 +132,12 @@ async def test_a_token_budget_blocks_and_a_raised_budget_completes() -> None:
     assert read_run(store, run_id).way_out == "raise_budget"  # type: ignore[union-attr]
 
     # A resume without a raise stays blocked, with the same clear message, and no call.
-    calls = len(model.calls)
+    made = len(calls(model))
     await engine.begin_execution()
     again = await drive(engine)
     assert (again.status, again.error_code) == ("blocked", "budget_exceeded")
     assert engine.error is not None and engine.error["message"] == message
-    assert len(model.calls) == calls
+    assert len(calls(model)) == made
 
     # A raise that does not raise is refused and changes nothing.
     with pytest.raises(ConfigError, match="must exceed"):
@@ -179,7 +146,8 @@ async def test_a_token_budget_blocks_and_a_raised_budget_completes() -> None:
         await engine.begin_execution(raise_budget=RaiseBudget(by="ops", max_cost=1.0))
 
     # A fresh attachment (another process) resumes with a raised budget and completes.
-    other = delegating(model, store, effects, run_id=run_id, max_tokens=300)
+    other = build_engine(store=store, snapshot=priced(max_tokens=300), model=model,
+                         tools=effects.tools(), run_id=run_id)
     await other.begin_execution(raise_budget=RaiseBudget(by="ops@example.com",
                                                          max_tokens=10_000, note="ok"))
     assert (await drive(other)).status == "completed"
@@ -192,9 +160,10 @@ async def test_a_token_budget_blocks_and_a_raised_budget_completes() -> None:
 
 
 async def test_a_cost_budget_blocks_naming_cost_and_a_raise_completes() -> None:
-    model, store = Metered(FunctionModel(by_instance)), InMemoryCheckpointStore()
+    model, store = metered(by_instance), InMemoryCheckpointStore()
     # each action call costs 0.00028; the third one crosses 0.0005
-    engine = delegating(model, store, SideEffects(), max_cost=0.0005)
+    engine = build_engine(store=store, snapshot=priced(max_cost=0.0005), model=model,
+                          tools=SideEffects().tools())
     await engine.start("count then mail")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "budget_exceeded")
@@ -237,20 +206,22 @@ def recorded_tokens(store: InMemoryCheckpointStore, run_id: str) -> int:
 
 async def test_a_crash_at_any_commit_neither_loses_nor_double_counts_usage() -> None:
     reference = CrashingStore(InMemoryCheckpointStore())
-    engine = delegating(Metered(FunctionModel(by_instance)), reference, SideEffects())
+    engine = build_engine(store=reference, snapshot=priced(), model=metered(by_instance),
+                          tools=SideEffects().tools())
     await engine.start("count then mail")
     assert (await drive(engine)).status == "completed"
     for crash_after in range(2, reference.commits):
         inner = InMemoryCheckpointStore()
         store = CrashingStore(inner, crash_after=crash_after)
-        model, effects = Metered(FunctionModel(by_instance)), SideEffects()
-        engine = delegating(model, store, effects)
+        model, effects = metered(by_instance), SideEffects()
+        engine = build_engine(store=store, snapshot=priced(), model=model, tools=effects.tools())
         run_id = await engine.start("count then mail")
         with pytest.raises(Crash):
             await drive(engine)
         store.crash_after = None
         for _ in range(3):  # resume; an unknown send_mail is treated as ran
-            engine = delegating(model, store, effects, run_id=run_id)
+            engine = build_engine(store=store, snapshot=priced(), model=model,
+                                  tools=effects.tools(), run_id=run_id)
             if engine.status == "completed":
                 break
             unknown = engine.unknown()
@@ -267,19 +238,18 @@ async def test_a_crash_at_any_commit_neither_loses_nor_double_counts_usage() -> 
 async def test_the_budget_also_stops_a_review_and_holds_across_attachments() -> None:
     """The action's 110 tokens exhaust a 100-token budget: the completion review is not
     sent; a plain resume in another attachment stays blocked; a raise sends it."""
-    model = Metered(FunctionModel(lambda r: ScriptedModel.verdict("complete")
-                                  if r.purpose == "verification" else
-                                  ScriptedModel.answer("42")))
+    model = metered(lambda r: ScriptedModel.verdict("complete")
+                    if r.purpose == "verification" else ScriptedModel.answer("42"))
     store, snapshot = InMemoryCheckpointStore(), make_snapshot(limits={"max_tokens": 100})
     engine = build_engine(store=store, snapshot=snapshot, model=model)
     run_id = await engine.start("Q answer at once")
     assert (await drive(engine)).error_code == "budget_exceeded"
-    assert [p for p, _ in model.calls] == ["action"]
+    assert [p for p, _ in calls(model)] == ["action"]
     again = build_engine(store=store, snapshot=snapshot, model=model, run_id=run_id)
     assert again.way_out() == "raise_budget" and again.usage().total_tokens == 110
     await again.begin_execution()
     assert (await drive(again)).error_code == "budget_exceeded"
     await again.begin_execution(raise_budget=RaiseBudget(by="ops", max_tokens=1_000))
     assert (await drive(again)).status == "completed"
-    assert [p for p, _ in model.calls] == ["action", "verification"]
+    assert [p for p, _ in calls(model)] == ["action", "verification"]
     assert again.usage().total_tokens == 132

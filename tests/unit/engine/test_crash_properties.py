@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from support.engine import Crash, CrashingStore, SideEffects, build_engine, drive, saved_head
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.engine import Engine
 from agentloom_runtime.testing import KeyedScriptModel, ScriptedModel
 
 calls = st.lists(st.one_of(
@@ -33,12 +32,6 @@ def script(steps: list[tuple[str, int]]) -> list[Any]:
     return [*out, ScriptedModel.answer("done")]
 
 
-def build(store: Any, effects: SideEffects, steps: list[Any],
-          run_id: str | None = None) -> Engine:
-    return build_engine(store=store, model=KeyedScriptModel(steps), tools=effects.tools(),
-                        run_id=run_id)
-
-
 def sources(store: InMemoryCheckpointStore, run_id: str) -> list[Any]:
     return [e.body for e in store.read(run_id, "src:main")]
 
@@ -49,7 +42,8 @@ async def test_any_crash_point_resumes_safely(steps: list[tuple[str, int]],
                                               data: st.DataObject) -> None:
     replies = script(steps)
     ref_store, ref_effects = CrashingStore(InMemoryCheckpointStore()), SideEffects()
-    engine = build(ref_store, ref_effects, replies)
+    engine = build_engine(store=ref_store, model=KeyedScriptModel(replies),
+                          tools=ref_effects.tools())
     await engine.start("work", run_id="r")
     reference = await drive(engine)
     assert reference.status == "completed"
@@ -57,14 +51,16 @@ async def test_any_crash_point_resumes_safely(steps: list[tuple[str, int]],
     crash = data.draw(st.integers(1, ref_store.commits - 1), label="crash_after")
 
     inner, effects = InMemoryCheckpointStore(), SideEffects()
-    engine = build(CrashingStore(inner, crash), effects, replies)
+    engine = build_engine(store=CrashingStore(inner, crash), model=KeyedScriptModel(replies),
+                          tools=effects.tools())
     try:
         await engine.start("work", run_id="r")
         await drive(engine)
     except Crash:
         pass
     before = sources(inner, "r")
-    resumed = build(inner, effects, replies, "r")
+    resumed = build_engine(store=inner, model=KeyedScriptModel(replies), tools=effects.tools(),
+                           run_id="r")
     await resumed.begin_execution(retry_unknown_models=True)
     result = await drive(resumed)
     after = sources(inner, "r")

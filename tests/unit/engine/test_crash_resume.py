@@ -11,24 +11,14 @@ from support.engine import (
     Crash,
     CrashingStore,
     SideEffects,
-    build_engine,
     drive,
-    make_snapshot,
     records,
-    representative_script,
+    representative_engine,
     saved_head,
 )
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.contracts import RunOutcome, Verdict
-from agentloom_runtime.engine import Engine
-from agentloom_runtime.testing.keyed import KeyedScriptModel
-
-
-def build(store: Any, effects: SideEffects, run_id: str | None = None) -> Engine:
-    return build_engine(store=store, snapshot=make_snapshot(mode="plan"),
-                        model=KeyedScriptModel(representative_script()),
-                        tools=effects.tools(), run_id=run_id)
 
 
 def kinds(store: InMemoryCheckpointStore, run_id: str) -> list[str]:
@@ -38,7 +28,7 @@ def kinds(store: InMemoryCheckpointStore, run_id: str) -> list[str]:
 async def reference() -> tuple[int, RunOutcome | None, dict[str, Any], list[str]]:
     store = CrashingStore(InMemoryCheckpointStore())
     effects = SideEffects()
-    engine = build(store, effects)
+    engine = representative_engine(store, effects)
     run_id = await engine.start("count the words and mail ops")
     result = await drive(engine)
     assert result.status == "completed"
@@ -66,13 +56,13 @@ async def test_crash_after_every_commit(crash_after: int) -> None:
     _, ref_outcome, ref_head, ref_records = await reference()
     inner = InMemoryCheckpointStore()
     effects = SideEffects()
-    engine = build(CrashingStore(inner, crash_after), effects)
+    engine = representative_engine(CrashingStore(inner, crash_after), effects)
     with pytest.raises(Crash):
         run_id = "run-1"
         await engine.start("count the words and mail ops", run_id=run_id)
         await drive(engine)
     # a new process attaches to the same run
-    resumed = build(inner, effects, run_id)
+    resumed = representative_engine(inner, effects, run_id)
     await resumed.begin_execution()
     result = await drive(resumed)
     head = saved_head(inner, run_id)
@@ -81,7 +71,7 @@ async def test_crash_after_every_commit(crash_after: int) -> None:
         # a request was sent with no saved response: blocked, never presumed
         assert result.status == "blocked"
         assert result.error_code == "model_outcome_unknown"
-        retry = build(inner, effects, run_id)
+        retry = representative_engine(inner, effects, run_id)
         await retry.resolve(Verdict("send_again", by="test"))
         result = await drive(retry)
         head = saved_head(inner, run_id)
@@ -93,7 +83,7 @@ async def test_crash_after_every_commit(crash_after: int) -> None:
         unknown = resumed.unknown()
         assert unknown is not None and unknown.tool == "send_mail"
         assert "ops@example.com" in (unknown.arguments or "")
-        retry = build(inner, effects, run_id)
+        retry = representative_engine(inner, effects, run_id)
         await retry.resolve(Verdict("run_again", by="test", note="the mail server shows "
                                     "nothing was sent"))
         result = await drive(retry)
@@ -103,7 +93,7 @@ async def test_crash_after_every_commit(crash_after: int) -> None:
         assert [(v["verdict"], v["by"]) for v in verdicts] == [("run_again", "test")]
         return
     assert result.status == "completed"
-    resumed_outcome = build(inner, effects, run_id).outcome()
+    resumed_outcome = representative_engine(inner, effects, run_id).outcome()
     assert resumed_outcome == ref_outcome
     assert head["frames"]["main"]["plan"] == ref_head["frames"]["main"]["plan"]
     assert kinds(inner, run_id) == ref_records

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 from support.engine import (
@@ -19,7 +18,6 @@ from support.engine import (
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
-from agentloom_runtime.engine import Engine
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 SUBS = [{"id": "counter", "name": "Counter", "duty": "count words", "tools": ["count_words"]},
@@ -52,14 +50,13 @@ def by_instance(request: ModelRequest) -> ModelResponse:
     return script[step]
 
 
-def build(store: Any, effects: SideEffects, run_id: str | None = None) -> Engine:
-    return build_engine(store=store, snapshot=make_snapshot(subagents=SUBS),
-                        model=FunctionModel(by_instance), tools=effects.tools(), run_id=run_id)
+SNAPSHOT = make_snapshot(subagents=SUBS)
 
 
 async def reference_commits() -> int:
     store = CrashingStore(InMemoryCheckpointStore())
-    engine = build(store, SideEffects())
+    engine = build_engine(store=store, snapshot=SNAPSHOT, model=FunctionModel(by_instance),
+                          tools=SideEffects().tools())
     await engine.start("count then mail")
     assert (await drive(engine)).status == "completed"
     return store.commits
@@ -70,7 +67,8 @@ REFERENCE_COMMITS = asyncio.run(reference_commits())
 
 async def test_two_children_complete_and_close_parent_calls() -> None:
     store, effects = InMemoryCheckpointStore(), SideEffects()
-    engine = build(store, effects)
+    engine = build_engine(store=store, snapshot=SNAPSHOT, model=FunctionModel(by_instance),
+                          tools=effects.tools())
     run_id = await engine.start("count then mail")
     result = await drive(engine)
     assert result.status == "completed"
@@ -87,11 +85,13 @@ async def test_two_children_complete_and_close_parent_calls() -> None:
 async def test_crash_anywhere_in_a_delegation_resumes_without_a_new_slot(
         crash_after: int) -> None:
     inner, effects = InMemoryCheckpointStore(), SideEffects()
-    engine = build(CrashingStore(inner, crash_after), effects)
+    engine = build_engine(store=CrashingStore(inner, crash_after), snapshot=SNAPSHOT,
+                          model=FunctionModel(by_instance), tools=effects.tools())
     with pytest.raises(Crash):
         await engine.start("count then mail", run_id="r")
         await drive(engine)
-    resumed = build(inner, effects, "r")
+    resumed = build_engine(store=inner, snapshot=SNAPSHOT, model=FunctionModel(by_instance),
+                           tools=effects.tools(), run_id="r")
     await resumed.begin_execution(retry_unknown_models=True)
     result = await drive(resumed)
     head = saved_head(inner, "r")
@@ -109,7 +109,7 @@ async def test_delegation_limit_and_unknown_template() -> None:
         ScriptedModel.answer("ok"),
         ScriptedModel.verdict("complete"),
     ])
-    engine = build_engine(snapshot=make_snapshot(subagents=SUBS), model=model,
+    engine = build_engine(snapshot=SNAPSHOT, model=model,
                           tools=SideEffects().tools())
     await engine.start("task")
     assert (await drive(engine)).status == "completed"

@@ -9,7 +9,7 @@ from support.engine import SideEffects, build_engine, command_host, drive, make_
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, StepResult
 from agentloom_runtime.engine import Engine
-from agentloom_runtime.events import TOPICS
+from agentloom_runtime.events import ENGINE_TOPICS
 from agentloom_runtime.hooks import Continue, HookDefinition, HookRegistry
 from agentloom_runtime.testing import FunctionModel, KeyedScriptModel, ScriptedModel
 from agentloom_runtime.workspace import file_tools
@@ -49,7 +49,7 @@ async def test_representative_run(effects: SideEffects) -> None:
 
 async def test_every_emitted_topic_is_in_the_catalogue(tmp_path: Path) -> None:
     """A run with a delegation, a command and hooks (one failing observer, so a hook
-    diagnostic is emitted): every topic the engine emits is one of ``TOPICS``."""
+    diagnostic is emitted): every topic the engine emits is one of ``ENGINE_TOPICS``."""
     emitted: list[str] = []
 
     def emit(topic: str, data: Mapping[str, Any]) -> None:
@@ -88,7 +88,7 @@ async def test_every_emitted_topic_is_in_the_catalogue(tmp_path: Path) -> None:
     await engine.start("count the words, then run the tests")
     assert (await drive(engine, runner=runner)).status == "completed", engine.error
     assert runner.ran == ["make test"]
-    assert set(emitted) - TOPICS == set(), "topics outside the catalogue"
+    assert set(emitted) - ENGINE_TOPICS == set(), "topics outside the catalogue"
     assert {"run.started", "model.started", "model.completed", "tool.started",
             "tool.completed", "subagent.started", "review.decided", "hook.diagnostic",
             "run.finished"} <= set(emitted), "the run exercised what it is meant to"

@@ -18,8 +18,8 @@ from support.engine import (
 )
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.contracts import ModelGateway, ModelRequest, ModelResponse
-from agentloom_runtime.engine import Engine, read_run
+from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.engine import read_run
 from agentloom_runtime.errors import ResumeMismatch
 from agentloom_runtime.hooks import (
     Continue,
@@ -57,9 +57,10 @@ POINTS = ["model.chat.before", "model.chat.after", "tool.before", "tool.after",
           "subagent.before", "subagent.after", "operation.error", "operation.finally"]
 
 
-def build(store: Any, effects: SideEffects, recorder: Recorder, *,
-          points: list[str] = POINTS, run_id: str | None = None, replay_safe: bool = True,
-          model: ModelGateway | None = None, subagents: list[Any] = SUBS) -> Engine:
+def hooked(recorder: Recorder, *, points: list[str] = POINTS, replay_safe: bool = True,
+           subagents: list[Any] = SUBS) -> dict[str, Any]:
+    """``build_engine`` keywords: a snapshot binding one ``recorder`` hook per point (the
+    sub-agent templates ``subagents``) and the trusted registry that holds them."""
     registry = HookRegistry()
     hooks = []
     for i, point in enumerate(points):
@@ -67,24 +68,25 @@ def build(store: Any, effects: SideEffects, recorder: Recorder, *,
                                          replay_safe=replay_safe))
         match = {"purposes": ["action", "completion"]} if point.startswith("model.chat") else {}
         hooks.append({"hook_id": f"h{i}", "version": "1", "point": point, "match": match})
-    snapshot = make_snapshot(hooks=hooks, subagents=subagents)
-    return build_engine(store=store, snapshot=snapshot, hook_registry=registry,
-                        model=model or KeyedScriptModel([
-                            ScriptedModel.call("delegate_task", {"subagent_id": "counter",
-                                                                 "task": "a b c"}, id="d1"),
-                            ScriptedModel.call("send_mail", {"to": "ops@example.com"},
-                                               id="m1"),
-                            ScriptedModel.answer("done")]),
-                        tools=effects.tools(), run_id=run_id)
+    return {"snapshot": make_snapshot(hooks=hooks, subagents=subagents),
+            "hook_registry": registry}
+
+
+MAIL_OPS = [ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
+            ScriptedModel.answer("done")]
+
+
+def main_script() -> list[Any]:
+    """Delegate to the counter, mail ops, answer."""
+    return [ScriptedModel.call("delegate_task", {"subagent_id": "counter", "task": "a b c"},
+                               id="d1"),
+            ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
+            ScriptedModel.answer("done")]
 
 
 def child_model() -> FunctionModel:
     """The main instance follows the keyed script; a child counts, then answers."""
-    main = KeyedScriptModel([
-        ScriptedModel.call("delegate_task", {"subagent_id": "counter", "task": "a b c"},
-                           id="d1"),
-        ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
-        ScriptedModel.answer("done")])
+    main = KeyedScriptModel(main_script())
 
     async def reply(request: ModelRequest) -> ModelResponse:
         if request.instance != "main" and request.purpose == "action":
@@ -98,7 +100,8 @@ def child_model() -> FunctionModel:
 
 async def test_every_point_runs_with_a_valid_payload() -> None:
     recorder, effects = Recorder(), SideEffects()
-    engine = build(InMemoryCheckpointStore(), effects, recorder, model=child_model())
+    engine = build_engine(store=InMemoryCheckpointStore(), model=child_model(),
+                          tools=effects.tools(), **hooked(recorder))
     await engine.start("delegate, then mail")
     result = await drive(engine)
     assert result.status == "completed", engine.error
@@ -110,10 +113,9 @@ async def test_every_point_runs_with_a_valid_payload() -> None:
 async def test_tool_before_patch_is_revalidated_and_reject_is_a_result() -> None:
     recorder, effects = Recorder(), SideEffects()
     recorder.results["tool.before"] = PatchInput({"arguments": {"to": "audit@example.com"}})
-    engine = build(InMemoryCheckpointStore(), effects, recorder, points=["tool.before"],
-                   model=KeyedScriptModel([
-                       ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
-                       ScriptedModel.answer("done")]), subagents=[])
+    engine = build_engine(store=InMemoryCheckpointStore(), model=KeyedScriptModel(MAIL_OPS),
+                          tools=effects.tools(),
+                          **hooked(recorder, points=["tool.before"], subagents=[]))
     await engine.start("mail")
     assert (await drive(engine)).status == "completed"
     assert effects.calls == ["audit@example.com"]
@@ -121,10 +123,8 @@ async def test_tool_before_patch_is_revalidated_and_reject_is_a_result() -> None
     recorder, effects = Recorder(), SideEffects()
     recorder.results["tool.before"] = Reject("mail is disabled")
     store = InMemoryCheckpointStore()
-    engine = build(store, effects, recorder, points=["tool.before"], subagents=[],
-                   model=KeyedScriptModel([
-                       ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
-                       ScriptedModel.answer("done")]))
+    engine = build_engine(store=store, model=KeyedScriptModel(MAIL_OPS), tools=effects.tools(),
+                          **hooked(recorder, points=["tool.before"], subagents=[]))
     run_id = await engine.start("mail")
     assert (await drive(engine)).status == "completed"
     assert effects.calls == []
@@ -138,8 +138,10 @@ async def test_chat_after_changes_the_view_not_the_source() -> None:
     recorder.results["model.chat.after"] = lambda p: (
         PatchOutput({"content": "[redacted]"}) if p["purpose"] == "action" else Continue())
     store = InMemoryCheckpointStore()
-    engine = build(store, SideEffects(), recorder, points=["model.chat.after"], subagents=[],
-                   model=KeyedScriptModel([ScriptedModel.answer("secret answer")]))
+    engine = build_engine(store=store,
+                          model=KeyedScriptModel([ScriptedModel.answer("secret answer")]),
+                          tools=SideEffects().tools(),
+                          **hooked(recorder, points=["model.chat.after"], subagents=[]))
     run_id = await engine.start("q")
     assert (await drive(engine)).status == "completed"
     src = [r["message"]["content"] for r in records(store, run_id, "assistant")]
@@ -151,8 +153,10 @@ async def test_chat_after_changes_the_view_not_the_source() -> None:
 async def test_run_before_reject_blocks_the_run() -> None:
     recorder = Recorder()
     recorder.results["run.before"] = Reject("outside office hours")
-    engine = build(InMemoryCheckpointStore(), SideEffects(), recorder, points=["run.before"],
-                   subagents=[], model=KeyedScriptModel([ScriptedModel.answer("x")]))
+    engine = build_engine(store=InMemoryCheckpointStore(),
+                          model=KeyedScriptModel([ScriptedModel.answer("x")]),
+                          tools=SideEffects().tools(),
+                          **hooked(recorder, points=["run.before"], subagents=[]))
     await engine.start("q")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "hook_rejected")
@@ -162,8 +166,8 @@ async def test_subagent_before_reject_is_a_failure_result() -> None:
     recorder = Recorder()
     recorder.results["subagent.before"] = Reject("no delegation today")
     store = InMemoryCheckpointStore()
-    engine = build(store, SideEffects(), recorder,
-                   points=["subagent.before"], model=child_model())
+    engine = build_engine(store=store, model=child_model(), tools=SideEffects().tools(),
+                          **hooked(recorder, points=["subagent.before"]))
     run_id = await engine.start("q")
     assert (await drive(engine)).status == "completed"
     summary = read_run(store, run_id)
@@ -173,8 +177,10 @@ async def test_subagent_before_reject_is_a_failure_result() -> None:
 async def test_annotations_from_run_after_are_kept() -> None:
     recorder = Recorder()
     recorder.results["run.after"] = PatchOutput({"annotations": {"reviewed": True}})
-    engine = build(InMemoryCheckpointStore(), SideEffects(), recorder, points=["run.after"],
-                   subagents=[], model=KeyedScriptModel([ScriptedModel.answer("x")]))
+    engine = build_engine(store=InMemoryCheckpointStore(),
+                          model=KeyedScriptModel([ScriptedModel.answer("x")]),
+                          tools=SideEffects().tools(),
+                          **hooked(recorder, points=["run.after"], subagents=[]))
     await engine.start("q")
     assert (await drive(engine)).status == "completed"
     outcome = engine.outcome()
@@ -187,12 +193,13 @@ async def test_crash_in_an_after_hook_resumes_from_the_saved_raw_result(point: s
     recorder.fail.add(point)
     model = KeyedScriptModel([ScriptedModel.call("send_mail", {"to": "ops@example.com"},
                                                  id="m1"), ScriptedModel.answer("done")])
-    engine = build(inner, effects, recorder, points=[point], subagents=[], model=model)
+    engine = build_engine(store=inner, model=model, tools=effects.tools(),
+                          **hooked(recorder, points=[point], subagents=[]))
     with pytest.raises(Crash):
         await engine.start("mail", run_id="r")
         await drive(engine)
-    resumed = build(inner, effects, recorder, points=[point], subagents=[], run_id="r",
-                    model=model)
+    resumed = build_engine(store=inner, model=model, tools=effects.tools(), run_id="r",
+                           **hooked(recorder, points=[point], subagents=[]))
     await resumed.begin_execution()
     assert (await drive(resumed)).status == "completed"
     assert effects.calls == ["ops@example.com"], "the tool ran exactly once"
@@ -206,18 +213,21 @@ async def test_unfinished_hook_that_is_not_replay_safe_needs_confirmation() -> N
     recorder.fail.add("tool.before")
     model = KeyedScriptModel([ScriptedModel.call("send_mail", {"to": "ops@example.com"},
                                                  id="m1"), ScriptedModel.answer("done")])
-    engine = build(inner, effects, recorder, points=["tool.before"], subagents=[],
-                   model=model, replay_safe=False)
+    engine = build_engine(store=inner, model=model, tools=effects.tools(),
+                          **hooked(recorder, points=["tool.before"], subagents=[],
+                                   replay_safe=False))
     with pytest.raises(Crash):
         await engine.start("mail", run_id="r")
         await drive(engine)
-    resumed = build(inner, effects, recorder, points=["tool.before"], subagents=[],
-                    run_id="r", model=model, replay_safe=False)
+    resumed = build_engine(store=inner, model=model, tools=effects.tools(), run_id="r",
+                           **hooked(recorder, points=["tool.before"], subagents=[],
+                                    replay_safe=False))
     await resumed.begin_execution()
     result = await drive(resumed)
     assert result.error_code == "hook_replay_requires_confirmation"
-    confirmed = build(inner, effects, recorder, points=["tool.before"], subagents=[],
-                      run_id="r", model=model, replay_safe=False)
+    confirmed = build_engine(store=inner, model=model, tools=effects.tools(), run_id="r",
+                             **hooked(recorder, points=["tool.before"], subagents=[],
+                                      replay_safe=False))
     await confirmed.begin_execution(confirm_hooks=True)
     assert (await drive(confirmed)).status == "completed"
     assert effects.calls == ["ops@example.com"]
@@ -225,20 +235,24 @@ async def test_unfinished_hook_that_is_not_replay_safe_needs_confirmation() -> N
 
 async def test_resume_cannot_add_hooks() -> None:
     recorder, inner = Recorder(), InMemoryCheckpointStore()
-    engine = build(inner, SideEffects(), recorder, points=["tool.before"], subagents=[])
+    engine = build_engine(store=inner, model=KeyedScriptModel(main_script()),
+                          tools=SideEffects().tools(),
+                          **hooked(recorder, points=["tool.before"], subagents=[]))
     run_id = await engine.start("q")
     with pytest.raises(ResumeMismatch, match="hooks"):
-        build(inner, SideEffects(), recorder, points=["tool.before", "tool.after"],
-              subagents=[], run_id=run_id)
+        build_engine(store=inner, model=KeyedScriptModel(main_script()),
+                     tools=SideEffects().tools(), run_id=run_id,
+                     **hooked(recorder, points=["tool.before", "tool.after"], subagents=[]))
 
 
 async def test_only_hooks_that_must_not_replay_cost_commits() -> None:
     counts = []
     for points, replay_safe in (([], True), (["run.before"], True), (["run.before"], False)):
         store = CrashingStore(InMemoryCheckpointStore())
-        engine = build(store, SideEffects(), Recorder(), points=points, subagents=[],
-                       model=KeyedScriptModel([ScriptedModel.answer("x")]),
-                       replay_safe=replay_safe)
+        engine = build_engine(store=store, model=KeyedScriptModel([ScriptedModel.answer("x")]),
+                              tools=SideEffects().tools(),
+                              **hooked(Recorder(), points=points, subagents=[],
+                                       replay_safe=replay_safe))
         await engine.start("q")
         await drive(engine)
         counts.append(store.commits)
@@ -253,23 +267,22 @@ def counting(runs: list[str], name: str) -> Any:
     return hook
 
 
-def three_cursor_hooks(store: Any, effects: SideEffects, runs: list[str],
-                       run_id: str | None = None) -> Engine:
-    """Three non-replay-safe tool.before hooks around one send_mail."""
+def cursor_hooks(runs: list[str]) -> dict[str, Any]:
+    """``build_engine`` keywords: three non-replay-safe tool.before hooks (each appends
+    its name to ``runs``) around one send_mail."""
     registry = HookRegistry([HookDefinition(f"g{i}", "1", counting(runs, f"g{i}"))
                              for i in range(3)])
     snapshot = make_snapshot(hooks=[{"hook_id": f"g{i}", "version": "1",
                                      "point": "tool.before"} for i in range(3)])
-    return build_engine(store=store, snapshot=snapshot, hook_registry=registry,
-                        model=KeyedScriptModel([
-                            ScriptedModel.call("send_mail", {"to": "a@example.com"}, id="m1"),
-                            ScriptedModel.answer("done")]),
-                        tools=effects.tools(), run_id=run_id)
+    return {"snapshot": snapshot, "hook_registry": registry,
+            "model": KeyedScriptModel([
+                ScriptedModel.call("send_mail", {"to": "a@example.com"}, id="m1"),
+                ScriptedModel.answer("done")])}
 
 
 async def cursor_reference_commits() -> int:
     store = CrashingStore(InMemoryCheckpointStore())
-    engine = three_cursor_hooks(store, SideEffects(), [])
+    engine = build_engine(store=store, tools=SideEffects().tools(), **cursor_hooks([]))
     await engine.start("mail")
     assert (await drive(engine)).status == "completed"
     return store.commits
@@ -286,12 +299,14 @@ async def test_crash_at_each_hook_cursor_never_reruns_completed_hooks(crash_afte
     runs: list[str] = []
     effects, inner = SideEffects(), InMemoryCheckpointStore()
     with pytest.raises(Crash):
-        engine = three_cursor_hooks(CrashingStore(inner, crash_after), effects, runs)
+        engine = build_engine(store=CrashingStore(inner, crash_after), tools=effects.tools(),
+                              **cursor_hooks(runs))
         await engine.start("mail", run_id="r")
         await drive(engine)
     saved = saved_head(inner, "r").get("hook") or {}
     running = saved.get("running")
-    resumed = three_cursor_hooks(inner, effects, runs, "r")
+    resumed = build_engine(store=inner, tools=effects.tools(), run_id="r",
+                           **cursor_hooks(runs))
     # a crash right after a model request was sent leaves its outcome unknown: the
     # scripted model answers alike, so it is sent again (the hooks are the point here)
     await resumed.begin_execution(confirm_hooks=True, retry_unknown_models=True)

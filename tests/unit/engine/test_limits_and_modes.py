@@ -27,17 +27,15 @@ async def test_call_budget_per_execution_and_total_kept_across_resume() -> None:
     store = InMemoryCheckpointStore()
     limits = ExecutionLimits(max_model_calls=5, max_iterations=64)
 
-    def build(run_id: str | None = None) -> Engine:
-        return build_engine(store=store, model=looping_model(50), tools=SideEffects().tools(),
-                            limits=limits, run_id=run_id)
-
-    engine = build()
+    engine = build_engine(store=store, model=looping_model(50), tools=SideEffects().tools(),
+                          limits=limits)
     run_id = await engine.start("loop")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "budget_exceeded")
     head = saved_head(store, run_id)
     assert (head["calls"], head["total_calls"]) == (5, 5)
-    resumed = build(run_id)
+    resumed = build_engine(store=store, model=looping_model(50), tools=SideEffects().tools(),
+                           limits=limits, run_id=run_id)
     await resumed.begin_execution()
     result = await drive(resumed)
     head = saved_head(store, run_id)
@@ -48,12 +46,9 @@ async def test_call_budget_per_execution_and_total_kept_across_resume() -> None:
 async def test_iteration_limit_per_instance_and_a_resume_gets_a_fresh_budget() -> None:
     store = InMemoryCheckpointStore()
 
-    def build(run_id: str | None = None) -> Engine:
-        return build_engine(store=store, model=looping_model(50), tools=SideEffects().tools(),
-                            limits=ExecutionLimits(max_model_calls=96, max_iterations=3),
-                            run_id=run_id)
-
-    engine = build()
+    limits = ExecutionLimits(max_model_calls=96, max_iterations=3)
+    engine = build_engine(store=store, model=looping_model(50), tools=SideEffects().tools(),
+                          limits=limits)
     run_id = await engine.start("loop")
     kinds = []
     while (result := await engine.step()).next != "done":
@@ -61,7 +56,8 @@ async def test_iteration_limit_per_instance_and_a_resume_gets_a_fresh_budget() -
     assert result.error_code == "budget_exceeded"
     assert kinds.count("action") == 3
     assert engine.way_out() == "resume"
-    resumed = build(run_id)
+    resumed = build_engine(store=store, model=looping_model(50), tools=SideEffects().tools(),
+                           limits=limits, run_id=run_id)
     await resumed.begin_execution()
     kinds = []
     while (result := await resumed.step()).next != "done":

@@ -6,20 +6,26 @@ side effect run twice on its own."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import re
+from typing import Any, get_args
 
 import pytest
-from support.engine import CrashingStore, SideEffects, drive, make_snapshot, representative_script
+from support.engine import (
+    CrashingStore,
+    SideEffects,
+    build_engine,
+    drive,
+    representative_engine,
+)
 from unit.engine.test_way_out_tools import RUN as MAIL_RUN
-from unit.engine.test_way_out_tools import blocked_on_mail
-from unit.engine.test_way_out_tools import build as build_mailer
+from unit.engine.test_way_out_tools import blocked_on_mail, mailer
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import Verdict
-from agentloom_runtime.engine import create_engine, read_run
+from agentloom_runtime.engine import read_run
+from agentloom_runtime.engine._state import CommitPoint
 from agentloom_runtime.errors import PersistenceError
-from agentloom_runtime.testing import KeyedScriptModel
+from agentloom_runtime.testing import FunctionModel
 
 RUN = "r"
 
@@ -44,16 +50,9 @@ class FailOnce:
         return int(self.inner.commit(commit))
 
 
-def build(store: Any, effects: SideEffects, run_id: str | None = None):
-    return create_engine(make_snapshot(mode="plan"), save=store,
-                         model_gateway=KeyedScriptModel(representative_script()),
-                         tools=effects.tools(), compaction_policy=NoCompaction(),
-                         checkpoint=run_id)
-
-
 async def reference_commits() -> int:
     store, effects = CrashingStore(InMemoryCheckpointStore()), SideEffects()
-    engine = build(store, effects)
+    engine = representative_engine(store, effects)
     await engine.start("count the words and mail ops")
     assert (await drive(engine)).status == "completed"
     return store.commits
@@ -68,7 +67,7 @@ def test_the_sweep_covers_every_commit_of_the_reference_run() -> None:
 
 async def test_a_failed_first_save_creates_no_run() -> None:
     inner, effects = InMemoryCheckpointStore(), SideEffects()
-    engine = build(FailOnce(inner, 1), effects)
+    engine = representative_engine(FailOnce(inner, 1), effects)
     with pytest.raises(PersistenceError):
         await engine.start("count the words and mail ops", run_id=RUN)
     assert read_run(inner, RUN) is None, "nothing half-made is left behind"
@@ -78,7 +77,7 @@ async def test_a_failed_first_save_creates_no_run() -> None:
 async def test_a_failed_save_leaves_a_truthful_resumable_status(fail_at: int) -> None:
     inner, effects = InMemoryCheckpointStore(), SideEffects()
     store = FailOnce(inner, fail_at)
-    engine = build(store, effects)
+    engine = representative_engine(store, effects)
     await engine.start("count the words and mail ops", run_id=RUN)
     result = await drive(engine)
     if store.failed == f"{RUN}/inbox":  # sealing the inbox narrows a race, nothing more:
@@ -90,9 +89,12 @@ async def test_a_failed_save_leaves_a_truthful_resumable_status(fail_at: int) ->
     assert (summary.status, summary.way_out) == ("blocked", "resume"), summary
     assert summary.error is not None and summary.error["code"] == "persistence_error"
     assert "Resume" in summary.error["message"]
+    named = re.search(r"at commit point ([a-z_.]+) failed", summary.error["message"])
+    assert named is not None and named[1] in get_args(CommitPoint), \
+        "the stored error says which commit failed"
     assert engine.status == "blocked" and engine.way_out() == "resume"
 
-    resumed = build(inner, effects, RUN)
+    resumed = representative_engine(inner, effects, RUN)
     await resumed.begin_execution()
     result = await drive(resumed)
     # the step whose save failed may have been a side effect or a sent request: the run
@@ -111,13 +113,15 @@ async def test_a_failed_verdict_save_keeps_the_run_resolvable() -> None:
     inner, effects = InMemoryCheckpointStore(), SideEffects()
     await blocked_on_mail(inner, effects)
     failing = FailOnce(inner, 1)
-    engine = build_mailer(failing, effects, run_id=MAIL_RUN)
+    engine = build_engine(store=failing, model=FunctionModel(mailer), tools=effects.tools(),
+                          run_id=MAIL_RUN)
     with pytest.raises(PersistenceError):
         await engine.resolve(Verdict("did_not_run", by="ops"))
     summary = read_run(inner, MAIL_RUN)
     assert summary is not None and (summary.status, summary.way_out) == ("blocked", "resolve")
     assert inner.read(MAIL_RUN, "verdicts") == [], "no half-recorded verdict"
-    again = build_mailer(inner, effects, run_id=MAIL_RUN)
+    again = build_engine(store=inner, model=FunctionModel(mailer), tools=effects.tools(),
+                         run_id=MAIL_RUN)
     await again.resolve(Verdict("did_not_run", by="ops"))
     assert (await drive(again)).status == "completed"
     assert effects.calls == []

@@ -9,12 +9,11 @@ import json
 from typing import Any
 
 import pytest
-from support.engine import drive, make_snapshot
+from support.engine import build_engine, drive
 
 from agentloom_runtime.checkpoint import BaseCheckpointStore, InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest
-from agentloom_runtime.engine import create_engine, read_run
+from agentloom_runtime.engine import read_run
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
@@ -74,8 +73,7 @@ async def run_big(store: BaseCheckpointStore, kind: str, size: int) -> str:
     text = big_text(size)
     received: list[str] = []
     model = model_for(kind, text)
-    engine = create_engine(make_snapshot(), save=store, model_gateway=model,
-                           tools=tools(received, text), compaction_policy=NoCompaction())
+    engine = build_engine(store=store, model=model, tools=tools(received, text))
     run_id = await engine.start(f"produce {size} bytes of {kind}")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("completed", None), engine.error
@@ -111,8 +109,7 @@ async def test_large_data_completes_in_memory_with_a_small_head(kind: str, size:
 async def test_a_large_question_completes_with_a_small_head(size: int) -> None:
     store = InMemoryCheckpointStore()
     model = model_for("answer", "ok")
-    engine = create_engine(make_snapshot(), save=store, model_gateway=model,
-                           compaction_policy=NoCompaction())
+    engine = build_engine(store=store, model=model)
     task = big_text(size)
     run_id = await engine.start(task)
     assert (await drive(engine)).status == "completed", engine.error
@@ -128,8 +125,7 @@ async def test_a_long_review_reason_keeps_the_head_small() -> None:
             return ScriptedModel.verdict("complete", "because " * 2_000)
         return ScriptedModel.answer("ok")
 
-    engine = create_engine(make_snapshot(), save=store, model_gateway=FunctionModel(fn),
-                           compaction_policy=NoCompaction())
+    engine = build_engine(store=store, model=FunctionModel(fn))
     run_id = await engine.start("a question")
     assert (await drive(engine)).status == "completed", engine.error
     assert head_bytes(store, run_id) <= HEAD_BYTES

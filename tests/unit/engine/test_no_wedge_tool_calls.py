@@ -7,44 +7,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
 
 import pytest
-from support.engine import SideEffects, drive, make_snapshot
+from support.engine import SideEffects, build_engine, drive
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.context._protocol import protocol_violations
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall
-from agentloom_runtime.engine import create_engine
-from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.testing import ScriptedModel, Step
 
-
-class RawGateway:
-    """Plays unvalidated responses for action calls; reviews complete."""
-
-    module_id = "raw-calls/v1"
-
-    def __init__(self, *responses: ModelResponse) -> None:
-        self.responses = list(responses)
-        self.requests: list[ModelRequest] = []
-
-    def checkpoint_config(self) -> dict[str, Any]:
-        return {}
-
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
-        if request.purpose == "verification":
-            return ScriptedModel.verdict("complete")
-        return self.responses.pop(0)
-
-    async def aclose(self) -> None:
-        return None
-
-
-def engine_for(model: RawGateway, store: InMemoryCheckpointStore, effects: SideEffects):
-    return create_engine(make_snapshot(), save=store, model_gateway=model,
-                         tools=effects.tools(), compaction_policy=NoCompaction())
+# The replies pass the gateway's validation, as a provider's would: it keeps arguments
+# that are not JSON and ids repeated from another turn, which the engine must handle.
+REVIEW = Step(ScriptedModel.verdict("complete"), purpose="verification")
 
 
 def mail(call_id: str, arguments: str) -> ModelResponse:
@@ -60,9 +34,9 @@ def mail(call_id: str, arguments: str) -> ModelResponse:
 async def test_arguments_that_are_not_json_are_a_failure_result_the_model_can_correct(
         arguments: str, says: str) -> None:
     store, effects = InMemoryCheckpointStore(), SideEffects()
-    model = RawGateway(mail("c1", arguments), mail("c2", '{"to": "ops@example.com"}'),
-                       ModelResponse(content="mailed, after fixing my call"))
-    engine = engine_for(model, store, effects)
+    model = ScriptedModel([mail("c1", arguments), mail("c2", '{"to": "ops@example.com"}'),
+                           ModelResponse(content="mailed, after fixing my call"), REVIEW])
+    engine = build_engine(store=store, model=model, tools=effects.tools())
     run_id = await engine.start("mail ops")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("completed", None), engine.error
@@ -82,7 +56,7 @@ def duplicate_ids(request: ModelRequest) -> list[str]:
     return [i for i, n in ids.items() if n > 1]
 
 
-def assert_clean(model: RawGateway) -> None:
+def assert_clean(model: ScriptedModel) -> None:
     for number, request in enumerate(model.requests, 1):
         assert protocol_violations(list(request.messages)) == [], f"request {number}"
         assert duplicate_ids(request) == [], f"request {number} repeats a tool-call id"
@@ -92,11 +66,11 @@ def assert_clean(model: RawGateway) -> None:
 async def test_a_call_id_repeated_from_an_earlier_turn_is_rewritten_for_the_provider(
         repeated: str) -> None:
     store, effects = InMemoryCheckpointStore(), SideEffects()
-    model = RawGateway(mail(repeated, '{"to": "a@example.com"}'),
-                       mail(repeated, '{"to": "b@example.com"}'),
-                       mail(repeated, '{"to": "c@example.com"}'),
-                       ModelResponse(content="mailed three"))
-    engine = engine_for(model, store, effects)
+    model = ScriptedModel([mail(repeated, '{"to": "a@example.com"}'),
+                           mail(repeated, '{"to": "b@example.com"}'),
+                           mail(repeated, '{"to": "c@example.com"}'),
+                           ModelResponse(content="mailed three"), REVIEW])
+    engine = build_engine(store=store, model=model, tools=effects.tools())
     run_id = await engine.start("mail a, b and c")
     assert (await drive(engine)).status == "completed", engine.error
     assert effects.calls == ["a@example.com", "b@example.com", "c@example.com"]
@@ -111,11 +85,11 @@ async def test_a_rewritten_id_never_collides_with_an_id_the_provider_chose() -> 
     """Providers that number their ids (``call_1``, ``call_2``…) use the same shape as
     the engine's fresh ids: a rewrite must still produce an id not yet in the view."""
     store, effects = InMemoryCheckpointStore(), SideEffects()
-    model = RawGateway(mail("call_2", '{"to": "a@example.com"}'),
-                       mail("call_2", '{"to": "b@example.com"}'),
-                       mail("call_3", '{"to": "c@example.com"}'),
-                       ModelResponse(content="mailed three"))
-    engine = engine_for(model, store, effects)
+    model = ScriptedModel([mail("call_2", '{"to": "a@example.com"}'),
+                           mail("call_2", '{"to": "b@example.com"}'),
+                           mail("call_3", '{"to": "c@example.com"}'),
+                           ModelResponse(content="mailed three"), REVIEW])
+    engine = build_engine(store=store, model=model, tools=effects.tools())
     await engine.start("mail a, b and c")
     assert (await drive(engine)).status == "completed", engine.error
     assert effects.calls == ["a@example.com", "b@example.com", "c@example.com"]

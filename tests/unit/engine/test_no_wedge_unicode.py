@@ -11,12 +11,10 @@ import json
 from typing import Any
 
 import pytest
-from support.engine import Crash, CrashingStore, drive, make_snapshot
+from support.engine import Crash, CrashingStore, build_engine, drive
 
 from agentloom_runtime.checkpoint import BaseCheckpointStore, InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall, Verdict
-from agentloom_runtime.engine import create_engine
 from agentloom_runtime.hooks import (
     HookBinding,
     HookDefinition,
@@ -25,7 +23,7 @@ from agentloom_runtime.hooks import (
     PatchOutput,
     Reject,
 )
-from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
 LONE = "\ud800"
@@ -39,30 +37,20 @@ def encodable(value: Any) -> bool:
     return True
 
 
-class RawGateway:
-    """Hands the engine what a misbehaving provider sent, unsanitized and unvalidated."""
-
-    module_id = "raw-unicode/v1"
-
-    def __init__(self, arguments: str) -> None:
-        self.arguments = arguments
-        self.requests: list[ModelRequest] = []
-
-    def checkpoint_config(self) -> dict[str, Any]:
-        return {}
-
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+def unsanitized(arguments: str) -> FunctionModel:
+    """What a misbehaving provider sends, handed to the engine unsanitized and
+    unvalidated: one call of ``touch`` with ``arguments``, then an answer; reviews
+    complete."""
+    def reply(request: ModelRequest) -> ModelResponse:
         if request.purpose == "verification":
             return ScriptedModel.verdict("complete")
         if not any(m.get("role") == "tool" for m in request.messages):
             return ModelResponse(content=f"creating {LONE}",
                                  reasoning_content=f"think {LONE}",
-                                 tool_calls=(ToolCall(f"c{LONE}", "touch", self.arguments),))
+                                 tool_calls=(ToolCall(f"c{LONE}", "touch", arguments),))
         return ModelResponse(content=f"created {LONE}.txt")
 
-    async def aclose(self) -> None:
-        return None
+    return FunctionModel(reply, validate=False)
 
 
 class Observer:
@@ -116,10 +104,9 @@ async def run_surrogates(store: BaseCheckpointStore, form: str = "raw") -> list[
     """A run whose model sends lone surrogates everywhere; returns the created paths."""
     created: list[str] = []
     saves, observer = FailingSaves(store), Observer()
-    engine = create_engine(make_snapshot(), save=saves,  # type: ignore[arg-type]
-                           model_gateway=RawGateway(ARGUMENTS[form]),
-                           tools=[touch_tool(created)], compaction_policy=NoCompaction(),
-                           emit=observer)
+    engine = build_engine(store=saves,
+                          model=unsanitized(ARGUMENTS[form]), tools=[touch_tool(created)],
+                          emit=observer)
     run_id = await engine.start("create the file")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("completed", None), engine.error
@@ -154,9 +141,8 @@ async def test_a_lone_surrogate_in_a_tool_result_is_made_storable() -> None:
                           parameters={"type": "object"}, handler=listing,
                           implementation_id="list/v1", read_only=True)
     store, observer = FailingSaves(InMemoryCheckpointStore()), Observer()
-    engine = create_engine(make_snapshot(), save=store,  # type: ignore[arg-type]
-                           model_gateway=RawGateway("{}"), tools=[tool],
-                           compaction_policy=NoCompaction(), emit=observer)
+    engine = build_engine(store=store,
+                          model=unsanitized("{}"), tools=[tool], emit=observer)
     run_id = await engine.start("list")
     assert (await drive(engine)).status == "completed", engine.error
     assert store.failures == [] and observer.bad == []
@@ -167,21 +153,18 @@ async def test_a_lone_surrogate_in_a_tool_result_is_made_storable() -> None:
 @pytest.mark.parametrize("crash_after", range(1, 8))
 async def test_a_resume_after_surrogates_never_meets_a_failing_save(crash_after: int) -> None:
     inner, created = InMemoryCheckpointStore(), list[str]()
-
-    def build(store: Any, run_id: str | None = None) -> Any:
-        return create_engine(make_snapshot(), save=store,
-                             model_gateway=RawGateway(ARGUMENTS["raw"]),
-                             tools=[touch_tool(created, echo=True)],
-                             compaction_policy=NoCompaction(), checkpoint=run_id)
-
-    engine = build(CrashingStore(inner, crash_after))
+    engine = build_engine(store=CrashingStore(inner, crash_after),
+                          model=unsanitized(ARGUMENTS["raw"]),
+                          tools=[touch_tool(created, echo=True)])
     try:
         await engine.start("create the file", run_id="r")
         await drive(engine)
     except Crash:
         pass
     saves = FailingSaves(inner)
-    resumed = build(saves, "r")
+    resumed = build_engine(store=saves,
+                           model=unsanitized(ARGUMENTS["raw"]),
+                           tools=[touch_tool(created, echo=True)], run_id="r")
     if resumed.status != "completed":
         await resumed.begin_execution(retry_unknown_models=True)
         result = await drive(resumed)
@@ -209,10 +192,9 @@ async def test_lone_surrogates_from_a_hook_are_made_storable(point: str, result:
     hooks = HookManager(registry, [HookBinding("odd", "1", point, order=0, match=match)])
     created: list[str] = []
     store = FailingSaves(InMemoryCheckpointStore())
-    engine = create_engine(make_snapshot(), save=store,  # type: ignore[arg-type]
-                           model_gateway=RawGateway('{"path": "a.txt"}'),
-                           tools=[touch_tool(created)], compaction_policy=NoCompaction(),
-                           hooks=hooks)
+    engine = build_engine(store=store,
+                          model=unsanitized('{"path": "a.txt"}'), tools=[touch_tool(created)],
+                          hooks=hooks)
     run_id = await engine.start("create the file")
     result_ = await drive(engine)
     assert (result_.status, result_.error_code) == ("completed", None), engine.error

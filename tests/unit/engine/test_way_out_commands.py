@@ -9,12 +9,10 @@ import json
 from typing import Any
 
 import pytest
-from support.engine import Crash, make_snapshot
+from support.engine import Crash, build_engine
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import LookupState, ModelRequest, Verdict
-from agentloom_runtime.engine import create_engine
 from agentloom_runtime.errors import CheckpointConflict, ConfigError
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
@@ -91,22 +89,17 @@ def deployer(request: ModelRequest) -> Any:
     return ScriptedModel.answer("deployed: " + str(tool[-1]["content"])[:300])
 
 
-def build(store: Any, markers: FakeMarkers, model: Any = None, run_id: str | None = None):
-    return create_engine(make_snapshot(), save=store,
-                         model_gateway=model or FunctionModel(deployer),
-                         tools=[COMMAND_TOOL], compaction_policy=NoCompaction(),
-                         commands=markers, checkpoint=run_id)
-
-
 async def blocked_on_command(store: InMemoryCheckpointStore, markers: FakeMarkers) -> str:
     """Dispatch the command; the host writes its marker and dies; a resume blocks."""
-    engine = build(store, markers)
+    engine = build_engine(store=store, model=FunctionModel(deployer), tools=[COMMAND_TOOL],
+                          commands=markers)
     await engine.start("deploy", run_id=RUN)
     assert (await engine.step()).kind == "action"
     result = await engine.step()
     assert result.next == "command" and result.request_id
     markers.markers[result.request_id] = {"state": "started"}
-    resumed = build(store, markers, run_id=RUN)
+    resumed = build_engine(store=store, model=FunctionModel(deployer), tools=[COMMAND_TOOL],
+                           commands=markers, run_id=RUN)
     await resumed.begin_execution()
     blocked = await resumed.step()
     assert (blocked.status, blocked.error_code) == ("blocked", "tool_outcome_unknown")
@@ -134,7 +127,8 @@ async def test_unknown_command_shows_what_the_marker_store_knows() -> None:
     markers = FakeMarkers(events, host={"owner_alive": False, "sandbox_alive": False})
     store = InMemoryCheckpointStore()
     request_id = await blocked_on_command(store, markers)
-    engine = build(store, markers, run_id=RUN)
+    engine = build_engine(store=store, model=FunctionModel(deployer), tools=[COMMAND_TOOL],
+                          commands=markers, run_id=RUN)
     unknown = engine.unknown()
     assert unknown is not None and unknown.kind == "command"
     assert unknown.host == markers.describe(request_id)
@@ -152,7 +146,8 @@ async def test_verdict_ran_with_exit_code_and_output_is_the_commands_result() ->
     inner = InMemoryCheckpointStore()
     request_id = await blocked_on_command(inner, markers)
     model, ran = FunctionModel(deployer), list[str]()
-    engine = build(LoggingStore(inner, events), markers, model, run_id=RUN)
+    engine = build_engine(store=LoggingStore(inner, events), model=model, tools=[COMMAND_TOOL],
+                          commands=markers, run_id=RUN)
     await engine.resolve(Verdict("ran", by="ops", exit_code=3, output="error: disk full"))
     assert events == [("commit", ["src:main", "verdicts", "view:main"]),
                       ("release", request_id)], "released only after the verdict commit"
@@ -173,7 +168,8 @@ async def test_the_marker_is_released_only_after_the_verdict_commit(kind: str) -
     markers = FakeMarkers(events)
     inner = InMemoryCheckpointStore()
     request_id = await blocked_on_command(inner, markers)
-    engine = build(LoggingStore(inner, events), markers, run_id=RUN)
+    engine = build_engine(store=LoggingStore(inner, events), model=FunctionModel(deployer),
+                          tools=[COMMAND_TOOL], commands=markers, run_id=RUN)
     await engine.resolve(Verdict(kind, by="ops"))  # type: ignore[arg-type]
     first = events.index(("release", request_id))
     verdict_commit = next(i for i, e in enumerate(events)
@@ -191,13 +187,16 @@ async def test_a_crash_between_the_verdict_commit_and_the_release_releases_on_th
     markers = FakeMarkers(events)
     inner = InMemoryCheckpointStore()
     request_id = await blocked_on_command(inner, markers)
-    engine = build(LoggingStore(inner, events, crash_after_verdict=True), markers, run_id=RUN)
+    engine = build_engine(store=LoggingStore(inner, events, crash_after_verdict=True),
+                          model=FunctionModel(deployer), tools=[COMMAND_TOOL], commands=markers,
+                          run_id=RUN)
     with pytest.raises(Crash):
         await engine.resolve(Verdict("did_not_run", by="ops"))
     assert ("release", request_id) not in events
     assert request_id in markers.markers, "the marker outlived the crash"
     assert [e.body["verdict"] for e in inner.read(RUN, "verdicts")] == ["did_not_run"]
-    next_process = build(LoggingStore(inner, events), markers, run_id=RUN)
+    next_process = build_engine(store=LoggingStore(inner, events), model=FunctionModel(deployer),
+                                tools=[COMMAND_TOOL], commands=markers, run_id=RUN)
     await next_process.step()
     assert request_id not in markers.markers, "the next step released it"
     saved = inner.load_head(RUN)
@@ -212,7 +211,8 @@ async def test_run_again_is_refused_while_the_sandbox_is_alive() -> None:
     markers = FakeMarkers(events, host={"sandbox_alive": True})
     inner = InMemoryCheckpointStore()
     await blocked_on_command(inner, markers)
-    engine = build(inner, markers, run_id=RUN)
+    engine = build_engine(store=inner, model=FunctionModel(deployer), tools=[COMMAND_TOOL],
+                          commands=markers, run_id=RUN)
     with pytest.raises(ConfigError, match="still running") as err:
         await engine.resolve(Verdict("run_again", by="ops"))
     assert err.value.details["code"] == "sandbox_alive"
@@ -234,7 +234,8 @@ async def test_a_stale_command_result_is_never_recorded_for_another_command() ->
     command while the second is waiting: it must change nothing."""
     events: list[tuple[str, Any]] = []
     markers, store = FakeMarkers(events), InMemoryCheckpointStore()
-    engine = build(store, markers, FunctionModel(two_commands))
+    engine = build_engine(store=store, model=FunctionModel(two_commands), tools=[COMMAND_TOOL],
+                          commands=markers)
     await engine.start("run two steps")
     await engine.step()  # action: step 1
     first = await engine.step()

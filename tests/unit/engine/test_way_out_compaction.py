@@ -5,11 +5,10 @@ protocol-valid, no longer triggering — whatever the policy says."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
-from support.engine import SideEffects, make_snapshot
+from support.engine import COMPACTING, MAILED, SideEffects, build_engine, mailing, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.context import CompactionFailureMemory, CompactionPolicyBase, Decision
@@ -18,45 +17,11 @@ from agentloom_runtime.contracts import (
     ContextInput,
     Message,
     ModelCall,
-    ModelRequest,
-    ModelResponse,
 )
-from agentloom_runtime.engine import create_engine
 from agentloom_runtime.hooks import Continue, HookDefinition, HookRegistry, PatchOutput
-from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.testing import FunctionModel
 
-MAILS = 14
-EXPECTED = [f"user{k}@example.com" for k in range(MAILS)]
-
-
-class Mailer:
-    """Mails user0..user13 one per action, judged from the addresses in the request (in
-    summaries too), so compaction cannot confuse it."""
-
-    module_id = "mailer/v1"
-
-    def __init__(self) -> None:
-        self.purposes: list[str] = []
-
-    def checkpoint_config(self) -> dict[str, Any]:
-        return {}
-
-    async def aclose(self) -> None:
-        return None
-
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
-        self.purposes.append(request.purpose)
-        if request.purpose == "verification":
-            return ScriptedModel.verdict("complete")
-        sent = [int(n) for m in request.messages
-                for n in re.findall(r"user(\d+)@", str(m.get("content")))]
-        if request.purpose == "compaction":
-            return ModelResponse(content=f"Mails sent so far: user0 .. user{max(sent)}"
-                                         "@example.com.")
-        k = max(sent) + 1 if sent else 0
-        if k >= MAILS:
-            return ScriptedModel.answer(f"sent {MAILS} mails")
-        return ScriptedModel.call("send_mail", {"to": f"user{k}@example.com"}, id=f"c{k}")
+EXPECTED = MAILED
 
 
 class Events:
@@ -105,13 +70,12 @@ async def test_a_compact_after_rewrite_that_fails_validation_is_refused_and_the_
 
     registry = HookRegistry([HookDefinition("bloat", "1", bloat, replay_safe=True)])
     snapshot = make_snapshot(
-        model={"model": "m", "context_window": 9000, "max_output_tokens": 512,
-               "safety_margin_tokens": 64},
-        context_policy={"context_ratio": 0.5, "target_ratio": 0.3},
+        **COMPACTING,
         hooks=[{"hook_id": "bloat", "version": "1", "point": "context.compact.after"}])
-    store, effects, model, events = InMemoryCheckpointStore(), SideEffects(), Mailer(), Events()
-    engine = create_engine(snapshot, save=store, model_gateway=model, tools=effects.tools(),
-                           hook_registry=registry, emit=events)
+    store, effects, events = InMemoryCheckpointStore(), SideEffects(), Events()
+    engine = build_engine(store=store, snapshot=snapshot, model=FunctionModel(mailing),
+                          tools=effects.tools(), compaction="default", hook_registry=registry,
+                          emit=events)
     run_id = await engine.start("mail everyone " + "with care " * 40)
     refusals = await step_all(engine, store, run_id, events)
     assert engine.status == "completed", engine.error
@@ -164,8 +128,8 @@ async def test_the_host_refuses_a_bad_compaction_result_whatever_the_policy_says
         fault: str, reason: str) -> None:
     store, effects, events = InMemoryCheckpointStore(), SideEffects(), Events()
     policy = Policy(fault)
-    engine = create_engine(make_snapshot(), save=store, model_gateway=Mailer(),
-                           tools=effects.tools(), compaction_policy=policy, emit=events)
+    engine = build_engine(store=store, model=FunctionModel(mailing), tools=effects.tools(),
+                          compaction=policy, emit=events)
     run_id = await engine.start("mail everyone")
     refusals = await step_all(engine, store, run_id, events)
     assert engine.status == "completed", engine.error

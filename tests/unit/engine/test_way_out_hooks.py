@@ -11,12 +11,10 @@ import json
 from typing import Any
 
 import pytest
-from support.engine import COUNT_SCHEMA, Crash, SideEffects, drive, make_snapshot
+from support.engine import COUNT_SCHEMA, Crash, SideEffects, build_engine, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest
-from agentloom_runtime.engine import create_engine
 from agentloom_runtime.hooks import (
     Continue,
     HookBinding,
@@ -52,16 +50,6 @@ def mail_once(request: ModelRequest) -> Any:
     return ScriptedModel.answer("mailed")
 
 
-def build(hooks: HookManager | None, *, store: Any = None, model: Any = None,
-          effects: SideEffects | None = None, tools: list[ToolDefinition] | None = None,
-          run_id: str | None = None, subagents: list[dict[str, Any]] | None = None):
-    return create_engine(make_snapshot(subagents=subagents or []),
-                         save=store or InMemoryCheckpointStore(),
-                         model_gateway=model or FunctionModel(mail_once),
-                         tools=tools if tools is not None else (effects or SideEffects()).tools(),
-                         compaction_policy=NoCompaction(), hooks=hooks, checkpoint=run_id)
-
-
 def tool_results(store: InMemoryCheckpointStore, run_id: str) -> list[dict[str, Any]]:
     return [e.body for e in store.read(run_id, "src:main") if e.body["kind"] == "tool_result"]
 
@@ -71,7 +59,8 @@ async def test_tool_after_annotations_are_kept_in_the_source_record() -> None:
         return PatchOutput({"annotations": {"audited": True, "by": "audit-hook"}})
 
     store, effects = InMemoryCheckpointStore(), SideEffects()
-    engine = build(manager([("tool.after", annotate)]), store=store, effects=effects)
+    engine = build_engine(store=store, model=FunctionModel(mail_once), tools=effects.tools(),
+                          hooks=manager([("tool.after", annotate)]))
     run_id = await engine.start("mail ops")
     assert (await drive(engine)).status == "completed"
     [record] = tool_results(store, run_id)
@@ -109,8 +98,8 @@ async def test_tool_after_runs_for_a_delegation_result_and_may_rewrite_it() -> N
         return Continue()
 
     store, model = InMemoryCheckpointStore(), FunctionModel(delegating)
-    engine = build(manager([("tool.after", after)]), store=store, model=model,
-                   subagents=SUBS)
+    engine = build_engine(store=store, snapshot=make_snapshot(subagents=SUBS), model=model,
+                          tools=SideEffects().tools(), hooks=manager([("tool.after", after)]))
     run_id = await engine.start("count the words of 'a b c' by delegating")
     assert (await drive(engine)).status == "completed", engine.error
     delegated = [s for s in seen if s["name"] == "delegate_task"]
@@ -152,12 +141,11 @@ async def test_a_rerun_resume_inflight_tool_is_told_it_is_uncertain() -> None:
         return ScriptedModel.answer("3")
 
     store = InMemoryCheckpointStore()
-    engine = build(None, store=store, model=FunctionModel(counting), tools=[tool])
+    engine = build_engine(store=store, model=FunctionModel(counting), tools=[tool])
     with pytest.raises(Crash):
         await engine.start("count", run_id="r")
         await drive(engine)
-    resumed = build(None, store=store, model=FunctionModel(counting), tools=[tool],
-                    run_id="r")
+    resumed = build_engine(store=store, model=FunctionModel(counting), tools=[tool], run_id="r")
     await resumed.begin_execution()
     assert (await drive(resumed)).status == "completed"
     assert flags == [False, True], "the second attempt knows the first may have run"
@@ -176,15 +164,17 @@ async def test_one_stage_budget_is_shared_by_the_bindings_of_a_call() -> None:
         return hook
 
     effects = SideEffects()
-    engine = build(manager([("tool.before", slow("a")), ("tool.before", slow("b"))],
-                           stage_timeout=0.5), effects=effects)
+    engine = build_engine(model=FunctionModel(mail_once), tools=effects.tools(),
+                          hooks=manager([("tool.before", slow("a")), ("tool.before", slow("b"))],
+                                        stage_timeout=0.5))
     await engine.start("mail ops")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "hook_timeout")
     assert ran == ["a", "b"] and effects.calls == [], "the call never ran"
 
     effects = SideEffects()
-    engine = build(manager([("tool.before", slow("a"))], stage_timeout=0.5), effects=effects)
+    engine = build_engine(model=FunctionModel(mail_once), tools=effects.tools(),
+                          hooks=manager([("tool.before", slow("a"))], stage_timeout=0.5))
     await engine.start("mail ops")
     assert (await drive(engine)).status == "completed"
     assert effects.calls == [TO]
@@ -206,7 +196,8 @@ async def test_the_engines_payload_is_validated_against_the_point_contract() -> 
                        "arguments": {"type": "object", "maxProperties": 0}}})
     points = HookPointRegistry(2, [strict if p.name == "tool.before" else p for p in builtin])
     effects = SideEffects()
-    engine = build(manager([("tool.before", hook)], points=points), effects=effects)
+    engine = build_engine(model=FunctionModel(mail_once), tools=effects.tools(),
+                          hooks=manager([("tool.before", hook)], points=points))
     await engine.start("mail ops")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "hook_contract_violation")
@@ -219,7 +210,8 @@ async def test_a_patch_outside_the_point_contract_is_refused_and_nothing_runs() 
         return PatchInput({"name": "count_words"})  # a read-only field
 
     effects = SideEffects()
-    engine = build(manager([("tool.before", rename)]), effects=effects)
+    engine = build_engine(model=FunctionModel(mail_once), tools=effects.tools(),
+                          hooks=manager([("tool.before", rename)]))
     await engine.start("mail ops")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "hook_contract_violation")

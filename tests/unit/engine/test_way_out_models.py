@@ -11,11 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
+from support.engine import NO_COMPACTION, Crash, CrashWhen, SideEffects, build_engine, drive
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import CompactionFailureMemory, CompactionPolicyBase, NoCompaction
+from agentloom_runtime.context import CompactionFailureMemory, CompactionPolicyBase
 from agentloom_runtime.contracts import (
+    CompactionPolicy,
     CompactionResult,
     ContextInput,
     ModelCall,
@@ -23,32 +24,17 @@ from agentloom_runtime.contracts import (
     ModelResponse,
     Verdict,
 )
-from agentloom_runtime.engine import ExecutionLimits, create_engine, read_run
+from agentloom_runtime.engine import ExecutionLimits, read_run
 from agentloom_runtime.errors import (
     ConfigError,
     ModelError,
     ModelOutcomeUnknown,
     ModelTransportError,
 )
-from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 RUN = "r"
 MAILS = 6
-
-
-class CrashWhen(CrashingStore):
-    """Dies right after the first commit whose head matches ``when``."""
-
-    def __init__(self, inner: Any, when: Callable[[dict[str, Any]], bool]) -> None:
-        super().__init__(inner)
-        self.when: Callable[[dict[str, Any]], bool] | None = when
-
-    def commit(self, commit: Any) -> int:
-        version = super().commit(commit)
-        if self.when is not None and self.when(commit.head):
-            self.when = None
-            raise Crash("died after a matching commit")
-        return version
 
 
 def sent(purpose: str, *, after_failed_compaction: bool = False
@@ -63,28 +49,17 @@ def sent(purpose: str, *, after_failed_compaction: bool = False
     return when
 
 
-class Mailer:
+def mailer(fail: tuple[int, ...] = ()) -> FunctionModel:
     """Mails u0..u{MAILS-1} one by one, judged from the addresses in the request (also in
     summaries), so compaction and re-sends cannot confuse it. ``fail`` lists the
     compaction calls (1-based, over the model's life) that fail before being sent."""
-
-    module_id = "mailer/v1"
-
-    def __init__(self, fail: tuple[int, ...] = ()) -> None:
-        self.fail = fail
-        self.requests: list[ModelRequest] = []
-
-    def checkpoint_config(self) -> dict[str, Any]:
-        return {}
-
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+    def reply(request: ModelRequest) -> ModelResponse:
         if request.purpose == "verification":
             return ScriptedModel.verdict("complete")
         seen = [int(n) for m in request.messages
                 for n in re.findall(r"u(\d+)@", str(m.get("content")))]
         if request.purpose == "compaction":
-            if self.purposes().count("compaction") in self.fail:
+            if purposes(model).count("compaction") in fail:  # this call is recorded
                 raise ModelTransportError("connection refused", details={"sent": False})
             return ModelResponse(content="mailed " + ", ".join(
                 f"u{n}@example.com" for n in sorted(set(seen))))
@@ -93,8 +68,12 @@ class Mailer:
             return ScriptedModel.answer(f"mailed {MAILS}")
         return ScriptedModel.call("send_mail", {"to": f"u{k}@example.com"}, id=f"c{k}")
 
-    def purposes(self) -> list[str]:
-        return [r.purpose for r in self.requests]
+    model = FunctionModel(reply)
+    return model
+
+
+def purposes(model: FunctionModel) -> list[str]:
+    return [r.purpose for r in model.requests]
 
 
 class TwoPartSummary(CompactionPolicyBase):
@@ -133,13 +112,6 @@ class TwoPartSummary(CompactionPolicyBase):
                                 summary=summary)
 
 
-def build(store: Any, effects: SideEffects, model: Any, run_id: str | None = None,
-          policy: Any = None, limits: ExecutionLimits | None = None):
-    return create_engine(make_snapshot(), save=store, model_gateway=model,
-                         tools=effects.tools(), compaction_policy=policy or NoCompaction(),
-                         limits=limits, checkpoint=run_id)
-
-
 EXPECTED = [f"u{k}@example.com" for k in range(MAILS)]
 
 
@@ -159,10 +131,12 @@ def call_metadata(store: InMemoryCheckpointStore, op_id: str) -> dict[str, Any]:
     return next(e.body for e in store.read(RUN, "ops") if e.body.get("op_id") == op_id)
 
 
-async def crashed(when: Callable[[dict[str, Any]], bool], *, policy: Any = None,
-                  model: Any = None) -> tuple[InMemoryCheckpointStore, SideEffects]:
+async def crashed(when: Callable[[dict[str, Any]], bool], *,
+                  policy: CompactionPolicy = NO_COMPACTION, model: Any = None
+                  ) -> tuple[InMemoryCheckpointStore, SideEffects]:
     inner, effects = InMemoryCheckpointStore(), SideEffects()
-    engine = build(CrashWhen(inner, when), effects, model or Mailer(), policy=policy)
+    engine = build_engine(store=CrashWhen(inner, when), model=model or mailer(),
+                          tools=effects.tools(), compaction=policy)
     with pytest.raises(Crash):
         await engine.start("mail everyone", run_id=RUN)
         await drive(engine)
@@ -170,8 +144,9 @@ async def crashed(when: Callable[[dict[str, Any]], bool], *, policy: Any = None,
 
 
 async def blocked(inner: InMemoryCheckpointStore, effects: SideEffects, model: Any,
-                  policy: Any = None):
-    engine = build(inner, effects, model, RUN, policy)
+                  policy: CompactionPolicy = NO_COMPACTION):
+    engine = build_engine(store=inner, model=model, tools=effects.tools(), run_id=RUN,
+                          compaction=policy)
     await engine.begin_execution()
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "model_outcome_unknown")
@@ -181,14 +156,14 @@ async def blocked(inner: InMemoryCheckpointStore, effects: SideEffects, model: A
 
 async def test_unknown_action_call_send_again_resends_under_the_same_id() -> None:
     inner, effects = await crashed(sent("action"))
-    model = Mailer()
+    model = mailer()
     engine = await blocked(inner, effects, model)
     unknown = engine.unknown()
     assert unknown is not None
     assert (unknown.kind, unknown.purpose, unknown.attempts) == ("model", "action", 1)
     assert set(unknown.verdicts) == {"send_again", "treat_as_failed"}
     assert model.requests == [], "blocked: nothing was sent on a guess"
-    again = build(inner, effects, model, RUN)
+    again = build_engine(store=inner, model=model, tools=effects.tools(), run_id=RUN)
     await again.resolve(Verdict("send_again", by="ops"))
     assert (await drive(again)).status == "completed"
     assert effects.calls == EXPECTED
@@ -200,9 +175,9 @@ async def test_unknown_action_call_send_again_resends_under_the_same_id() -> Non
 
 async def test_unknown_action_call_treat_as_failed_fails_the_run_with_a_reason() -> None:
     inner, effects = await crashed(sent("action"))
-    model = Mailer()
+    model = mailer()
     await blocked(inner, effects, model)
-    engine = build(inner, effects, model, RUN)
+    engine = build_engine(store=inner, model=model, tools=effects.tools(), run_id=RUN)
     await engine.resolve(Verdict("treat_as_failed", by="ops", note="provider outage"))
     assert engine.status == "failed"
     outcome = engine.outcome()
@@ -213,7 +188,7 @@ async def test_unknown_action_call_treat_as_failed_fails_the_run_with_a_reason()
     summary = read_run(inner, RUN)
     assert summary is not None and summary.status == "failed" and summary.in_flight is None
     assert engine.way_out() == "new_question", "a failed run is over, like a completed one"
-    again = build(inner, effects, model, RUN)
+    again = build_engine(store=inner, model=model, tools=effects.tools(), run_id=RUN)
     with pytest.raises(ConfigError, match="failed"):
         await again.begin_execution()
 
@@ -221,8 +196,8 @@ async def test_unknown_action_call_treat_as_failed_fails_the_run_with_a_reason()
 @pytest.mark.parametrize("kind", ["ran", "did_not_run", "run_again"])
 async def test_a_tool_verdict_on_a_model_call_is_a_config_error(kind: str) -> None:
     inner, effects = await crashed(sent("action"))
-    await blocked(inner, effects, Mailer())
-    engine = build(inner, effects, Mailer(), RUN)
+    await blocked(inner, effects, mailer())
+    engine = build_engine(store=inner, model=mailer(), tools=effects.tools(), run_id=RUN)
     with pytest.raises(ConfigError, match="does not apply"):
         await engine.resolve(Verdict(kind, by="ops"))  # type: ignore[arg-type]
     assert inner.read(RUN, "verdicts") == []
@@ -230,10 +205,11 @@ async def test_a_tool_verdict_on_a_model_call_is_a_config_error(kind: str) -> No
 
 async def test_unknown_summary_call_treat_as_failed_goes_on_without_compaction() -> None:
     inner, effects = await crashed(sent("compaction"), policy=TwoPartSummary())
-    model = Mailer()
+    model = mailer()
     await blocked(inner, effects, model, TwoPartSummary())
     snaps = len(inner.read(RUN, "snap:main"))
-    engine = build(inner, effects, model, RUN, TwoPartSummary())
+    engine = build_engine(store=inner, model=model, tools=effects.tools(), run_id=RUN,
+                          compaction=TwoPartSummary())
     await engine.resolve(Verdict("treat_as_failed", by="ops"))
     assert engine.status == "running"
     first = await engine.step()
@@ -252,11 +228,12 @@ async def test_a_failed_multi_call_compaction_then_an_unknown_action_replays_cor
     action call is sent and the process dies. Re-sending it must not replay the summary
     call saved in the failed attempt (that was ``ResumeMismatch`` forever)."""
     inner, effects = await crashed(sent("action", after_failed_compaction=True),
-                                   policy=TwoPartSummary(), model=Mailer(fail=(2,)))
+                                   policy=TwoPartSummary(), model=mailer(fail=(2,)))
     head = head_of(inner)
     assert head["frames"]["main"]["compaction_memory"]["failures"] == 1
-    model = Mailer()
-    engine = build(inner, effects, model, RUN, TwoPartSummary())
+    model = mailer()
+    engine = build_engine(store=inner, model=model, tools=effects.tools(), run_id=RUN,
+                          compaction=TwoPartSummary())
     if way == "resolve":
         await engine.begin_execution()
         assert (await drive(engine)).error_code == "model_outcome_unknown"
@@ -266,31 +243,33 @@ async def test_a_failed_multi_call_compaction_then_an_unknown_action_replays_cor
     result = await drive(engine)
     assert result.status == "completed", engine.error
     assert effects.calls == EXPECTED, "every mail exactly once"
-    assert model.purposes()[0] == "action", "the unknown action call was the one re-sent"
+    assert purposes(model)[0] == "action", "the unknown action call was the one re-sent"
 
 
 async def test_a_policy_implementing_only_compact_works() -> None:
-    store, effects, model = InMemoryCheckpointStore(), SideEffects(), Mailer()
-    engine = build(store, effects, model, policy=TwoPartSummary())
+    store, effects, model = InMemoryCheckpointStore(), SideEffects(), mailer()
+    engine = build_engine(store=store, model=model, tools=effects.tools(),
+                          compaction=TwoPartSummary())
     run_id = await engine.start("mail everyone")
     assert (await drive(engine)).status == "completed"
     assert effects.calls == EXPECTED
-    assert model.purposes().count("compaction") >= 2
+    assert purposes(model).count("compaction") >= 2
     snaps = store.read(run_id, "snap:main")
     assert snaps and snaps[0].body["messages"][-1]["content"].startswith("[summary] mailed")
     assert engine.main_view().compacted
 
 
 async def test_the_call_budget_block_moves_on_with_resume() -> None:
-    store, effects, model = InMemoryCheckpointStore(), SideEffects(), Mailer()
+    store, effects, model = InMemoryCheckpointStore(), SideEffects(), mailer()
     limits = ExecutionLimits(max_model_calls=4, max_iterations=64)
-    engine = build(store, effects, model, limits=limits)
+    engine = build_engine(store=store, model=model, tools=effects.tools(), limits=limits)
     run_id = await engine.start("mail everyone")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "budget_exceeded")
     assert engine.way_out() == "resume" and engine.unknown() is None
     for _ in range(3):  # each execution has a fresh budget of 4 calls
-        resumed = build(store, effects, model, run_id, limits=limits)
+        resumed = build_engine(store=store, model=model, tools=effects.tools(), run_id=run_id,
+                               limits=limits)
         await resumed.begin_execution()
         result = await drive(resumed)
         if result.status == "completed":

@@ -9,29 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
+from support.engine import Crash, CrashWhen, SideEffects, build_engine, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest, Verdict
-from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 RUN = "r"
 SUBS = [{"id": "counter", "name": "Counter", "duty": "count words", "tools": ["count_words"]}]
-
-
-class CrashWhen(CrashingStore):
-    def __init__(self, inner: Any, when: Callable[[dict[str, Any]], bool]) -> None:
-        super().__init__(inner)
-        self.when: Callable[[dict[str, Any]], bool] | None = when
-
-    def commit(self, commit: Any) -> int:
-        version = super().commit(commit)
-        if self.when is not None and self.when(commit.head):
-            self.when = None
-            raise Crash("died after a matching commit")
-        return version
+SNAPSHOT = make_snapshot(subagents=SUBS)
 
 
 def sent(purpose: str, instance: str) -> Callable[[dict[str, Any]], bool]:
@@ -55,20 +41,15 @@ def delegating(request: ModelRequest) -> Any:
     return ScriptedModel.answer("the child reported: " + str(tools[-1]["content"])[:300])
 
 
-def build(store: Any, model: Any = None, run_id: str | None = None):
-    return create_engine(make_snapshot(subagents=SUBS), save=store,
-                         model_gateway=model or FunctionModel(delegating),
-                         tools=SideEffects().tools(), compaction_policy=NoCompaction(),
-                         checkpoint=run_id)
-
-
 async def blocked_at(when: Callable[[dict[str, Any]], bool]) -> InMemoryCheckpointStore:
     inner = InMemoryCheckpointStore()
-    engine = build(CrashWhen(inner, when))
+    engine = build_engine(store=CrashWhen(inner, when), snapshot=SNAPSHOT,
+                          model=FunctionModel(delegating), tools=SideEffects().tools())
     with pytest.raises(Crash):
         await engine.start("count the words by delegating", run_id=RUN)
         await drive(engine)
-    resumed = build(inner, run_id=RUN)
+    resumed = build_engine(store=inner, snapshot=SNAPSHOT, model=FunctionModel(delegating),
+                           tools=SideEffects().tools(), run_id=RUN)
     await resumed.begin_execution()
     assert (await drive(resumed)).error_code == "model_outcome_unknown"
     return inner
@@ -77,7 +58,8 @@ async def blocked_at(when: Callable[[dict[str, Any]], bool]) -> InMemoryCheckpoi
 async def test_a_sub_agent_call_treated_as_failed_returns_a_failure_to_its_parent() -> None:
     inner = await blocked_at(sent("action", "sub-1"))
     model = FunctionModel(delegating)
-    engine = build(inner, model, RUN)
+    engine = build_engine(store=inner, snapshot=SNAPSHOT, model=model, tools=SideEffects().tools(),
+                          run_id=RUN)
     unknown = engine.unknown()
     assert unknown is not None and unknown.instance == "sub-1"
     await engine.resolve(Verdict("treat_as_failed", by="ops", note="provider outage"))
@@ -94,7 +76,8 @@ async def test_a_sub_agent_call_treated_as_failed_returns_a_failure_to_its_paren
 async def test_a_review_call_sent_again_completes_the_run() -> None:
     inner = await blocked_at(sent("verification", "main"))
     model = FunctionModel(delegating)
-    engine = build(inner, model, RUN)
+    engine = build_engine(store=inner, snapshot=SNAPSHOT, model=model, tools=SideEffects().tools(),
+                          run_id=RUN)
     unknown = engine.unknown()
     assert unknown is not None and unknown.purpose == "verification"
     await engine.resolve(Verdict("send_again", by="ops"))

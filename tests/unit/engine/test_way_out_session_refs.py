@@ -7,12 +7,10 @@ import json
 import re
 from typing import Any
 
-from support.engine import drive, make_snapshot
+from support.engine import build_engine, drive
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import Message, ModelRequest
-from agentloom_runtime.engine import create_engine
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
@@ -28,11 +26,6 @@ DUMP = ToolDefinition(name="dump", description="a large output",
                       handler=dump, implementation_id="dump/v1", read_only=True)
 
 
-def build(store: InMemoryCheckpointStore, fn: Any):
-    return create_engine(make_snapshot(), save=store, model_gateway=FunctionModel(fn),
-                         tools=[DUMP], compaction_policy=NoCompaction())
-
-
 def first_run(request: ModelRequest) -> Any:
     if request.purpose == "verification":
         return ScriptedModel.verdict("complete")
@@ -44,7 +37,7 @@ def first_run(request: ModelRequest) -> Any:
 async def earlier_run(store: InMemoryCheckpointStore, session: str
                       ) -> tuple[str, list[Message]]:
     """A completed run of ``session`` whose dump result was capped; (ref, its view)."""
-    engine = build(store, first_run)
+    engine = build_engine(store=store, model=FunctionModel(first_run), tools=[DUMP])
     await engine.start("dump the table", labels={"session": session})
     assert (await drive(engine)).status == "completed"
     view = engine.main_view().messages
@@ -69,7 +62,7 @@ def reader(ref: str, pages: list[dict[str, Any]]) -> Any:
 async def later_run(store: InMemoryCheckpointStore, ref: str, history: list[Message],
                     labels: dict[str, str]) -> dict[str, Any]:
     pages: list[dict[str, Any]] = []
-    engine = build(store, reader(ref, pages))
+    engine = build_engine(store=store, model=FunctionModel(reader(ref, pages)), tools=[DUMP])
     await engine.start("read more of the table", history=history, labels=labels)
     assert (await drive(engine)).status == "completed"
     [page] = pages

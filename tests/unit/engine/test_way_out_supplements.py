@@ -6,66 +6,62 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.engine import SideEffects, drive, make_snapshot
+from support.engine import SideEffects, build_engine, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
-from agentloom_runtime.engine import create_engine
+from agentloom_runtime.engine import Engine
 from agentloom_runtime.engine._inbox import post_input
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.hooks import Continue, HookDefinition, HookRegistry
-from agentloom_runtime.testing import ScriptedModel
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 EXTRA = "also mention the weather"
 
 
-class Reviewer:
-    """Answers; during the (first) completion review, the user posts a supplement
-    through the engine. Outcomes of the posts are kept in ``posts``."""
-
-    module_id = "reviewer/v1"
+class User:
+    """Posts the supplement to ``engine`` (``post``); what each post returned is kept in
+    ``posts``."""
 
     def __init__(self) -> None:
-        self.engine: Any = None
-        self.requests: list[ModelRequest] = []
+        self.engine: Engine | None = None
         self.posts: list[int | ConfigError] = []
 
-    def checkpoint_config(self) -> dict[str, Any]:
-        return {}
-
-    async def aclose(self) -> None:
-        return None
-
     def post(self) -> None:
+        assert self.engine is not None
         try:
             self.posts.append(self.engine.queue_input(EXTRA))
         except ConfigError as err:
             self.posts.append(err)
 
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+
+def answerer(user: User | None = None) -> FunctionModel:
+    """Answers (with the weather once the supplement is in view); ``user`` posts the
+    supplement during the first completion review."""
+    def reply(request: ModelRequest) -> ModelResponse:
         if request.purpose == "verification":
-            if not self.posts:
-                self.post()
+            if user is not None and not user.posts:
+                user.post()
             return ScriptedModel.verdict("complete")
         asked = any(m.get("content") == EXTRA for m in request.messages)
         return ScriptedModel.answer("sunny, and the answer" if asked else "the answer")
 
+    return FunctionModel(reply)
 
-def delivered(model: Reviewer) -> bool:
+
+def delivered(model: FunctionModel) -> bool:
     return any(m.get("content") == EXTRA for r in model.requests if r.purpose == "action"
                for m in r.messages)
 
 
 async def test_a_supplement_posted_during_the_final_review_is_delivered() -> None:
-    store, model = InMemoryCheckpointStore(), Reviewer()
-    engine = create_engine(make_snapshot(), save=store, model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
-    model.engine = engine
+    user = User()
+    model = answerer(user)
+    engine = build_engine(model=model, tools=SideEffects().tools())
+    user.engine = engine
     await engine.start("what is the answer?")
     assert (await drive(engine)).status == "completed"
-    assert model.posts == [1], "the post was accepted"
+    assert user.posts == [1], "the post was accepted"
     assert delivered(model), "the task went back to the model with the supplement"
     outcome = engine.outcome()
     assert outcome is not None and outcome.answer == "sunny, and the answer"
@@ -76,30 +72,21 @@ async def test_a_supplement_posted_during_the_final_review_is_delivered() -> Non
 async def test_a_supplement_posted_during_the_closing_stage_is_delivered_or_refused() -> None:
     """With a run.after hook the run closes one step after the review; a supplement that
     arrives in between (here: posted from the hook) must not be accepted and dropped."""
-    model = Reviewer()
+    user, model = User(), answerer()  # the model does not post; the hook does
 
     async def after(ctx: Any, payload: dict[str, Any]) -> Any:
-        if not model.posts:
-            model.post()
+        if not user.posts:
+            user.post()
         return Continue()
 
-    async def no_post_in_review(request: ModelRequest) -> ModelResponse:
-        model.requests.append(request)
-        if request.purpose == "verification":
-            return ScriptedModel.verdict("complete")
-        asked = any(m.get("content") == EXTRA for m in request.messages)
-        return ScriptedModel.answer("sunny, and the answer" if asked else "the answer")
-
-    model.invoke = no_post_in_review  # type: ignore[method-assign]
     registry = HookRegistry([HookDefinition("after", "1", after, replay_safe=True)])
     snapshot = make_snapshot(hooks=[{"hook_id": "after", "version": "1", "point": "run.after"}])
-    engine = create_engine(snapshot, save=InMemoryCheckpointStore(), model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=NoCompaction(),
-                           hook_registry=registry)
-    model.engine = engine
+    engine = build_engine(snapshot=snapshot, model=model, tools=SideEffects().tools(),
+                          hook_registry=registry)
+    user.engine = engine
     await engine.start("what is the answer?")
     assert (await drive(engine)).status == "completed"
-    [post] = model.posts
+    [post] = user.posts
     if isinstance(post, ConfigError):
         assert "new question" in post.message
     else:
@@ -109,12 +96,7 @@ async def test_a_supplement_posted_during_the_closing_stage_is_delivered_or_refu
 
 
 async def test_a_supplement_to_a_finished_run_is_refused() -> None:
-    model = Reviewer()
-    model.posts.append(0)  # do not post during the review
-    engine = create_engine(make_snapshot(), save=InMemoryCheckpointStore(),
-                           model_gateway=model, tools=SideEffects().tools(),
-                           compaction_policy=NoCompaction())
-    model.engine = engine
+    engine = build_engine(model=answerer(), tools=SideEffects().tools())
     await engine.start("what is the answer?")
     assert (await drive(engine)).status == "completed"
     with pytest.raises(ConfigError, match="completed; ask a new question"):
@@ -143,11 +125,9 @@ class PostingStore:
 
 
 async def test_a_supplement_racing_the_final_commit_is_delivered_or_refused() -> None:
-    inner, model = InMemoryCheckpointStore(), Reviewer()
-    model.posts.append(0)  # the model does not post; the other process does
-    store: Any = PostingStore(inner)
-    engine = create_engine(make_snapshot(), save=store, model_gateway=model,
-                           tools=SideEffects().tools(), compaction_policy=NoCompaction())
+    inner = InMemoryCheckpointStore()
+    store: Any = PostingStore(inner)  # the model does not post; the other process does
+    engine = build_engine(store=store, model=answerer(), tools=SideEffects().tools())
     run_id = await engine.start("what is the answer?")
     await drive(engine)
     [post] = store.posts

@@ -10,12 +10,11 @@ import time
 from typing import Any
 
 import pytest
-from support.engine import Crash, CrashingStore, SideEffects, drive, make_snapshot
+from support.engine import Crash, CrashingStore, SideEffects, build_engine, drive
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
-from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest, Verdict
-from agentloom_runtime.engine import create_engine, read_run
+from agentloom_runtime.engine import read_run
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
@@ -44,21 +43,17 @@ def mailer(request: ModelRequest) -> Any:
     return ScriptedModel.answer("done: " + str(tool[-1]["content"])[:200])
 
 
-def build(store: Any, effects: SideEffects, model: Any = None, run_id: str | None = None):
-    return create_engine(make_snapshot(), save=store, model_gateway=model or FunctionModel(mailer),
-                         tools=effects.tools(), compaction_policy=NoCompaction(),
-                         checkpoint=run_id)
-
-
 async def blocked_on_mail(store: InMemoryCheckpointStore, effects: SideEffects):
     """A run whose send_mail call is of unknown outcome, and a resumed engine on it."""
     started = time.time()
-    engine = build(CrashAfterToolStarted(store), effects)
+    engine = build_engine(store=CrashAfterToolStarted(store), model=FunctionModel(mailer),
+                          tools=effects.tools())
     with pytest.raises(Crash):
         await engine.start("mail ops", run_id=RUN)
         await drive(engine)
     assert effects.calls == [], "the crash came before the handler ran"
-    resumed = build(store, effects, run_id=RUN)
+    resumed = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools(),
+                           run_id=RUN)
     await resumed.begin_execution()
     result = await drive(resumed)
     assert (result.status, result.error_code) == ("blocked", "tool_outcome_unknown")
@@ -83,7 +78,8 @@ async def test_unknown_tool_outcome_blocks_and_shows_what_is_unknown() -> None:
     summary = read_run(store, RUN)
     assert summary is not None and (summary.status, summary.way_out) == ("blocked", "resolve")
     # a second resume without a verdict blocks again, and still never runs the tool
-    again = build(store, effects, run_id=RUN)
+    again = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools(),
+                         run_id=RUN)
     await again.begin_execution()
     assert (await drive(again)).error_code == "tool_outcome_unknown"
     assert effects.calls == []
@@ -93,7 +89,7 @@ async def test_verdict_ran_with_output_is_the_tool_result_and_the_tool_does_not_
     store, effects = InMemoryCheckpointStore(), SideEffects()
     await blocked_on_mail(store, effects)
     model = FunctionModel(mailer)
-    engine = build(store, effects, model, run_id=RUN)
+    engine = build_engine(store=store, model=model, tools=effects.tools(), run_id=RUN)
     await engine.resolve(Verdict("ran", by="alice", note="the mail log shows it",
                                  output="queued as 4711"))
     assert engine.status == "running" and engine.unknown() is None
@@ -113,7 +109,7 @@ async def test_verdict_did_not_run_tells_the_model_it_failed() -> None:
     store, effects = InMemoryCheckpointStore(), SideEffects()
     await blocked_on_mail(store, effects)
     model = FunctionModel(mailer)
-    engine = build(store, effects, model, run_id=RUN)
+    engine = build_engine(store=store, model=model, tools=effects.tools(), run_id=RUN)
     await engine.resolve(Verdict("did_not_run", by="bob"))
     assert (await drive(engine)).status == "completed"
     assert effects.calls == []
@@ -128,7 +124,8 @@ async def test_verdict_did_not_run_tells_the_model_it_failed() -> None:
 async def test_verdict_run_again_runs_exactly_once_more_and_is_logged() -> None:
     store, effects = InMemoryCheckpointStore(), SideEffects()
     await blocked_on_mail(store, effects)
-    engine = build(store, effects, run_id=RUN)
+    engine = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools(),
+                          run_id=RUN)
     before = time.time()
     await engine.resolve(Verdict("run_again", by="carol", note="the server shows nothing"))
     assert (await drive(engine)).status == "completed"
@@ -146,7 +143,8 @@ async def test_every_tool_verdict_is_a_durable_record_of_who_when_what(kind: str
     resumed, _ = await blocked_on_mail(store, effects)
     operation = resumed.unknown()
     assert operation is not None
-    engine = build(store, effects, run_id=RUN)
+    engine = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools(),
+                          run_id=RUN)
     await engine.resolve(Verdict(kind, by="dora", note=f"said {kind}"))  # type: ignore[arg-type]
     [verdict] = [e.body for e in store.read(RUN, "verdicts")]
     assert {k: verdict[k] for k in ("verdict", "by", "note", "operation_id", "request_id")} == {
@@ -161,7 +159,8 @@ async def test_every_tool_verdict_is_a_durable_record_of_who_when_what(kind: str
 async def test_a_verdict_that_does_not_apply_is_a_config_error(kind: str) -> None:
     store, effects = InMemoryCheckpointStore(), SideEffects()
     await blocked_on_mail(store, effects)
-    engine = build(store, effects, run_id=RUN)
+    engine = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools(),
+                          run_id=RUN)
     version = engine.version
     with pytest.raises(ConfigError, match="does not apply") as err:
         await engine.resolve(Verdict(kind, by="erin"))  # type: ignore[arg-type]
@@ -175,7 +174,8 @@ async def test_a_verdict_that_does_not_apply_is_a_config_error(kind: str) -> Non
 async def test_a_verdict_needs_the_operators_name() -> None:
     store, effects = InMemoryCheckpointStore(), SideEffects()
     await blocked_on_mail(store, effects)
-    engine = build(store, effects, run_id=RUN)
+    engine = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools(),
+                          run_id=RUN)
     with pytest.raises(ConfigError, match="operator"):
         await engine.resolve(Verdict("ran", by="  "))
     assert store.read(RUN, "verdicts") == []
@@ -183,7 +183,7 @@ async def test_a_verdict_needs_the_operators_name() -> None:
 
 async def test_resolving_a_run_that_is_not_blocked_is_a_config_error() -> None:
     store, effects = InMemoryCheckpointStore(), SideEffects()
-    engine = build(store, effects)
+    engine = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools())
     run_id = await engine.start("mail ops")
     with pytest.raises(ConfigError, match="nothing to resolve") as err:
         await engine.resolve(Verdict("ran", by="frank"))  # running
@@ -197,7 +197,8 @@ async def test_resolving_a_run_that_is_not_blocked_is_a_config_error() -> None:
 async def test_a_resolved_run_cannot_be_resolved_twice() -> None:
     store, effects = InMemoryCheckpointStore(), SideEffects()
     await blocked_on_mail(store, effects)
-    engine = build(store, effects, run_id=RUN)
+    engine = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools(),
+                          run_id=RUN)
     await engine.resolve(Verdict("did_not_run", by="gina"))
     with pytest.raises(ConfigError, match="nothing to resolve"):
         await engine.resolve(Verdict("ran", by="gina"))
@@ -209,7 +210,8 @@ async def test_operator_text_that_is_not_valid_unicode_is_recorded() -> None:
     (surrogateescape argv); it is recorded with U+FFFD instead of failing the save."""
     store, effects = InMemoryCheckpointStore(), SideEffects()
     await blocked_on_mail(store, effects)
-    engine = build(store, effects, run_id=RUN)
+    engine = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools(),
+                          run_id=RUN)
     await engine.resolve(Verdict("ran", by="j\udcf6rg", note="sent \udcff",
                                  output="id \udce9"))
     [verdict] = [e.body for e in store.read(RUN, "verdicts")]
