@@ -3,8 +3,9 @@
 gateway holding that connection's stored key, opened here, at the gateway's
 construction, and kept only in the gateway (never logged, never in an event, snapshot or
 checkpoint: those hold the reference); ``redact`` is told each key it opens, so a model
-that echoes it never puts it in a session's records, an answer or an event. Every other snapshot (an agent file's
-environment-variable reference, a test model) goes to ``fallback``.
+that echoes it never puts it in a session's records, an answer or an event. Every other
+snapshot (an agent file's environment-variable reference, a test model) goes to
+``fallback``.
 """
 
 from __future__ import annotations
