@@ -15,9 +15,10 @@ from collections.abc import Hashable, Sequence
 from agentloom_runtime.contracts import JSON, ContextInput, Message, ToolSchema
 from agentloom_runtime.errors import ConfigError
 
+from ._estimate_cache import _CostCache
 from ._handoff import HandoffPolicy, Measure
 from ._sizes import RunningSizes
-from .estimators import _CostCache, message_text
+from .estimators import message_text
 from .failures import DEFAULT_GROWTH_RATIO, DEFAULT_STEP_GAP
 
 

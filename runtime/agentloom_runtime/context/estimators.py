@@ -33,72 +33,13 @@ from urllib.parse import urlsplit
 from agentloom_runtime.contracts import JSON, Message, TokenEstimator, ToolSchema
 from agentloom_runtime.errors import ConfigError
 
+from ._estimate_cache import _IDENTITY_ENTRIES, _CostCache, _text_cache
+from ._estimate_cache import clear_text_caches as clear_text_caches
 from ._protocol import PRIVATE_PREFIX, chunk_text, content_text, dumps
 
-_IDENTITY_ENTRIES = 20_000
-_TEXT_CHARS = 32_000_000  # per text cache, then it starts over
-_TEXT_ENTRIES = 250_000  # per text cache, likewise
 _CHUNK_CHARS = 50_000  # bpe-openai: < 1,000,000 chars and <= 200,000 tokens per call
 _LONG_TEXT = 256  # contents at least this long are also cached by value
 _SHORT_TEXT = 24  # (bytes estimator) and non-ASCII ones at least this long
-
-
-class _CostCache:
-    """id(obj) → cost. ``alive`` holds every obj, so no other object can take its id while
-    the entry exists: a hit is the same object. (No (obj, cost) tuple per entry: a view
-    rebuilt from a checkpoint adds thousands, each one more object for the collector.)"""
-
-    __slots__ = ("alive", "costs")
-
-    def __init__(self) -> None:
-        self.costs: dict[int, int] = {}
-        self.alive: list[object] = []
-
-    def get(self, obj: object) -> int | None:
-        return self.costs.get(id(obj))
-
-    def put(self, obj: object, cost: int) -> int:
-        if len(self.costs) >= _IDENTITY_ENTRIES:
-            self.clear()
-        self.costs[id(obj)] = cost
-        self.alive.append(obj)
-        return cost
-
-    def clear(self) -> None:
-        # costs last: an id is in costs only while its object is in alive (entries are
-        # added to costs first), even if another thread adds one meanwhile
-        self.alive.clear()
-        self.costs.clear()
-
-
-class _TextCache:
-    """text → cost, shared by the estimators of one kind in a process, so a view rebuilt
-    from a checkpoint (new objects, same texts) is not measured again."""
-
-    __slots__ = ("chars", "data")
-
-    def __init__(self) -> None:
-        self.data: dict[str, int] = {}
-        self.chars = 0
-
-    def cost(self, text: str, measure: Callable[[str], int]) -> int:
-        hit = self.data.get(text)
-        if hit is not None:
-            return hit
-        value = measure(text)
-        if self.chars + len(text) > _TEXT_CHARS or len(self.data) >= _TEXT_ENTRIES:
-            self.data.clear()
-            self.chars = 0
-        self.data[text] = value
-        self.chars += len(text)
-        return value
-
-
-_TEXT_CACHES: dict[str, _TextCache] = {}
-
-
-def _text_cache(key: str) -> _TextCache:
-    return _TEXT_CACHES.setdefault(key, _TextCache())
 
 
 class _BaseEstimator:
@@ -223,13 +164,6 @@ def message_json_bytes(message: Message) -> int:
         else:
             size += field + _json_bytes(value)
     return size if size > 1 else 2
-
-
-def clear_text_caches() -> None:
-    """Forget every text measured by value in this process (as in a new process)."""
-    for cache in _TEXT_CACHES.values():
-        cache.data.clear()
-        cache.chars = 0
 
 
 class Utf8BytesEstimator(_BaseEstimator):

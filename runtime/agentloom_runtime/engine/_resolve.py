@@ -22,19 +22,35 @@ commit of the new execution. A resume without a raise blocks again at the next c
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 from agentloom_runtime._json import storable_text
+from agentloom_runtime.checkpoint.journal import Journal
+from agentloom_runtime.checkpoint.store import BaseCheckpointStore
 from agentloom_runtime.context import CompactionFailureMemory
 from agentloom_runtime.contracts import ToolOutcome, UnknownOperation, Verdict
-from agentloom_runtime.errors import ConfigError, ModelOutcomeUnknown
+from agentloom_runtime.errors import (
+    AgentLoomError,
+    ConfigError,
+    ModelOutcomeUnknown,
+    PersistenceError,
+)
 
 from ._context import BlockRun, StepContext, now
 from ._frames import call_arguments, end_frame
 from ._hooks import HookRunner
 from ._inbox import unseal
 from ._model_call import budget_limits, run_usage
-from ._state import BudgetLimits, ExecOptions, Frame, Head, ModelOp, Operation, RetryOp
+from ._state import (
+    BudgetLimits,
+    ExecOptions,
+    Frame,
+    Head,
+    ModelOp,
+    Operation,
+    RetryOp,
+    mark_stopped,
+)
 from ._tools import pending_call, record_tool
 
 TOOL_VERDICTS = ("ran", "did_not_run", "run_again")
@@ -271,3 +287,24 @@ def release_marker(ctx: StepContext) -> None:
     request_id = ctx.head.pop("release_marker", None)
     if request_id is not None and ctx.host.commands is not None:
         ctx.host.commands.release(request_id)
+
+
+def block_after_failed_save(store: BaseCheckpointStore, run_id: str, err: PersistenceError
+                            ) -> tuple[Journal | None, PersistenceError] | None:
+    """A failed save leaves the stored run where it was. Record it as blocked on the last
+    good version (a fresh load), so its status is truthful and a resume moves it on;
+    the journal of that commit (None if even it failed: the status stays as stored) and
+    the error recorded. None when the run was never saved."""
+    loaded = store.load_head(run_id)
+    if loaded is None:
+        return None
+    head = cast(Head, loaded.body)
+    error = PersistenceError(f"saving the run failed: {err.message}; nothing after the "
+                             "last saved step was kept. Resume to continue from there.")
+    mark_stopped(head, error, "blocked")
+    journal = Journal(store, run_id, loaded.version, head)
+    try:
+        journal.commit("run.stop")
+    except AgentLoomError:
+        return None, error
+    return journal, error

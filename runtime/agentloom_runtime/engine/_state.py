@@ -15,9 +15,13 @@ no migration: resume it with the runtime that started it, or ask the question ag
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from agentloom_runtime.contracts import ContextFrame, Purpose, RunStatus
+from agentloom_runtime.contracts import ContextFrame, Message, Purpose, RunStatus
+
+if TYPE_CHECKING:
+    from agentloom_runtime.errors import AgentLoomError
 
 FORMAT = 2
 
@@ -258,3 +262,20 @@ def command_op(*, call: PendingCall, execution: int, instance: str, spec: dict[s
 
 def error_info(code: str, message: str, type_name: str) -> ErrorInfo:
     return ErrorInfo(code=code, message=message, type=type_name)
+
+
+@dataclass(frozen=True)
+class MainView:
+    """The main instance's model-visible view, for a host that keeps session views
+    (messages carry the context manager's private ``_``-keys, e.g. ``_session_seq``)."""
+
+    compacted: bool
+    messages: list[Message]
+    counters: dict[str, int]
+
+
+def mark_stopped(head: Head, error: AgentLoomError, status: RunStatus) -> None:
+    head["status"] = status
+    head["error"] = error_info(error.code, error.message, type(error).__name__)
+    for inst in head["stack"]:
+        head["frames"][inst]["status"] = status

@@ -12,10 +12,9 @@ Lifecycle, as a host drives it::
 
 One ``step()`` is one model call (action, compaction or completion review) or one tool
 call, committed with compare-and-set on the head version: a duplicate or stale step
-raises ``CheckpointConflict`` and changes nothing. The dispatch below reads in the order
-of docs/contract.md#loop-order. Each unit (``_action``, ``_review``, ``_compaction``, ``_tools``,
-``_delegation``, ``_commands``, ``_closing``) receives one ``StepContext`` and ends with
-one named commit (the list: ``_state.CommitPoint``).
+raises ``CheckpointConflict`` and changes nothing. The dispatch reads in the loop order;
+each unit (``_action``, ``_review``, ``_compaction``, ``_tools``, ``_delegation``,
+``_commands``, ``_closing``) gets one ``StepContext`` and ends with one named commit.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
@@ -66,7 +65,16 @@ from ._inbox import post_input, pull_inbox
 from ._model_call import ModelCaller, RunUsage, run_usage
 from ._modules import RuntimeModules, Verifier, bindings_hash, verify_bindings
 from ._review import review_step
-from ._state import FORMAT, Frame, Head, PendingCall, error_info, new_frame, new_head
+from ._state import (
+    FORMAT,
+    Frame,
+    MainView,
+    PendingCall,
+    error_info,
+    mark_stopped,
+    new_frame,
+    new_head,
+)
 from ._tools import prepare_call, record_tool, resume_tool, run_inline
 
 
@@ -74,16 +82,6 @@ from ._tools import prepare_call, record_tool, resume_tool, run_inline
 class _Progress:
     kind: StepKind
     next: StepNext = "continue"
-
-
-@dataclass(frozen=True)
-class MainView:
-    """The main instance's model-visible view, for a host that keeps session views
-    (messages carry the context manager's private ``_``-keys, e.g. ``_session_seq``)."""
-
-    compacted: bool
-    messages: list[Message]
-    counters: dict[str, int]
 
 
 class Engine:
@@ -442,7 +440,7 @@ class Engine:
             "kind": op["kind"] if op else "step", "instance": instance,
             "error": {"type": type(error).__name__, "code": error.code,
                       "message": error.message}}, instance=instance)
-        _mark_stopped(head, error, status)
+        mark_stopped(head, error, status)
         try:
             ctx.commit("run.stop")
         except PersistenceError as err:
@@ -452,20 +450,13 @@ class Engine:
                                  "message": error.message, "way_out": self.way_out()})
 
     def _record_save_failure(self, err: PersistenceError) -> None:
-        """A failed save leaves the stored run where it was. Record it as blocked on the
-        last good version (a fresh load), so its status is truthful and a resume moves
-        it on; if even that fails, the status stays as stored."""
+        """A failed save: the stored run recorded as blocked on its last good version."""
         ctx = self._c()
-        loaded = self._store.load_head(ctx.run_id)
-        if loaded is None:
+        saved = _resolve.block_after_failed_save(self._store, ctx.run_id, err)
+        if saved is None:
             return
-        head = cast(Head, loaded.body)
-        error = PersistenceError(f"saving the run failed: {err.message}; nothing after the "
-                                 "last saved step was kept. Resume to continue from there.")
-        _mark_stopped(head, error, "blocked")
-        journal = Journal(self._store, ctx.run_id, loaded.version, head)
-        with contextlib.suppress(AgentLoomError):
-            journal.commit("run.stop")
+        journal, error = saved
+        if journal is not None:
             self._bind(journal)
         ctx.emit("run.stopped", {"run_id": ctx.run_id, "status": "blocked",
                                  "code": err.code, "message": error.message,
@@ -507,10 +498,3 @@ class Engine:
             closer = getattr(module, "aclose", None)
             if closer is not None:
                 await closer()
-
-
-def _mark_stopped(head: Head, error: AgentLoomError, status: RunStatus) -> None:
-    head["status"] = status
-    head["error"] = error_info(error.code, error.message, type(error).__name__)
-    for inst in head["stack"]:
-        head["frames"][inst]["status"] = status
