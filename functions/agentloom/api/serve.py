@@ -5,6 +5,7 @@ worker that drives runs. Also ``python -m agentloom.api.serve``.
           [--key-env NAME]... [--model-factory MODULE:FUNCTION]
     serve bootstrap --user NAME [--space NAME] [--home DIR]   a space, its owner, a token
     serve token --user NAME [--label TEXT] [--ttl-days N] [--home DIR]   another token
+    serve token --user NAME --list | --revoke TOKEN_ID [--home DIR]   list or revoke
     serve openapi                                             print the OpenAPI document
 
 State lives in ``--home`` (default ``$AGENTLOOM_HOME`` or ``./.agentloom``), the same
@@ -21,6 +22,7 @@ import argparse
 import importlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -35,7 +37,7 @@ from agentloom.local.capabilities import embedded_capabilities
 from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.agents import DEFAULT_KEY_REFS, DraftRules
 from agentloom.platform.errors import PlatformError
-from agentloom.platform.identity import Principal
+from agentloom.platform.identity import BearerTokens, Principal
 from agentloom.platform.launcher import ModelFactory
 from agentloom_runtime.errors import AgentLoomError, ConfigError
 
@@ -71,7 +73,10 @@ def parser() -> argparse.ArgumentParser:
     token = sub.add_parser("token", help="create a bearer token for a user")
     token.add_argument("--user", required=True)
     token.add_argument("--label", default="")
-    token.add_argument("--ttl-days", type=float, default=None)
+    token.add_argument("--ttl-days", type=float, default=None,
+                       help="days until it expires, > 0 (default: it does not expire)")
+    token.add_argument("--list", action="store_true", help="list the user's tokens")
+    token.add_argument("--revoke", metavar="TOKEN_ID", help="revoke one of the user's tokens")
     token.add_argument("--home", dest="sub_home")
     sub.add_parser("openapi", help="print the OpenAPI document")
     run = sub.add_parser("run", help="serve (the default)")
@@ -107,8 +112,29 @@ def open_platform(args: argparse.Namespace) -> EmbeddedPlatform:
 def bootstrap(platform: EmbeddedPlatform, user: str, space_name: str) -> dict[str, Any]:
     who = Principal(user, "token")
     space = platform.admin.create_space(who, space_name)
-    _, secret = platform.tokens.issue(user, label="bootstrap")
-    return {"user": user, "space_id": space.space_id, "token": secret}
+    token, secret = platform.tokens.issue(user, label="bootstrap")
+    return {"user": user, "space_id": space.space_id, "token_id": token.token_id,
+            "token": secret}
+
+
+def token_command(tokens: BearerTokens, args: argparse.Namespace) -> Any:
+    """``serve token``: issue a token (printed once), ``--list`` the user's tokens, or
+    ``--revoke`` one of them."""
+    if args.revoke:
+        revoked = tokens.revoke(args.user, args.revoke)
+        return {"user": args.user, "token_id": revoked.token_id, "revoked": True}
+    if args.list:
+        return [t.model_dump(mode="json", exclude={"secret_sha256", "format"})
+                for t in tokens.tokens(args.user)]
+    days = args.ttl_days
+    if days is not None and not (math.isfinite(days) and days > 0):
+        raise ConfigError(f"--ttl-days must be a positive number of days, not {days:g}; "
+                          f"omit it for a token that does not expire (revoke it with "
+                          f"--revoke TOKEN_ID)")
+    token, secret = tokens.issue(args.user, label=args.label,
+                                 ttl_seconds=None if days is None else days * 86400)
+    return {"user": args.user, "token_id": token.token_id, "token": secret,
+            "expires_at": token.expires_at}
 
 
 def serve(args: argparse.Namespace, *, ready: threading.Event | None = None) -> int:
@@ -149,10 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.command == "bootstrap":
                     out = bootstrap(platform, args.user, args.space)
                 else:
-                    ttl = args.ttl_days * 86400 if args.ttl_days else None
-                    token, secret = platform.tokens.issue(args.user, label=args.label,
-                                                          ttl_seconds=ttl)
-                    out = {"user": args.user, "token_id": token.token_id, "token": secret}
+                    out = token_command(platform.tokens, args)
             finally:
                 platform.close()
             print(json.dumps(out, indent=2))

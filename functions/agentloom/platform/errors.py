@@ -7,9 +7,11 @@ and the HTTP status the API answers with. They sit under the runtime's single ro
         ├── Unauthorized       401      no identity, or a token that is not valid
         ├── Forbidden          403      a member whose role does not allow the action
         ├── NotFound           404      absent, or not visible to the caller (never says which)
+        ├── MethodNotAllowed   405      a path that exists, with a method it does not take
         ├── Conflict           409      the state forbids it now (an active run, a stale
         │                               revision, an ended run, the last owner)
         ├── TooLarge           413      a request or a value over its limit
+        ├── UnsupportedMediaType 415    a body that is not declared JSON
         ├── Invalid            422      well-formed but invalid (names the field)
         └── Unavailable        503      a capability this deployment does not have
 
@@ -61,6 +63,11 @@ class NotFound(PlatformError):
     code = "not_found"
 
 
+class MethodNotAllowed(PlatformError):
+    status = 405
+    code = "method_not_allowed"
+
+
 class Conflict(PlatformError):
     status = 409
     code = "conflict"
@@ -69,6 +76,11 @@ class Conflict(PlatformError):
 class TooLarge(PlatformError):
     status = 413
     code = "too_large"
+
+
+class UnsupportedMediaType(PlatformError):
+    status = 415
+    code = "unsupported_media_type"
 
 
 class Invalid(PlatformError):

@@ -70,6 +70,17 @@ INSTANCE_PATTERN = r"^(main|sub-[0-9]{1,3}|[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$"
 _INSTANCE = re.compile(INSTANCE_PATTERN)
 
 
+def _event_cursor(after: int, wait: float, limit: int) -> None:
+    """An events page's arguments, each refused by its own name."""
+    bad = [{"field": field, "message": message} for field, ok, message in (
+        ("after", after >= 0, "an event's seq (an integer >= 0)"),
+        ("wait", 0 <= wait <= MAX_WAIT_S, f"seconds, 0 to {MAX_WAIT_S:g}"),
+        ("limit", 1 <= limit <= 500, "1 to 500")) if not ok]
+    if bad:
+        raise Invalid(f"{bad[0]['field']}: {bad[0]['message']}", code="invalid_field",
+                      details={"fields": bad})
+
+
 def _text(value: str, what: str, limit: int) -> str:
     if not value.strip():
         raise Invalid(f"{what} is empty", code="invalid_field",
@@ -477,25 +488,25 @@ class SessionService:
 
     def events(self, who: Principal, session_id: str, run_id: str, *, after: int = 0,
                wait: float = 0.0, limit: int = 200) -> EventPage:
+        """The run's events after ``after``; with ``wait``, up to that many seconds for one
+        — unless the run has stopped and let go (nothing can follow: answered at once)."""
         self._own_run(who, session_id, run_id)
-        if after < 0 or not 0 <= wait <= MAX_WAIT_S or not 1 <= limit <= 500:
-            raise Invalid(f"after >= 0, 0 <= wait <= {MAX_WAIT_S:g}, 1 <= limit <= 500",
-                          code="invalid_field",
-                          details={"fields": [{"field": "wait", "message": "out of range"}]})
+        _event_cursor(after, wait, limit)
         deadline = time.monotonic() + wait
         while True:
             found = self.store.events(run_id, after=after, limit=limit)
+            run = self.store.get_run(session_id, run_id)
+            assert run is not None
+            # settled once the driver let go (its last sync and status event are written)
+            settled = run.value.status not in ACTIVE_STATES and \
+                not self.launcher.driving(run_id)
             remaining = deadline - time.monotonic()
-            if found or remaining <= 0:
+            if found or settled or remaining <= 0:
                 break
             self.tracker.wait(min(remaining, 0.5))
-        run = self.store.get_run(session_id, run_id)
-        assert run is not None
         items = [EventItem(seq=e.seq, type=e.type, at=e.at, data=e.data) for e in found]
         next_after = items[-1].seq if items else after
-        # done once the driver let go (its last sync and status event are written) and
-        # nothing follows this page
-        settled = run.value.status not in ACTIVE_STATES and not self.launcher.driving(run_id)
+        # done once settled and nothing follows this page
         done = settled and len(found) < limit and \
             not self.store.events(run_id, after=next_after, limit=1)
         status = self._view(run.value, detail=False).status
