@@ -44,6 +44,9 @@ SUBSET = (
     "tests/platform/test_api_contract.py::test_the_gate_and_the_error_shapes",
     "tests/platform/test_api_contract.py::test_a_question_too_long_is_413_and_a_bad_limit_is_422",
     "tests/platform/test_api_runs.py::test_ask_follow_events_and_read_the_answer",
+    "tests/platform/test_api_request_errors.py::"
+    "test_a_body_that_is_not_declared_json_is_415_on_every_route",
+    "tests/platform/test_api_request_errors.py::test_a_method_no_route_has_is_405_with_allow",
     "tests/platform/test_api_runs.py::test_50_simultaneous_asks_make_exactly_one_run",
     "tests/functional/test_powertools_range.py::"
     "test_a_held_request_keeps_its_own_event_context_and_principal",

@@ -16,7 +16,13 @@ extras' in ``pyproject.toml`` and both of its ends are tested
 The gate (the same in Lambda and in ``serve``), in order: a body over ``max_body``
 bytes is 413; a body that is not UTF-8 is 400; then the caller is authenticated (401 for
 anything but the public paths: no route, no body parsing, nothing is revealed to an
-anonymous caller). The principal is in the request's context for the routes.
+anonymous caller); then a body must be a JSON object within limits
+(``agentloom.api._body``: 415, 400 or 422, never a route's concern). The principal is in
+the request's context for the routes.
+
+The resolver also records the methods each route's path takes (``route``, which every
+``get`` / ``post`` / … calls), so a path that exists answered with another method is 405
+``method_not_allowed`` with ``Allow`` (``allowed_methods``), not 404.
 """
 
 from __future__ import annotations
@@ -24,18 +30,22 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
+from agentloom.api._body import JSON, check_body
 from agentloom.platform.errors import BadRequest, PlatformError, TooLarge
 from agentloom.platform.identity import Authenticator, Principal
 
 MAX_BODY_BYTES = 1024 * 1024
-PUBLIC_PATHS = frozenset({"/api/v1/health"})
+OPENAPI_PATHS = ("/openapi.json", "/api/v1/openapi.json")
+PUBLIC_PATHS = frozenset({"/api/v1/health", *OPENAPI_PATHS})
+_PARAMETER = re.compile(r"<\w+>")
 
 
 def error_response(err: PlatformError) -> dict[str, Any]:
@@ -47,6 +57,7 @@ class ApiResolver(APIGatewayHttpResolver):
     def __init__(self, authenticator: Authenticator, *, max_body: int = MAX_BODY_BYTES,
                  **kwargs: Any) -> None:
         self._local = threading.local()
+        self._methods: dict[str, tuple[re.Pattern[str], set[str]]] = {}
         super().__init__(**kwargs)
         self.authenticator = authenticator
         self.max_body = max_body
@@ -88,6 +99,24 @@ class ApiResolver(APIGatewayHttpResolver):
             raise RuntimeError("no principal: the request did not pass the gate")
         return who
 
+    # -- the methods of each path -------------------------------------------------------
+
+    def route(self, rule: str, method: Any, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        methods = [method] if isinstance(method, str) else list(method)
+        pattern = "[^/]+".join(re.escape(part) for part in _PARAMETER.split(rule))
+        entry = self._methods.setdefault(rule, (re.compile(pattern), set()))
+        entry[1].update(str(m).upper() for m in methods)
+        decorator: Callable[[Any], Any] = super().route(rule, method, *args, **kwargs)
+        return decorator
+
+    def allowed_methods(self, path: str) -> list[str]:
+        """The methods the routes of ``path`` take (empty: no route has that path)."""
+        found: set[str] = set()
+        for pattern, methods in self._methods.values():
+            if pattern.fullmatch(path):
+                found |= methods
+        return sorted(found)
+
     # -- resolving -----------------------------------------------------------------------
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
@@ -96,6 +125,9 @@ class ApiResolver(APIGatewayHttpResolver):
         except PlatformError as err:
             return error_response(err)
         raw = dict(event)
+        if event.get("body"):  # declared JSON (the gate): in the one form Powertools reads
+            raw["headers"] = {**{k: v for k, v in (event.get("headers") or {}).items()
+                                 if str(k).lower() != "content-type"}, "content-type": JSON}
         self.context = {} if principal is None else {"principal": principal}
         self.current_event = APIGatewayProxyEventV2(raw)
         self.lambda_context = context
@@ -106,22 +138,25 @@ class ApiResolver(APIGatewayHttpResolver):
 
     def _gate(self, event: Mapping[str, Any]) -> Principal | None:
         body = event.get("body")
+        text = None
         if isinstance(body, str) and body:
             raw = _raw_body(body, bool(event.get("isBase64Encoded")))
             if len(raw) > self.max_body:
                 raise TooLarge(f"the request body is larger than {self.max_body} bytes",
                                code="request_too_large")
             try:
-                raw.decode("utf-8")
+                text = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise BadRequest("the request body is not UTF-8 text",
                                  code="invalid_encoding") from None
         path = str(((event.get("requestContext") or {}).get("http") or {}).get("path")
                    or event.get("rawPath") or "")
-        if path in PUBLIC_PATHS:
-            return None
         headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
-        return self.authenticator.authenticate(headers, event.get("requestContext") or {})
+        principal = None if path in PUBLIC_PATHS else self.authenticator.authenticate(
+            headers, event.get("requestContext") or {})
+        if text is not None:
+            check_body(text, headers.get("content-type"))
+        return principal
 
 
 def _raw_body(body: str, encoded: bool) -> bytes:

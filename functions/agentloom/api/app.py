@@ -3,14 +3,18 @@ the Lambda handler and by ``agentloom serve`` alike.
 
 Errors are ``{"error": {"code", "message", "details"?}}`` with stable codes: 400 bad
 input (malformed JSON, not UTF-8, a bad header), 401 no or invalid identity, 403 a role
-too low, 404 absent or not visible to the caller, 409 conflicts (an active run, a stale
-revision, an ended run), 413 too large (the body, a question), 422 invalid fields (each
-named), 503 a missing capability. Every route checks the caller's membership and role
-in the services (``agentloom.platform.access``); session content is creator-only.
+too low, 404 absent or not visible to the caller, 405 a method the path does not take
+(with ``Allow``), 409 conflicts (an active run, a stale revision, an ended run), 413 too
+large (the body, a question), 415 a body not declared JSON, 422 invalid fields (each
+named), 503 a missing capability. ``GET /openapi.json`` (and ``/api/v1/openapi.json``)
+serves the OpenAPI document to anyone (it holds no data). Every route checks the
+caller's membership and role in the services (``agentloom.platform.access``); session
+content is creator-only.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
@@ -21,7 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
 from agentloom.api import routes_knowledge, routes_mcp, routes_skills
-from agentloom.api._resolver import ApiResolver
+from agentloom.api._resolver import OPENAPI_PATHS, ApiResolver
 from agentloom.api.models import (
     AgentIn,
     AgentOut,
@@ -72,13 +76,15 @@ from agentloom.platform.errors import (
     BadRequest,
     Conflict,
     Invalid,
+    MethodNotAllowed,
     NotFound,
     PlatformError,
     Unavailable,
     field_errors,
 )
 from agentloom.platform.identity import Authenticator
-from agentloom.platform.sessions import INSTANCE_PATTERN, SessionService
+from agentloom.platform.session_inputs import INSTANCE_PATTERN
+from agentloom.platform.sessions import SessionService
 from agentloom.platform.views import EventPage, MessagePage, RunView
 from agentloom_runtime.errors import AgentLoomError, ConfigError, PersistenceError, SnapshotError
 
@@ -96,6 +102,7 @@ def _handles(app: ApiResolver, exc: type[BaseException]) -> Callable[[Handler], 
 
 
 def _core_routes(app: ApiResolver, admin: AdminService, sessions: SessionService) -> None:
+    _document_routes(app)
     _admin_routes(app, admin)
     _model_routes(app, admin)
     _session_routes(app, sessions)
@@ -169,7 +176,14 @@ def _error_handlers(app: ApiResolver) -> None:
 
     @app.not_found
     def not_found(err: NotFoundError) -> Response[Any]:
-        return error_response(NotFound("no such route", code="route_not_found"))
+        event = app.current_event
+        allowed = app.allowed_methods(event.path)
+        if not allowed:
+            return error_response(NotFound("no such route", code="route_not_found"))
+        refused = MethodNotAllowed(f"this path takes {', '.join(allowed)} only",
+                                   details={"allow": allowed})
+        return Response(status_code=refused.status, content_type=content_types.APPLICATION_JSON,
+                        body=refused.body(), headers={"Allow": ", ".join(allowed)})
 
     @_handles(app, Exception)
     def internal(err: Exception) -> Response[Any]:
@@ -177,6 +191,22 @@ def _error_handlers(app: ApiResolver) -> None:
         return Response(status_code=500, content_type=content_types.APPLICATION_JSON,
                         body={"error": {"code": "internal_error",
                                         "message": "internal error; see the server log"}})
+
+
+@functools.cache
+def _openapi_text() -> str:
+    from agentloom.api.openapi import render  # it builds an app of its own from this module
+
+    return render()
+
+
+def _document_routes(app: ApiResolver) -> None:
+    def openapi_json() -> Response[str]:
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
+                        body=_openapi_text())
+
+    for path in OPENAPI_PATHS:  # the gate lets them through: the document holds no data
+        app.get(path, include_in_schema=False)(openapi_json)
 
 
 def _admin_routes(app: ApiResolver, admin: AdminService) -> None:  # noqa: C901
@@ -352,9 +382,10 @@ def _run_routes(app: ApiResolver, svc: SessionService) -> None:
                                     "Idempotency-Key already started"}))
     def ask(session_id: str, body: AskIn,
             idempotency_key: Annotated[str | None, Header(
-                alias="idempotency-key", max_length=200,
-                description="A retried ask with the same key returns the same run "
-                            "(24 hours).")] = None) -> Response[AskOut]:
+                alias="idempotency-key",
+                description="1-200 printable ASCII characters (else 400 "
+                            "invalid_idempotency_key). A retried ask with the same key "
+                            "returns the same run (24 hours).")] = None) -> Response[AskOut]:
         run, created = svc.ask(app.principal(), session_id, body.question, idempotency_key)
         return json_response(201 if created else 200, AskOut(run=run, created=created))
 

@@ -11,9 +11,10 @@ not from ``app.py`` (which imports the route modules).
 
 ``declare(...)`` declares a route's success response(s) and its errors, all with the
 ``ErrorOut`` body: 401, 422 and 503 on every route (the gate, field validation, a busy
-store), 400 and 413 on every route with a body (malformed JSON, not UTF-8, too large),
-and the codes the route names. A success without ``model`` is documented with the
-handler's return annotation; a handler that returns ``Response[...]`` names its model.
+store), 400, 413 and 415 on every route with a body (malformed or too deeply nested JSON,
+not UTF-8, too large, not declared JSON), and the codes the route names. A success
+without ``model`` is documented with the handler's return annotation; a handler that
+returns ``Response[...]`` names its model.
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ if TYPE_CHECKING:
     from agentloom.platform.admin import AdminService
     from agentloom.platform.sessions import SessionService
 
-ERROR_NAMES = {400: "Bad input: malformed JSON, not UTF-8, a bad header",
+ERROR_NAMES = {400: "Bad input: malformed or too deeply nested JSON, not UTF-8, a bad header",
                401: "No or invalid identity", 403: "Role too low",
                404: "Not found or not visible to you", 409: "Conflict",
-               413: "Too large", 422: "Invalid fields (each named)",
+               413: "Too large", 415: "The body is not declared JSON (Content-Type: "
+               "application/json)", 422: "Invalid fields (each named)",
                502: "The provider failed or refused the request",
                503: "A store or capability is unavailable; try again"}
 ALWAYS = (401, 422, 503)
-WITH_BODY = (400, 413)
+WITH_BODY = (400, 413, 415)
 
 
 class RouteModule(Protocol):

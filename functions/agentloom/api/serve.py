@@ -6,6 +6,7 @@ defined once in ``agentloom.api.serve_options`` and call ``execute``.
           [--key-env NAME]... [--allow-loopback-tools] [--model-factory MODULE:FUNCTION]
     serve bootstrap --user NAME [--space NAME] [--home DIR]   a space, its owner, a token
     serve token --user NAME [--label TEXT] [--ttl-days N] [--home DIR]   another token
+    serve token --user NAME --list | --revoke TOKEN_ID [--home DIR]   list or revoke
     serve openapi                                             print the OpenAPI document
 
 State lives in ``--home`` (default ``$AGENTLOOM_HOME`` or ``./.agentloom``), the same
@@ -22,6 +23,7 @@ import argparse
 import importlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -37,7 +39,7 @@ from agentloom.local.capabilities import embedded_capabilities
 from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.agents import DEFAULT_KEY_REFS, DraftRules
 from agentloom.platform.errors import PlatformError
-from agentloom.platform.identity import Principal
+from agentloom.platform.identity import BearerTokens, Principal
 from agentloom.platform.launcher import ModelFactory
 from agentloom_runtime.errors import AgentLoomError, ConfigError
 
@@ -76,8 +78,29 @@ def open_platform(args: argparse.Namespace) -> EmbeddedPlatform:
 def bootstrap(platform: EmbeddedPlatform, user: str, space_name: str) -> dict[str, Any]:
     who = Principal(user, "token")
     space = platform.admin.create_space(who, space_name)
-    _, secret = platform.tokens.issue(user, label="bootstrap")
-    return {"user": user, "space_id": space.space_id, "token": secret}
+    token, secret = platform.tokens.issue(user, label="bootstrap")
+    return {"user": user, "space_id": space.space_id, "token_id": token.token_id,
+            "token": secret}
+
+
+def token_command(tokens: BearerTokens, args: argparse.Namespace) -> Any:
+    """``serve token``: issue a token (printed once), ``--list`` the user's tokens, or
+    ``--revoke`` one of them."""
+    if args.revoke:
+        revoked = tokens.revoke(args.user, args.revoke)
+        return {"user": args.user, "token_id": revoked.token_id, "revoked": True}
+    if args.list:
+        return [t.model_dump(mode="json", exclude={"secret_sha256", "format"})
+                for t in tokens.tokens(args.user)]
+    days = args.ttl_days
+    if days is not None and not (math.isfinite(days) and days > 0):
+        raise ConfigError(f"--ttl-days must be a positive number of days, not {days:g}; "
+                          f"omit it for a token that does not expire (revoke it with "
+                          f"--revoke TOKEN_ID)")
+    token, secret = tokens.issue(args.user, label=args.label,
+                                 ttl_seconds=None if days is None else days * 86400)
+    return {"user": args.user, "token_id": token.token_id, "token": secret,
+            "expires_at": token.expires_at}
 
 
 def serve(args: argparse.Namespace, *, ready: threading.Event | None = None) -> int:
@@ -120,10 +143,7 @@ def execute(args: argparse.Namespace) -> int:
                 if command == "bootstrap":
                     out = bootstrap(platform, args.user, args.space)
                 else:
-                    ttl = args.ttl_days * 86400 if args.ttl_days else None
-                    token, secret = platform.tokens.issue(args.user, label=args.label,
-                                                          ttl_seconds=ttl)
-                    out = {"user": args.user, "token_id": token.token_id, "token": secret}
+                    out = token_command(platform.tokens, args)
             finally:
                 platform.close()
             print(json.dumps(out, indent=2))

@@ -41,7 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     token = sub.add_parser("token", help="create a bearer token for a user")
     token.add_argument("--user", required=True)
     token.add_argument("--label", default="")
-    token.add_argument("--ttl-days", type=float, default=None)
+    token.add_argument("--ttl-days", type=float, default=None,
+                       help="days until it expires, > 0 (default: it does not expire)")
+    token.add_argument("--list", action="store_true", help="list the user's tokens")
+    token.add_argument("--revoke", metavar="TOKEN_ID", help="revoke one of the user's tokens")
     token.add_argument("--home", dest="sub_home", default=argparse.SUPPRESS, help=HOME_HELP)
     sub.add_parser("openapi", help="print the OpenAPI document")
     run = sub.add_parser("run", help="serve (the default)")

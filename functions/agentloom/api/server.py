@@ -9,30 +9,63 @@ header or ``after`` resumes; an ``end`` event when the run stopped). API Gateway
 stream a Lambda response; there clients long-poll the same route with ``wait``.
 
 Only loopback addresses are served (no TLS here).
+
+Limits (``ApiServer``'s keyword arguments): a request must arrive whole, headers and
+body, within ``read_timeout`` seconds of the server starting to wait for it (an idle
+keep-alive connection included); past it, the connection is closed (408
+``request_timeout`` if part of a request had come). At most ``max_connections``
+connections are served at once, one thread each. When all are taken, a new connection
+takes the place of the one that has waited longest for its request (half-sent or idle:
+closed, 408); when every one is being answered (long polls, event streams), the new one
+is answered 503 ``server_busy`` with ``Retry-After`` and closed. Responses are written under
+``write_timeout`` per write: a long poll (up to 20 s) or an event stream runs as long as
+its client reads. A method the server does not know is 501 and every other error the
+HTTP layer finds (a bad request line, headers too long) is the API's JSON error envelope
+too; a client that goes away mid-answer is logged at debug, never as a traceback.
 """
 
 from __future__ import annotations
 
 import base64
+import io
 import ipaddress
 import json
 import logging
 import re
+import socket
+import sys
 import threading
 import time
 import uuid
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from agentloom.api._connections import (
+    BusyAnswers,
+    ReadDeadline,
+    Readers,
+    ReadTimeout,
+    error_bytes,
+)
 from agentloom.api._resolver import MAX_BODY_BYTES, ApiResolver
-from agentloom.platform.errors import Invalid, PlatformError, TooLarge
+from agentloom.platform.errors import Invalid, PlatformError, TooLarge, Unavailable
 from agentloom.platform.sessions import SessionService
 from agentloom_runtime.errors import ConfigError
 
 log = logging.getLogger(__name__)
 SSE_PATH = re.compile(r"/api/v1/sessions/([^/]+)/runs/([^/]+)/events")
 SSE_WAIT_S = 15.0
+READ_TIMEOUT_S = 10.0
+WRITE_TIMEOUT_S = 30.0
+MAX_CONNECTIONS = 64
+_EVICTABLE_AFTER_S = 0.2  # a connection waiting this long for its request may make room
+_GONE = (ConnectionError, TimeoutError)  # the client went away or stopped reading
+# the HTTP layer's own errors (before the resolver), as the API's error codes
+_HTTP_CODES = {400: "bad_request", 408: "request_timeout", 413: "request_too_large",
+               414: "uri_too_long", 431: "headers_too_large",
+               501: "method_not_implemented", 505: "http_version_not_supported"}
 
 
 def check_loopback(host: str) -> str:
@@ -79,11 +112,59 @@ class ApiServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, app: ApiResolver, sessions: SessionService, *,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 host: str = "127.0.0.1", port: int = 0,
+                 read_timeout: float = READ_TIMEOUT_S, write_timeout: float = WRITE_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
         self.app = app
         self.sessions = sessions
+        self.read_timeout = read_timeout
+        self.write_timeout = write_timeout
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self.readers = Readers()
+        self._busy: BusyAnswers | None = None  # started by the first connection refused
         super().__init__((check_loopback(host), port), _Handler)
         self._thread: threading.Thread | None = None
+
+    # -- one thread per connection, at most max_connections ------------------------------
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False) and not self._make_room():
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _make_room(self) -> bool:
+        """A slot for a new connection: the one waiting longest for its request is closed
+        (408), if any has waited a moment; False when every slot is answering."""
+        if not self.readers.evict_oldest(waiting_at_least=_EVICTABLE_AFTER_S):
+            return False
+        return self._slots.acquire(timeout=1.0)
+
+    def _refuse(self, request: socket.socket) -> None:
+        if self._busy is None:
+            busy = Unavailable(f"the server is serving {self.max_connections} connections, "
+                               f"its limit; try again in a moment", code="server_busy")
+            self._busy = BusyAnswers(error_bytes(503, "Service Unavailable", busy,
+                                                 {"Retry-After": "1"}))
+        self._busy.answer(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        err = sys.exc_info()[1]
+        if isinstance(err, _GONE):
+            log.debug("client %s went away: %r", client_address[0], err)
+            return
+        log.error("error serving %s", client_address[0], exc_info=True)
 
     @property
     def url(self) -> str:
@@ -100,12 +181,15 @@ class ApiServer(ThreadingHTTPServer):
     def close(self) -> None:
         self.shutdown()
         self.server_close()
+        if self._busy is not None:
+            self._busy.close()
         if self._thread is not None:
             self._thread.join(10)
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    default_request_version = "HTTP/1.1"  # no HTTP/0.9: every answer has a status line
     server: ApiServer
     server_version = "agentloom-serve"
     sys_version = ""
@@ -113,8 +197,46 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.info("%s %s", self.address_string(), format % args)
 
+    # -- every request is read under the server's read deadline --------------------------
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the stdlib's reader; reads go through the deadline instead
+        self._reads = ReadDeadline(self.connection, self.server.write_timeout,
+                                   self.server.readers)
+        self.rfile = io.BufferedReader(self._reads)
+
+    def handle_one_request(self) -> None:
+        self._reads.arm(self.server.read_timeout)
+        try:
+            super().handle_one_request()
+        except ReadTimeout as timeout:
+            self.close_connection = True
+            log.debug("%s: %s", self.address_string(), timeout)
+            if timeout.received:  # an idle connection is closed without a word
+                for name in ("requestline", "request_version", "command"):
+                    if not hasattr(self, name):  # the request line did not come whole
+                        setattr(self, name, "")
+                self.send_error(408)
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        """The HTTP layer's errors (a bad request line, an unknown method, a timeout), in
+        the API's error envelope."""
+        self._reads.disarm()
+        self.log_error("code %d, message %s", code, message or "")
+        err = PlatformError(message or HTTPStatus(code).phrase,
+                            code=_HTTP_CODES.get(code, "http_error"))
+        self.close_connection = True
+        self._send(code, {"Content-Type": "application/json"}, json.dumps(err.body()).encode())
+
+    # -- every method goes to the resolver (405 with Allow for one a path does not take) --
+
     def do_GET(self) -> None:
         self._handle("GET")
+
+    def do_HEAD(self) -> None:
+        self._handle("HEAD")
 
     def do_POST(self) -> None:
         self._handle("POST")
@@ -127,6 +249,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:
         self._handle("PATCH")
+
+    def do_OPTIONS(self) -> None:
+        self._handle("OPTIONS")
+
+    def do_TRACE(self) -> None:
+        self._handle("TRACE")
+
+    def do_CONNECT(self) -> None:
+        self._handle("CONNECT")
 
     def _headers(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -142,6 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             length = -1
         if length < 0 or length > MAX_BODY_BYTES:
+            self._reads.disarm()
             self.close_connection = True
             err = TooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes",
                            code="request_too_large")
@@ -149,6 +281,10 @@ class _Handler(BaseHTTPRequestHandler):
                        json.dumps(err.body()).encode())
             return
         body = self.rfile.read(length) if length else b""
+        self._reads.disarm()
+        if len(body) < length:  # the client closed before its body was whole
+            self.close_connection = True
+            return
         path = urlsplit(self.path).path
         if method == "GET" and SSE_PATH.fullmatch(path) and \
                 "text/event-stream" in headers.get("accept", ""):
@@ -172,7 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        if status != 204:
+        if status != 204 and self.command != "HEAD":
             self.wfile.write(body)
 
     # -- Server-Sent Events ----------------------------------------------------------------
@@ -184,11 +320,9 @@ class _Handler(BaseHTTPRequestHandler):
         query = dict(parse_qsl(urlsplit(self.path).query))
         try:
             who = self.server.app.authenticator.authenticate(headers, {})
-            after = int(headers.get("last-event-id") or query.get("after") or 0)
+            after = _cursor(headers, query)
             page = self.server.sessions.events(who, session_id, run_id, after=after)
-        except (PlatformError, ValueError) as exc:
-            err = exc if isinstance(exc, PlatformError) else Invalid(
-                "after / Last-Event-ID must be an integer", code="invalid_field")
+        except PlatformError as err:
             self.close_connection = True
             self._send(err.status, {"Content-Type": "application/json"},
                        json.dumps(err.body()).encode())
@@ -201,8 +335,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         try:
             self._stream(who, session_id, run_id, page)
-        except (BrokenPipeError, ConnectionResetError):
-            return  # the client went away
+        except _GONE as err:
+            log.debug("%s left the event stream of %s: %r", self.address_string(), run_id,
+                      err)
 
     def _stream(self, who: Any, session_id: str, run_id: str, page: Any) -> None:
         while True:
@@ -220,3 +355,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             page = self.server.sessions.events(who, session_id, run_id,
                                                after=page.next_after, wait=SSE_WAIT_S)
+
+
+def _cursor(headers: dict[str, str], query: dict[str, str]) -> int:
+    """Where an event stream resumes: ``Last-Event-ID`` (a reconnecting browser's) or
+    ``after``; a 422 names the one that is not an event's seq."""
+    if "last-event-id" in headers:
+        field, value = "header.last-event-id", headers["last-event-id"]
+    else:
+        field, value = "query.after", query.get("after", "0")
+    try:
+        after = int(value.strip()) if value.strip().isdigit() else -1
+    except ValueError:
+        after = -1
+    if after < 0:
+        message = "an event's seq (an integer >= 0)"
+        raise Invalid(f"{field}: {message}", code="invalid_field",
+                      details={"fields": [{"field": field, "message": message}]})
+    return after

@@ -10,6 +10,7 @@ class defined in another module names it::
     │   ├── Forbidden          403          a member whose role does not allow the action
     │   ├── NotFound           404          absent, or not visible to the caller (never
     │   │                                   says which)
+    │   ├── MethodNotAllowed   405          a path that exists, with a method it does not take
     │   ├── Conflict           409          the state forbids it now (an active run, a
     │   │   │                               stale revision, an ended run, the last owner)
     │   │   └── LeaseRefused                (platform.lease) the session's lease is held
@@ -18,6 +19,7 @@ class defined in another module names it::
     │   ├── TooLarge           413          a request or a value over its limit
     │   │   ├── DocumentTooLarge            (knowledge.errors) over the size or chunk cap
     │   │   └── SkillTooLarge               (skills.errors)
+    │   ├── UnsupportedMediaType 415        a body that is not declared application/json
     │   ├── Invalid            422          well-formed but invalid (names the field)
     │   │   ├── DocumentInvalid             (knowledge.errors) a document that cannot be read
     │   │   ├── IndexDimensionMismatch      (knowledge.index) vectors of another dimension
@@ -90,6 +92,11 @@ class NotFound(PlatformError):
     code = "not_found"
 
 
+class MethodNotAllowed(PlatformError):
+    status = 405
+    code = "method_not_allowed"
+
+
 class Conflict(PlatformError):
     status = 409
     code = "conflict"
@@ -98,6 +105,11 @@ class Conflict(PlatformError):
 class TooLarge(PlatformError):
     status = 413
     code = "too_large"
+
+
+class UnsupportedMediaType(PlatformError):
+    status = 415
+    code = "unsupported_media_type"
 
 
 class Invalid(PlatformError):

@@ -7,7 +7,9 @@
 - **Bearer tokens** (``BearerTokens``): ``agl_`` + 43 random URL-safe characters (256
   bits), created by a service call (``issue``: the bootstrap and token commands). Only
   the sha256 of the secret is stored; a lookup hashes the presented secret, so a
-  database copy grants nothing. Tokens may expire and be revoked.
+  database copy grants nothing. A token lives for good unless it is issued with a
+  lifetime (``ttl_seconds`` > 0) or revoked by its owner's id (``revoke``; ``tokens``
+  lists a user's tokens without their secrets).
 
 User ids are opaque strings of 1–128 printable characters without ``#``, ``/`` or
 whitespace (``#`` separates store keys).
@@ -15,6 +17,7 @@ whitespace (``#`` separates store keys).
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 from collections.abc import Mapping
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from agentloom.platform.domain import Token, new_id, now
-from agentloom.platform.errors import Invalid, Unauthorized
+from agentloom.platform.errors import Invalid, NotFound, Unauthorized
 from agentloom.platform.store import PlatformStore, secret_hash
 
 USER_ID = re.compile(r"[!-~]{1,128}")  # printable ASCII, no space
@@ -76,8 +79,14 @@ class BearerTokens:
 
     def issue(self, user_id: str, *, label: str = "",
               ttl_seconds: float | None = None) -> tuple[Token, str]:
-        """A new token for ``user_id``: the record and the secret (shown once)."""
+        """A new token for ``user_id``: the record and the secret (shown once); without
+        ``ttl_seconds`` it does not expire."""
         check_user_id(user_id)
+        if ttl_seconds is not None and not (math.isfinite(ttl_seconds) and ttl_seconds > 0):
+            raise Invalid(f"a token's lifetime must be a positive number of seconds, not "
+                          f"{ttl_seconds:g} (none: a token that does not expire)",
+                          code="invalid_field", details={"fields": [
+                              {"field": "ttl_seconds", "message": "must be > 0"}]})
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         created = now()
         token = Token(token_id=new_id("tok"), user_id=user_id, label=label[:200],
@@ -85,6 +94,16 @@ class BearerTokens:
                       expires_at=None if ttl_seconds is None else created + ttl_seconds)
         self.store.put_token(token)
         return token, secret
+
+    def tokens(self, user_id: str) -> list[Token]:
+        """The user's tokens (their records: ids, labels, lifetimes; never a secret)."""
+        return sorted(self.store.tokens(check_user_id(user_id)), key=lambda t: t.created_at)
+
+    def revoke(self, user_id: str, token_id: str) -> Token:
+        """Revoke the user's token ``token_id`` (again: a no-op); it is refused from now."""
+        if not self.store.revoke_token(check_user_id(user_id), token_id):
+            raise NotFound(f"{user_id} has no token {token_id!r}", code="token_not_found")
+        return next(t for t in self.store.tokens(user_id) if t.token_id == token_id)
 
     def authenticate(self, headers: Mapping[str, str],
                      request_context: Mapping[str, Any]) -> Principal:

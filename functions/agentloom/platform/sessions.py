@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -41,10 +40,19 @@ from agentloom.platform.domain import (
     new_id,
     now,
 )
-from agentloom.platform.errors import BadRequest, Conflict, Invalid, NotFound, TooLarge
+from agentloom.platform.errors import BadRequest, Conflict, Invalid, NotFound
 from agentloom.platform.identity import Principal
 from agentloom.platform.launcher import RunEngines, RunJob, RunLauncher
 from agentloom.platform.lease import LeaseRefused, SessionLease, launcher_probe
+from agentloom.platform.session_inputs import (
+    IDEMPOTENCY_KEY,
+    IDEMPOTENCY_TTL_S,
+    INSTANCE,
+    MAX_QUESTION_CHARS,
+    PAGE_CHARS,
+    check_event_cursor,
+    check_text,
+)
 from agentloom.platform.store import ABSENT, PlatformStore, Versioned, retry_conflicts
 from agentloom.platform.store.base import secret_hash
 from agentloom.platform.tracker import RunTracker
@@ -59,25 +67,6 @@ from agentloom.platform.views import (
 )
 from agentloom_runtime.contracts import Verdict, VerdictKind
 from agentloom_runtime.snapshot import AgentSnapshot
-
-MAX_QUESTION_CHARS = 100_000
-PAGE_CHARS = 4_000_000  # a page stops early past this much content (Lambda: 6 MB)
-MAX_WAIT_S = 20.0  # API Gateway's integration timeout is 29 s
-IDEMPOTENCY_TTL_S = 24 * 3600
-_KEY = re.compile(r"[!-~]{1,200}")
-INSTANCE_PATTERN = r"^(main|sub-[0-9]{1,3}|[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$"
-_INSTANCE = re.compile(INSTANCE_PATTERN)
-
-
-def _text(value: str, what: str, limit: int) -> str:
-    if not value.strip():
-        raise Invalid(f"{what} is empty", code="invalid_field",
-                      details={"fields": [{"field": what, "message": "empty"}]})
-    if len(value) > limit:
-        raise TooLarge(f"the {what} has {len(value):,} characters; the limit is {limit:,}. "
-                       "Put large material in a workspace file and ask about it instead.",
-                       code="input_too_large")
-    return value
 
 
 class SessionService:
@@ -140,8 +129,8 @@ class SessionService:
         """A new run for ``question``; ``created`` is False when the key names an earlier
         ask (that run is returned)."""
         session = own_session(self.store, who, session_id)
-        _text(question, "question", MAX_QUESTION_CHARS)
-        if idempotency_key is not None and not _KEY.fullmatch(idempotency_key):
+        check_text(question, "question", MAX_QUESTION_CHARS)
+        if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
             raise BadRequest("Idempotency-Key: 1-200 printable ASCII characters",
                              code="invalid_idempotency_key")
         key_sha = secret_hash(idempotency_key) if idempotency_key is not None else None
@@ -349,7 +338,7 @@ class SessionService:
 
     def supplement(self, who: Principal, session_id: str, run_id: str, text: str) -> int:
         found = self._own_run(who, session_id, run_id)
-        _text(text, "text", MAX_QUESTION_CHARS)
+        check_text(text, "text", MAX_QUESTION_CHARS)
         run = found.value
         if run.status in ENDED_STATES:
             raise Conflict(f"run {run_id} is {run.status}; ask a new question instead",
@@ -435,7 +424,7 @@ class SessionService:
             raise Invalid("after >= 0 and 1 <= limit <= 200", code="invalid_field",
                           details={"fields": [{"field": "after" if after < 0 else "limit",
                                                "message": "out of range"}]})
-        if instance is not None and not _INSTANCE.fullmatch(instance):
+        if instance is not None and not INSTANCE.fullmatch(instance):
             raise Invalid("instance: main or a child instance id", code="invalid_field",
                           details={"fields": [{"field": "instance", "message": "invalid"}]})
         records = self.store.records(session_id, after=after, limit=limit, instance=instance)
@@ -475,25 +464,25 @@ class SessionService:
 
     def events(self, who: Principal, session_id: str, run_id: str, *, after: int = 0,
                wait: float = 0.0, limit: int = 200) -> EventPage:
+        """The run's events after ``after``; with ``wait``, up to that many seconds for one
+        — unless the run has stopped and let go (nothing can follow: answered at once)."""
         self._own_run(who, session_id, run_id)
-        if after < 0 or not 0 <= wait <= MAX_WAIT_S or not 1 <= limit <= 500:
-            raise Invalid(f"after >= 0, 0 <= wait <= {MAX_WAIT_S:g}, 1 <= limit <= 500",
-                          code="invalid_field",
-                          details={"fields": [{"field": "wait", "message": "out of range"}]})
+        check_event_cursor(after, wait, limit)
         deadline = time.monotonic() + wait
         while True:
             found = self.store.events(run_id, after=after, limit=limit)
+            run = self.store.get_run(session_id, run_id)
+            assert run is not None
+            # settled once the driver let go (its last sync and status event are written)
+            settled = run.value.status not in ACTIVE_STATES and \
+                not self.launcher.driving(run_id)
             remaining = deadline - time.monotonic()
-            if found or remaining <= 0:
+            if found or settled or remaining <= 0:
                 break
             self.tracker.wait(min(remaining, 0.5))
-        run = self.store.get_run(session_id, run_id)
-        assert run is not None
         items = [EventItem(seq=e.seq, type=e.type, at=e.at, data=e.data) for e in found]
         next_after = items[-1].seq if items else after
-        # done once the driver let go (its last sync and status event are written) and
-        # nothing follows this page
-        settled = run.value.status not in ACTIVE_STATES and not self.launcher.driving(run_id)
+        # done once settled and nothing follows this page
         done = settled and len(found) < limit and \
             not self.store.events(run_id, after=next_after, limit=1)
         status = self._view(run.value, detail=False).status
