@@ -40,7 +40,7 @@ from agentloom.mcp.service import tool_digest
 from agentloom.platform.admin import AdminService
 from agentloom.platform.identity import Principal
 from agentloom.platform.secrets import CodecSecrets
-from agentloom.platform.store import SqlitePlatformStore
+from agentloom.platform.store import PlatformStore, SqliteItemStore
 from agentloom_runtime.snapshot import McpToolBinding
 
 ALICE = Principal("alice", "token")
@@ -118,7 +118,7 @@ async def bench_stdio(service: McpService, space_id: str) -> None:
 
 def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
-    store = SqlitePlatformStore(home / "p.sqlite3")
+    store = PlatformStore(SqliteItemStore(home / "p.sqlite3"))
     secrets = CodecSecrets(LocalKeyring(home / "k.key"), store)
     space = AdminService(store, secrets=secrets).create_space(ALICE, "Bench")
     service = McpService(store, secrets, McpPolicy(allow_loopback=True))

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python tests/benchmarks/bench_platform.py   (prints figures; asserts none)
 
-- **messages page latency**: ``PlatformStore.records(session, after=N, limit=100)`` —
+- **messages page latency**: ``store.streams.records(session, after=N, limit=100)`` —
   the store read behind ``GET /api/v1/sessions/{id}/messages?after=N&limit=100`` (the
   route adds the access check and reads/decrypts the referenced messages from the run's
   logs; neither is measured here) — with 10,000 session records in the stream, at
@@ -20,7 +20,7 @@ Run: .venv/bin/python tests/benchmarks/bench_platform.py   (prints figures; asse
   (its own transaction; a crash in between left the records to a later catch-up). With
   the companion, its items are counted by the checkpoint adapter (they are in its
   transaction). The session and the run are created with
-  ``PlatformStore.create_session`` / ``start_run`` (what ``SessionService.ask`` writes),
+  ``store.sessions.create`` / ``store.runs.start`` (what ``SessionService.ask`` writes),
   not through the service. Units are the adapters' counters (ceil(KB) per item, twice in
   a transaction), averaged over 10 cycles after 2 warm-up cycles.
 """
@@ -43,7 +43,7 @@ from support.engine import SideEffects, make_snapshot
 
 from agentloom.platform.domain import Run, Session, SessionRecord, StreamHead, new_id, now
 from agentloom.platform.store import PlatformStore
-from agentloom.platform.store.base import Versioned
+from agentloom.platform.store.items import Versioned
 from agentloom_runtime.context import NoCompaction
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.engine import create_engine
@@ -66,7 +66,7 @@ def aws_env() -> None:
 def new_session(store: PlatformStore) -> Session:
     session = Session(session_id=new_id("ses"), space_id="spc_bench", agent_id="agt_bench",
                       version=1, user_id="alice", created_at=now())
-    store.create_session(session)
+    store.sessions.create(session)
     return session
 
 
@@ -82,22 +82,22 @@ def fill(store: PlatformStore, session_id: str, count: int) -> None:
     two items per record)."""
     seq = 0
     while seq < count:
-        head = store.get_stream(session_id)
+        head = store.streams.head(session_id)
         assert head is not None
         batch = [record(n) for n in range(seq + 1, min(seq + BATCH, count) + 1)]
         seq = batch[-1].seq
-        store.append_records(head, StreamHead(session_id=session_id, seq=seq), batch)
+        store.streams.append(head, StreamHead(session_id=session_id, seq=seq), batch)
 
 
 def fill_moto(client: Any, session_id: str, count: int) -> None:
     """The same items, written with BatchWriteItem: moto deep-copies every table on each
     TransactWriteItems, so 200 transactions over a growing table take minutes there.
     Items as the adapter writes them (``pk``, ``sk``, ``version``, ``body``)."""
-    from agentloom.platform.store.base import _dumps, seq_key
+    from agentloom.platform.store.items import dumps, seq_key
 
     items = []
     for n in range(1, count + 1):
-        body = {"S": _dumps(record(n))}
+        body = {"S": dumps(record(n))}
         sk = {"S": seq_key("rec", n)}
         for pk in (f"session#{session_id}", f"session#{session_id}#i#{record(n).instance}"):
             items.append({"pk": {"S": pk}, "sk": sk, "version": {"N": "1"}, "body": body})
@@ -113,7 +113,7 @@ def page_latency(store: PlatformStore, session_id: str) -> dict[str, float]:
             timings = []
             for _ in range(20):
                 start = time.perf_counter()
-                page = store.records(session_id, after=after, limit=PAGE, instance=instance)
+                page = store.streams.records(session_id, after=after, limit=PAGE, instance=instance)
                 timings.append(time.perf_counter() - start)
             assert page and page[0].seq > after
             out[f"after={after} instance={instance or 'all'}"] = \
@@ -122,10 +122,10 @@ def page_latency(store: PlatformStore, session_id: str) -> dict[str, float]:
 
 
 def sqlite_pages() -> tuple[dict[str, float], float]:
-    from agentloom.platform.store import SqlitePlatformStore
+    from agentloom.platform.store import SqliteItemStore
 
     with tempfile.TemporaryDirectory() as tmp:
-        store = SqlitePlatformStore(Path(tmp) / "agentloom.sqlite3")
+        store = PlatformStore(SqliteItemStore(Path(tmp) / "agentloom.sqlite3"))
         session = new_session(store)
         start = time.perf_counter()
         fill(store, session.session_id, RECORDS)
@@ -141,12 +141,12 @@ def dynamodb_pages() -> tuple[dict[str, float], float]:
     import boto3
     from moto import mock_aws
 
-    from agentloom.platform.store.dynamodb import DynamoDbPlatformStore, create_table
+    from agentloom.platform.store.dynamodb import DynamoDbItemStore, create_table
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_table(client, TABLE)
-        store = DynamoDbPlatformStore(TABLE, client=client)
+        store = PlatformStore(DynamoDbItemStore(TABLE, client=client))
         session = new_session(store)
         start = time.perf_counter()
         fill_moto(client, session.session_id, RECORDS)
@@ -182,7 +182,7 @@ async def units_per_cycle(warmup: int = 2, measured: int = 10, *,
     import boto3
     from moto import mock_aws
 
-    from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
+    from agentloom.platform.store.dynamodb import DynamoDbItemStore
     from agentloom.platform.store.dynamodb import create_table as create_platform_table
     from agentloom.platform.store.session_commits import SessionCommits
     from agentloom.platform.tracker import RunTracker
@@ -191,17 +191,18 @@ async def units_per_cycle(warmup: int = 2, measured: int = 10, *,
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_platform_table(client, TABLE)  # one table: RUN#… checkpoints, lowercase platform
-        platform = DynamoDbPlatformStore(TABLE, client=client)
+        items = DynamoDbItemStore(TABLE, client=client)
+        platform = PlatformStore(items)
         commits = SessionCommits(platform) if atomic else None
         checkpoints = DynamoDbCheckpointStore(TABLE, client=client, companion=commits)
         tracker = RunTracker(platform, checkpoints, commits=commits)
         session = new_session(platform)
-        current = platform.get_session(session.session_id)
+        current = platform.sessions.get(session.session_id)
         assert current is not None
         run = Run(run_id=new_id("run"), session_id=session.session_id,
                   space_id=session.space_id, agent_id=session.agent_id, version=1,
                   user_id="alice", created_at=now(), updated_at=now())
-        platform.start_run(current, run)
+        platform.runs.start(current, run)
         snapshot = make_snapshot(model={"model": "m", "context_window": 10_000_000,
                                         "max_output_tokens": 4096},
                                  limits={"max_model_calls": 10_000, "max_iterations": 10_000})
@@ -221,25 +222,25 @@ async def units_per_cycle(warmup: int = 2, measured: int = 10, *,
         for _ in range(warmup):
             await cycle()
         before = (checkpoints.write_units, checkpoints.items_written,
-                  platform.write_units, platform.items_written)
+                  items.write_units, items.items_written)
         records_before = _stream_seq(platform, session.session_id)
-        events_before = len(platform.events(run.run_id, limit=10_000))
+        events_before = len(platform.events.read(run.run_id, limit=10_000))
         for _ in range(measured):
             await cycle()
         records = _stream_seq(platform, session.session_id) - records_before
-        events = len(platform.events(run.run_id, limit=10_000)) - events_before
+        events = len(platform.events.read(run.run_id, limit=10_000)) - events_before
         cp_units = (checkpoints.write_units - before[0]) / measured
-        pf_units = (platform.write_units - before[2]) / measured
+        pf_units = (items.write_units - before[2]) / measured
         return {"checkpoint units": cp_units,
                 "checkpoint items": (checkpoints.items_written - before[1]) / measured,
                 "platform units": pf_units,
-                "platform items": (platform.items_written - before[3]) / measured,
+                "platform items": (items.items_written - before[3]) / measured,
                 "session records": records / measured, "events": events / measured,
                 "total units": cp_units + pf_units}
 
 
 def _stream_seq(store: PlatformStore, session_id: str) -> int:
-    head: Versioned[StreamHead] | None = store.get_stream(session_id)
+    head: Versioned[StreamHead] | None = store.streams.head(session_id)
     return 0 if head is None else head.value.seq
 
 

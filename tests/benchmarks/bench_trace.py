@@ -297,7 +297,7 @@ def measure_ask(platform: Any, server: Any, token: str, session_id: str) -> dict
                      {"question": "Q What is one plus one?"})
         run_id = asked["run"]["run_id"]
         while True:
-            found = platform.store.get_run(session_id, run_id)
+            found = platform.store.runs.get(session_id, run_id)
             if found.value.status not in ACTIVE and not launcher.driving(run_id):
                 break
             time.sleep(0.005)

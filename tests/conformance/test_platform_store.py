@@ -37,15 +37,16 @@ from agentloom.platform.errors import Invalid
 from agentloom.platform.store import (
     ABSENT,
     ANY,
-    DynamoDbPlatformStore,
-    InMemoryPlatformStore,
+    DynamoDbItemStore,
+    InMemoryItemStore,
+    ItemStore,
     PlatformStore,
-    SqlitePlatformStore,
+    SqliteItemStore,
     WriteConflict,
     secret_hash,
 )
-from agentloom.platform.store.base import Write, put
 from agentloom.platform.store.dynamodb import MAX_ITEM_BYTES, create_table
+from agentloom.platform.store.items import Write, put
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint.store import Commit
 from agentloom_runtime.errors import PersistenceError
@@ -56,35 +57,36 @@ TABLE = "agentloom-platform-test"
 
 @pytest.fixture(params=ADAPTERS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PlatformStore]:
-    backend: PlatformStore
+    backend: ItemStore
     if request.param == "dynamodb":
         request.getfixturevalue("fake_aws_env")
         with mock_aws():
             client = boto3.client("dynamodb", region_name="us-east-1")
             create_table(client, TABLE)
-            yield DynamoDbPlatformStore(TABLE, client=client)
+            yield PlatformStore(DynamoDbItemStore(TABLE, client=client))
         return
     if request.param == "memory":
-        backend = InMemoryPlatformStore()
+        backend = InMemoryItemStore()
     else:
-        backend = SqlitePlatformStore(tmp_path / "agentloom.sqlite3")
+        backend = SqliteItemStore(tmp_path / "agentloom.sqlite3")
+    store = PlatformStore(backend)
     try:
-        yield backend
+        yield store
     finally:
-        backend.close()
+        store.close()
 
 
 def _space(store: PlatformStore, owner: str = "alice") -> Space:
     space = Space(space_id=new_id("spc"), name="Team", created_by=owner, created_at=now())
-    store.create_space(space, Member(space_id=space.space_id, user_id=owner, role="owner",
-                                     added_by=owner, added_at=now()))
+    store.spaces.create(space, Member(space_id=space.space_id, user_id=owner, role="owner",
+                                      added_by=owner, added_at=now()))
     return space
 
 
 def _session(store: PlatformStore, space: Space, user: str = "alice") -> Session:
     session = Session(session_id=new_id("ses"), space_id=space.space_id, agent_id="agt_1",
                       version=1, user_id=user, created_at=now())
-    store.create_session(session)
+    store.sessions.create(session)
     return session
 
 
@@ -99,52 +101,56 @@ def _run(session: Session) -> Run:
 
 
 def test_conditional_writes_and_versions(store: PlatformStore):
-    store.transact([Write("p", "a", '{"n":1}', ABSENT)])
-    assert store._get("p", "a") == (1, '{"n":1}')
+    items = store.items
+    items.transact([Write("p", "a", '{"n":1}', ABSENT)])
+    assert items.get_raw("p", "a") == (1, '{"n":1}')
     with pytest.raises(WriteConflict):
-        store.transact([Write("p", "a", '{"n":2}', ABSENT)])
+        items.transact([Write("p", "a", '{"n":2}', ABSENT)])
     with pytest.raises(WriteConflict):
-        store.transact([Write("p", "a", '{"n":2}', 2)])
-    store.transact([Write("p", "a", '{"n":2}', 1)])
-    store.transact([Write("p", "a", '{"n":3}', ANY)])
-    assert store._get("p", "a") == (3, '{"n":3}')
-    store.transact([Write("p", "a", None, 3)])
-    assert store._get("p", "a") is None
+        items.transact([Write("p", "a", '{"n":2}', 2)])
+    items.transact([Write("p", "a", '{"n":2}', 1)])
+    items.transact([Write("p", "a", '{"n":3}', ANY)])
+    assert items.get_raw("p", "a") == (3, '{"n":3}')
+    items.transact([Write("p", "a", None, 3)])
+    assert items.get_raw("p", "a") is None
 
 
 def test_a_failed_condition_writes_nothing(store: PlatformStore):
-    store.transact([Write("p", "a", '{"n":1}', ABSENT)])
+    items = store.items
+    items.transact([Write("p", "a", '{"n":1}', ABSENT)])
     with pytest.raises(WriteConflict) as caught:
-        store.transact([Write("p", "b", '{"n":1}', ABSENT), Write("p", "c", None, ANY),
+        items.transact([Write("p", "b", '{"n":1}', ABSENT), Write("p", "c", None, ANY),
                         Write("p", "a", '{"n":9}', 7)])
     assert caught.value.index == 2
-    assert store._get("p", "b") is None
-    assert store._get("p", "a") == (1, '{"n":1}')
+    assert items.get_raw("p", "b") is None
+    assert items.get_raw("p", "a") == (1, '{"n":1}')
     with pytest.raises(WriteConflict):  # a check alone fails the transaction too
-        store.transact([Write("p", "d", '{}', ABSENT), Write("p", "a", None, 5, check=True)])
-    assert store._get("p", "d") is None
+        items.transact([Write("p", "d", '{}', ABSENT), Write("p", "a", None, 5, check=True)])
+    assert items.get_raw("p", "d") is None
 
 
 def test_queries_are_ordered_by_prefix_after_and_limit(store: PlatformStore):
-    store.transact([Write("p", sk, "{}", ABSENT) for sk in
+    items = store.items
+    items.transact([Write("p", sk, "{}", ABSENT) for sk in
                     ("x#3", "x#1", "y#1", "x#2", "w#9", "x#10")])
-    keys = [s.sk for s in store._query("p", "x#", None, None, False)]
+    keys = [s.sk for s in items.query_raw("p", "x#")]
     assert keys == ["x#1", "x#10", "x#2", "x#3"]
-    assert [s.sk for s in store._query("p", "x#", "x#10", 2, False)] == ["x#2", "x#3"]
-    assert [s.sk for s in store._query("p", "x#", None, None, True)] == \
+    assert [s.sk for s in items.query_raw("p", "x#", after="x#10", limit=2)] == ["x#2", "x#3"]
+    assert [s.sk for s in items.query_raw("p", "x#", reverse=True)] == \
         ["x#3", "x#2", "x#10", "x#1"]
-    assert [s.sk for s in store._query("p", "x#", "x#2", None, True)] == ["x#10", "x#1"]
-    assert store._query("other", "", None, None, False) == []
+    assert [s.sk for s in items.query_raw("p", "x#", after="x#2", reverse=True)] == \
+        ["x#10", "x#1"]
+    assert items.query_raw("other", "") == []
 
 
 def test_text_that_is_not_unicode_is_refused(store: PlatformStore):
     with pytest.raises(Invalid):
-        store.transact([put("p", "a", {"text": "bad \ud800"})])
+        store.items.transact([put("p", "a", {"text": "bad \ud800"})])
 
 
 def test_one_transaction_writes_each_item_once(store: PlatformStore):
     with pytest.raises(ValueError):
-        store.transact([Write("p", "a", "{}"), Write("p", "a", "{}")])
+        store.items.transact([Write("p", "a", "{}"), Write("p", "a", "{}")])
 
 
 # -- spaces, members, agents ------------------------------------------------------------
@@ -152,21 +158,21 @@ def test_one_transaction_writes_each_item_once(store: PlatformStore):
 
 def test_spaces_members_and_a_users_spaces(store: PlatformStore):
     space = _space(store)
-    assert store.user_spaces("alice") == [(space.space_id, "owner")]
-    current = store.get_space(space.space_id)
+    assert store.spaces.of_user("alice") == [(space.space_id, "owner")]
+    current = store.spaces.get(space.space_id)
     assert current is not None
     bob = Member(space_id=space.space_id, user_id="bob", role="member", added_by="alice",
                  added_at=now())
-    store.write_member(current, "bob", bob)
-    assert {m.user_id: m.role for m in store.members(space.space_id)} == \
+    store.spaces.write_member(current, "bob", bob)
+    assert {m.user_id: m.role for m in store.spaces.members(space.space_id)} == \
         {"alice": "owner", "bob": "member"}
     with pytest.raises(WriteConflict):  # the space moved on: membership changes serialize
-        store.write_member(current, "carol", bob.model_copy(update={"user_id": "carol"}))
-    fresh = store.get_space(space.space_id)
+        store.spaces.write_member(current, "carol", bob.model_copy(update={"user_id": "carol"}))
+    fresh = store.spaces.get(space.space_id)
     assert fresh is not None and fresh.version == current.version + 1
-    store.write_member(fresh, "bob", None)
-    assert store.get_member(space.space_id, "bob") is None
-    assert store.user_spaces("bob") == []
+    store.spaces.write_member(fresh, "bob", None)
+    assert store.spaces.member(space.space_id, "bob") is None
+    assert store.spaces.of_user("bob") == []
 
 
 def test_drafts_and_immutable_versions(store: PlatformStore):
@@ -175,25 +181,25 @@ def test_drafts_and_immutable_versions(store: PlatformStore):
                   created_by="alice", created_at=now())
     draft = Draft(space_id=space.space_id, agent_id=agent.agent_id, revision=1,
                   config={"model": {"model": "m"}}, updated_by="alice", updated_at=now())
-    store.create_agent(agent, draft)
-    saved = store.get_draft(agent.agent_id)
+    store.agents.create(agent, draft)
+    saved = store.agents.draft(agent.agent_id)
     assert saved is not None and saved.value.config == draft.config
-    store.save_draft(draft.model_copy(update={"revision": 2}), saved.version)
+    store.agents.save_draft(draft.model_copy(update={"revision": 2}), saved.version)
     with pytest.raises(WriteConflict):
-        store.save_draft(draft.model_copy(update={"revision": 3}), saved.version)
-    current = store.get_agent(space.space_id, agent.agent_id)
+        store.agents.save_draft(draft.model_copy(update={"revision": 3}), saved.version)
+    current = store.agents.get(space.space_id, agent.agent_id)
     assert current is not None
     version = AgentVersion(space_id=space.space_id, agent_id=agent.agent_id, version=1,
                            content_hash="sha256:x", snapshot={"agent_id": "a"},
                            published_by="alice", published_at=now())
-    store.publish(current, version)
-    after = store.get_agent(space.space_id, agent.agent_id)
+    store.agents.publish(current, version)
+    after = store.agents.get(space.space_id, agent.agent_id)
     assert after is not None and after.value.latest_version == 1
     with pytest.raises(WriteConflict):  # a version is written once
-        store.publish(after, version)
-    assert [v.version for v in store.versions(agent.agent_id)] == [1]
-    assert store.get_version(agent.agent_id, 1) == version
-    assert [a.agent_id for a in store.agents(space.space_id)] == [agent.agent_id]
+        store.agents.publish(after, version)
+    assert [v.version for v in store.agents.versions(agent.agent_id)] == [1]
+    assert store.agents.version(agent.agent_id, 1) == version
+    assert [a.agent_id for a in store.agents.in_space(space.space_id)] == [agent.agent_id]
 
 
 def _published(store: PlatformStore, snapshot: dict[str, Any], number: int = 1
@@ -201,15 +207,15 @@ def _published(store: PlatformStore, snapshot: dict[str, Any], number: int = 1
     space = _space(store)
     agent = Agent(space_id=space.space_id, agent_id=new_id("agt"), name="Helper",
                   created_by="alice", created_at=now())
-    store.create_agent(agent, Draft(space_id=space.space_id, agent_id=agent.agent_id,
-                                    revision=1, config={}, updated_by="alice",
-                                    updated_at=now()))
-    current = store.get_agent(space.space_id, agent.agent_id)
+    store.agents.create(agent, Draft(space_id=space.space_id, agent_id=agent.agent_id,
+                                     revision=1, config={}, updated_by="alice",
+                                     updated_at=now()))
+    current = store.agents.get(space.space_id, agent.agent_id)
     assert current is not None
     version = AgentVersion(space_id=space.space_id, agent_id=agent.agent_id,
                            version=number, content_hash="sha256:x", snapshot=snapshot,
                            published_by="alice", published_at=now())
-    store.publish(current, version)
+    store.agents.publish(current, version)
     return agent, version
 
 
@@ -219,21 +225,21 @@ def test_a_large_snapshot_is_stored_in_parts_and_reads_back_whole(store: Platfor
     prompt = ("Answer carefully. \"quoted\" \\ path\n ünïcödé ☃ 𝄞 " * 6_000)[:300_000]
     snapshot = {"agent_id": "a", "system_prompt": prompt, "tools": ["read_file"] * 50}
     agent, version = _published(store, snapshot)
-    assert store.get_version(agent.agent_id, 1) == version
-    assert store.versions(agent.agent_id) == [version]
-    parts = store.query_raw(f"agent#{agent.agent_id}", "vpart#")
+    assert store.agents.version(agent.agent_id, 1) == version
+    assert store.agents.versions(agent.agent_id) == [version]
+    parts = store.items.query_raw(f"agent#{agent.agent_id}", "vpart#")
     assert len(parts) >= 7  # each part a small item
     assert all(len(p.text.encode()) <= 48 * 1024 < MAX_ITEM_BYTES for p in parts)
-    stored = store.query_raw(f"agent#{agent.agent_id}", "v#")
+    stored = store.items.query_raw(f"agent#{agent.agent_id}", "v#")
     assert len(stored) == 1 and prompt[:100] not in stored[0].text  # the item holds a marker
 
 
 def test_a_missing_snapshot_part_is_an_error_not_a_wrong_snapshot(store: PlatformStore):
     agent, _ = _published(store, {"system_prompt": "x" * 100_000})
-    part = store.query_raw(f"agent#{agent.agent_id}", "vpart#")[1]
-    store.transact([Write(f"agent#{agent.agent_id}", part.sk, None)])
+    part = store.items.query_raw(f"agent#{agent.agent_id}", "vpart#")[1]
+    store.items.transact([Write(f"agent#{agent.agent_id}", part.sk, None)])
     with pytest.raises(PersistenceError) as caught:
-        store.get_version(agent.agent_id, 1)
+        store.agents.version(agent.agent_id, 1)
     assert caught.value.details["code"] == "snapshot_parts_invalid"
 
 
@@ -250,49 +256,49 @@ def test_a_snapshot_above_the_limit_is_refused_with_its_code(store: PlatformStor
 def test_start_run_takes_the_lease_and_registers_everything(store: PlatformStore):
     space = _space(store)
     session = _session(store, space)
-    current = store.get_session(session.session_id)
+    current = store.sessions.get(session.session_id)
     assert current is not None
     run = _run(session)
     key = Idempotency(session_id=session.session_id, key_sha256="k", run_id=run.run_id,
                       request_hash="h", user_id="alice", created_at=now(),
                       expires_at=now() + 60)
-    store.start_run(current, run, key)
-    after = store.get_session(session.session_id)
+    store.runs.start(current, run, key)
+    after = store.sessions.get(session.session_id)
     assert after is not None and after.value.active_run == run.run_id
     assert after.value.runs == 1
-    found = store.find_run(run.run_id)
+    found = store.runs.find(run.run_id)
     assert found is not None and found.value == run
-    assert [r.run_id for r in store.runs_by_status(space.space_id, "queued")] == [run.run_id]
-    stored_key = store.get_idempotency(session.session_id, "k")
+    assert [r.run_id for r in store.runs.by_status(space.space_id, "queued")] == [run.run_id]
+    stored_key = store.runs.idempotency(session.session_id, "k")
     assert stored_key is not None and stored_key.value.run_id == run.run_id
-    stream = store.get_stream(session.session_id)
+    stream = store.streams.head(session.session_id)
     assert stream is not None and run.run_id in stream.value.open
-    assert store.user_sessions("alice", space.space_id)[0].session_id == session.session_id
+    assert store.sessions.of_user("alice", space.space_id)[0].session_id == session.session_id
 
 
 # moto's DynamoDB backend takes no lock: transactions from threads interleave inside it
 # (3-4 winners, "dictionary changed size during iteration"), which says nothing about
 # DynamoDB. On moto the race runs sequentially: all 50 asks read the session first, then
 # all 50 write, so each writes against the same stale version as in the threaded race.
-SEQUENTIAL_RACE = {DynamoDbPlatformStore: "moto's in-process backend is not thread-safe"}
+SEQUENTIAL_RACE = {DynamoDbItemStore: "moto's in-process backend is not thread-safe"}
 
 
 def test_exactly_one_of_50_concurrent_asks_wins(store: PlatformStore):
     space = _space(store)
     session = _session(store, space)
-    sequential = type(store) in SEQUENTIAL_RACE
+    sequential = type(store.items) in SEQUENTIAL_RACE
     barrier = threading.Barrier(1 if sequential else 50)
     won: list[str] = []
     lost: list[str] = []
-    read = [store.get_session(session.session_id) for _ in range(50)] if sequential else []
+    read = [store.sessions.get(session.session_id) for _ in range(50)] if sequential else []
 
     def ask(n: int) -> None:
-        current = read[n] if sequential else store.get_session(session.session_id)
+        current = read[n] if sequential else store.sessions.get(session.session_id)
         assert current is not None
         run = _run(session)
         barrier.wait()
         try:
-            store.start_run(current, run)
+            store.runs.start(current, run)
             won.append(run.run_id)
         except WriteConflict:
             lost.append(run.run_id)
@@ -307,30 +313,30 @@ def test_exactly_one_of_50_concurrent_asks_wins(store: PlatformStore):
         for t in threads:
             t.join()
     assert len(won) == 1 and len(lost) == 49
-    assert [r.run_id for r in store.session_runs(session.session_id)] == won
-    after = store.get_session(session.session_id)
+    assert [r.run_id for r in store.runs.of_session(session.session_id)] == won
+    after = store.sessions.get(session.session_id)
     assert after is not None and after.value.active_run == won[0]
 
 
 def test_update_run_moves_its_index_and_gives_the_lease_back(store: PlatformStore):
     space = _space(store)
     session = _session(store, space)
-    current = store.get_session(session.session_id)
+    current = store.sessions.get(session.session_id)
     assert current is not None
     run = _run(session)
-    store.start_run(current, run)
-    stored = store.get_run(session.session_id, run.run_id)
-    held = store.get_session(session.session_id)
+    store.runs.start(current, run)
+    stored = store.runs.get(session.session_id, run.run_id)
+    held = store.sessions.get(session.session_id)
     assert stored is not None and held is not None
     done = stored.value.model_copy(update={"status": "completed", "updated_at": now()})
-    store.update_run(stored, done, session=held,
-                     session_update=held.value.model_copy(update={"active_run": None}))
-    assert store.runs_by_status(space.space_id, "queued") == []
-    assert [r.status for r in store.runs_by_status(space.space_id)] == ["completed"]
-    released = store.get_session(session.session_id)
+    store.runs.update(stored, done, session=held,
+                      session_update=held.value.model_copy(update={"active_run": None}))
+    assert store.runs.by_status(space.space_id, "queued") == []
+    assert [r.status for r in store.runs.by_status(space.space_id)] == ["completed"]
+    released = store.sessions.get(session.session_id)
     assert released is not None and released.value.active_run is None
     with pytest.raises(WriteConflict):  # a stale run version changes nothing
-        store.update_run(stored, done)
+        store.runs.update(stored, done)
 
 
 # -- the record stream, events, tokens ----------------------------------------------------
@@ -339,7 +345,7 @@ def test_update_run_moves_its_index_and_gives_the_lease_back(store: PlatformStor
 def test_records_are_appended_once_and_listed_by_instance(store: PlatformStore):
     space = _space(store)
     session = _session(store, space)
-    head = store.get_stream(session.session_id)
+    head = store.streams.head(session.session_id)
     assert head is not None
 
     def record(seq: int, instance: str) -> SessionRecord:
@@ -347,13 +353,13 @@ def test_records_are_appended_once_and_listed_by_instance(store: PlatformStore):
                              entry_key=f"src:{seq}", src=seq, at=now())
 
     records = [record(1, "main"), record(2, "sub-1"), record(3, "main")]
-    store.append_records(head, StreamHead(session_id=session.session_id, seq=3), records)
+    store.streams.append(head, StreamHead(session_id=session.session_id, seq=3), records)
     with pytest.raises(WriteConflict):  # the same head again: nothing is appended twice
-        store.append_records(head, StreamHead(session_id=session.session_id, seq=3), records)
-    assert [r.seq for r in store.records(session.session_id)] == [1, 2, 3]
-    assert [r.seq for r in store.records(session.session_id, instance="main")] == [1, 3]
-    assert [r.seq for r in store.records(session.session_id, after=1, limit=1)] == [2]
-    assert store.records(session.session_id, instance="sub-2") == []
+        store.streams.append(head, StreamHead(session_id=session.session_id, seq=3), records)
+    assert [r.seq for r in store.streams.records(session.session_id)] == [1, 2, 3]
+    assert [r.seq for r in store.streams.records(session.session_id, instance="main")] == [1, 3]
+    assert [r.seq for r in store.streams.records(session.session_id, after=1, limit=1)] == [2]
+    assert store.streams.records(session.session_id, instance="sub-2") == []
 
 
 def test_records_in_batches_and_single_items_read_alike(store: PlatformStore):
@@ -363,48 +369,48 @@ def test_records_in_batches_and_single_items_read_alike(store: PlatformStore):
     sid = session.session_id
     first = SessionRecord(seq=1, run_id="r", instance="main", kind="user",
                           entry_key="src:1", src=1, at=now())
-    store.transact([put(f"session#{sid}", "rec#000000000001", first),
-                    put(f"session#{sid}#i#main", "rec#000000000001", first)])
-    head = store.get_stream(sid)
+    store.items.transact([put(f"session#{sid}", "rec#000000000001", first),
+                          put(f"session#{sid}#i#main", "rec#000000000001", first)])
+    head = store.streams.head(sid)
     assert head is not None
     many = [SessionRecord(seq=n, run_id="r", instance="main" if n % 3 else "sub-1",
                           kind="tool_result", entry_key=f"src:{n}", src=n, at=now())
             for n in range(2, 252)]
-    store.append_records(head, StreamHead(session_id=sid, seq=251), many)
-    assert [r.seq for r in store.records(sid, limit=1000)] == list(range(1, 252))
-    assert [r.seq for r in store.records(sid, after=99, limit=3)] == [100, 101, 102]
-    assert [r.seq for r in store.records(sid, after=150, limit=2, instance="sub-1")] == \
+    store.streams.append(head, StreamHead(session_id=sid, seq=251), many)
+    assert [r.seq for r in store.streams.records(sid, limit=1000)] == list(range(1, 252))
+    assert [r.seq for r in store.streams.records(sid, after=99, limit=3)] == [100, 101, 102]
+    assert [r.seq for r in store.streams.records(sid, after=150, limit=2, instance="sub-1")] == \
         [153, 156]
-    main = [r.seq for r in store.records(sid, limit=1000, instance="main")]
+    main = [r.seq for r in store.streams.records(sid, limit=1000, instance="main")]
     assert main == [1, *(n for n in range(2, 252) if n % 3)]
-    batches = store.query_raw(f"session#{sid}", "rec#")
+    batches = store.items.query_raw(f"session#{sid}", "rec#")
     assert len(batches) == 1 + 3  # the single item, then 250 records in 3 batches
 
 
 def test_events_get_unique_contiguous_seqs_under_concurrent_writers(store: PlatformStore):
     def write(n: int) -> None:
         for i in range(10):
-            store.append_events("run-x", [("tool.started", {"writer": n, "i": i})])
+            store.events.append("run-x", [("tool.started", {"writer": n, "i": i})])
 
     threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    events = store.events("run-x", limit=1000)
+    events = store.events.read("run-x", limit=1000)
     assert [e.seq for e in events] == list(range(1, 81))
-    assert [e.seq for e in store.events("run-x", after=78)] == [79, 80]
+    assert [e.seq for e in store.events.read("run-x", after=78)] == [79, 80]
 
 
 def test_tokens_are_found_by_the_hash_of_their_secret(store: PlatformStore):
     token = Token(token_id="tok_1", user_id="alice", secret_sha256=secret_hash("s3cret"),
                   created_at=now())
-    store.put_token(token)
-    assert store.token_by_secret("s3cret") == token
-    assert store.token_by_secret("other") is None
-    assert store.tokens("alice") == [token]
-    assert store.revoke_token("alice", "tok_1")
-    found = store.token_by_secret("s3cret")
+    store.tokens.create(token)
+    assert store.tokens.by_secret("s3cret") == token
+    assert store.tokens.by_secret("other") is None
+    assert store.tokens.of_user("alice") == [token]
+    assert store.tokens.revoke("alice", "tok_1")
+    found = store.tokens.by_secret("s3cret")
     assert found is not None and found.revoked
 
 
@@ -414,14 +420,14 @@ def test_tokens_are_found_by_the_hash_of_their_secret(store: PlatformStore):
 def test_sqlite_shares_the_checkpoint_file_and_survives_a_reopen(tmp_path: Path):
     path = tmp_path / "agentloom.sqlite3"
     checkpoints = SqliteCheckpointStore(path)
-    platform = SqlitePlatformStore(path)
+    platform = PlatformStore(SqliteItemStore(path))
     checkpoints.commit(Commit("run-1", 0, {"status": "running"}))
     space = _space(platform)
     platform.close()
     checkpoints.close()
-    again = SqlitePlatformStore(path)
+    again = PlatformStore(SqliteItemStore(path))
     try:
-        assert again.get_space(space.space_id) is not None
+        assert again.spaces.get(space.space_id) is not None
         reopened = SqliteCheckpointStore(path)
         loaded = reopened.load_head("run-1")
         assert loaded is not None and loaded.body == {"status": "running"}
@@ -434,11 +440,11 @@ def test_sqlite_shares_the_checkpoint_file_and_survives_a_reopen(tmp_path: Path)
 
 
 @pytest.fixture
-def dynamodb_store(fake_aws_env: None) -> Iterator[tuple[DynamoDbPlatformStore, Any]]:
+def dynamodb_items(fake_aws_env: None) -> Iterator[tuple[DynamoDbItemStore, Any]]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_table(client, TABLE)
-        yield DynamoDbPlatformStore(TABLE, client=client), client
+        yield DynamoDbItemStore(TABLE, client=client), client
 
 
 def _raw(client: Any, pk: str, sk: str) -> dict[str, Any]:
@@ -448,60 +454,61 @@ def _raw(client: Any, pk: str, sk: str) -> dict[str, Any]:
 
 
 def test_dynamodb_expiring_items_carry_the_ttl_attribute(
-        dynamodb_store: tuple[DynamoDbPlatformStore, Any]):
-    store, client = dynamodb_store
+        dynamodb_items: tuple[DynamoDbItemStore, Any]):
+    items, client = dynamodb_items
+    store = PlatformStore(items)
     ttl = client.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
     assert ttl["TimeToLiveStatus"] == "ENABLED" and ttl["AttributeName"] == "ttl"
     space = _space(store)
     session = _session(store, space)
-    current = store.get_session(session.session_id)
+    current = store.sessions.get(session.session_id)
     assert current is not None
     run = _run(session)
     expires = now() + 3600.25
-    store.start_run(current, run, Idempotency(
+    store.runs.start(current, run, Idempotency(
         session_id=session.session_id, key_sha256="k", run_id=run.run_id, request_hash="h",
         user_id="alice", created_at=now(), expires_at=expires))
     assert _raw(client, f"session#{session.session_id}", "idem#k")["ttl"] == \
         {"N": str(int(expires) + 1)}
     assert "ttl" not in _raw(client, f"session#{session.session_id}", "session")
-    store.put_token(Token(token_id="t1", user_id="alice", secret_sha256=secret_hash("a"),
-                          created_at=now(), expires_at=expires))
-    store.put_token(Token(token_id="t2", user_id="alice", secret_sha256=secret_hash("b"),
-                          created_at=now()))
+    store.tokens.create(Token(token_id="t1", user_id="alice", secret_sha256=secret_hash("a"),
+                              created_at=now(), expires_at=expires))
+    store.tokens.create(Token(token_id="t2", user_id="alice", secret_sha256=secret_hash("b"),
+                              created_at=now()))
     assert "ttl" in _raw(client, f"token#{secret_hash('a')}", "token")
     assert "ttl" not in _raw(client, f"token#{secret_hash('b')}", "token")
     # a put that drops the expiry drops the attribute (and keeps the version rule)
-    store.transact([put("p", "a", {"expires_at": expires}, ABSENT)])
-    store.transact([put("p", "a", {"n": 1}, 1)])
-    assert "ttl" not in _raw(client, "p", "a") and store._get("p", "a") == (2, '{"n":1}')
+    items.transact([put("p", "a", {"expires_at": expires}, ABSENT)])
+    items.transact([put("p", "a", {"n": 1}, 1)])
+    assert "ttl" not in _raw(client, "p", "a") and items.get_raw("p", "a") == (2, '{"n":1}')
 
 
 def test_dynamodb_refuses_big_items_and_transactions_before_writing(
-        dynamodb_store: tuple[DynamoDbPlatformStore, Any]):
+        dynamodb_items: tuple[DynamoDbItemStore, Any]):
     from agentloom_runtime.errors import ConfigError
 
-    store, _ = dynamodb_store
+    items, _ = dynamodb_items
     with pytest.raises(ConfigError, match="below"):
-        store.transact([Write("p", "small", "{}", ABSENT),
+        items.transact([Write("p", "small", "{}", ABSENT),
                         put("p", "big", {"text": "x" * MAX_ITEM_BYTES}, ABSENT)])
     with pytest.raises(ConfigError, match="100 actions"):
-        store.transact([Write("p", f"k{i}", "{}", ABSENT) for i in range(101)])
-    assert store._query("p", "", None, None, False) == []
-    store.transact([Write("p", f"k{i:03d}", "{}", ABSENT) for i in range(100)])
-    assert len(store._query("p", "k", None, None, False)) == 100
+        items.transact([Write("p", f"k{i}", "{}", ABSENT) for i in range(101)])
+    assert items.query_raw("p", "") == []
+    items.transact([Write("p", f"k{i:03d}", "{}", ABSENT) for i in range(100)])
+    assert len(items.query_raw("p", "k")) == 100
 
 
 def test_dynamodb_counts_write_units_single_writes_are_not_transactions(
-        dynamodb_store: tuple[DynamoDbPlatformStore, Any]):
-    store, _ = dynamodb_store
-    store.transact([Write("p", "a", "{}", ABSENT)])
-    assert (store.items_written, store.write_units) == (1, 1)
-    store.transact([Write("p", "b", "{}", ABSENT), Write("p", "c", "x" * 1500, ABSENT),
+        dynamodb_items: tuple[DynamoDbItemStore, Any]):
+    items, _ = dynamodb_items
+    items.transact([Write("p", "a", "{}", ABSENT)])
+    assert (items.items_written, items.write_units) == (1, 1)
+    items.transact([Write("p", "b", "{}", ABSENT), Write("p", "c", "x" * 1500, ABSENT),
                     Write("p", "a", None, 1, check=True)])
-    assert (store.items_written, store.write_units) == (3, 1 + 2 + 4)
+    assert (items.items_written, items.write_units) == (3, 1 + 2 + 4)
     with pytest.raises(WriteConflict):
-        store.transact([Write("p", "d", "{}", ABSENT), Write("p", "a", "{}", 7)])
-    assert store.items_written == 3  # a cancelled transaction counts nothing
+        items.transact([Write("p", "d", "{}", ABSENT), Write("p", "a", "{}", 7)])
+    assert items.items_written == 3  # a cancelled transaction counts nothing
 
 
 def test_dynamodb_a_concurrent_transaction_is_a_write_conflict():
@@ -514,9 +521,9 @@ def test_dynamodb_a_concurrent_transaction_is_a_write_conflict():
                                                        {"Code": "TransactionConflict"}]},
                               "TransactWriteItems")
 
-    store = DynamoDbPlatformStore(TABLE, client=Busy())
+    items = DynamoDbItemStore(TABLE, client=Busy())
     with pytest.raises(WriteConflict) as caught:
-        store.transact([Write("p", "a", "{}"), Write("p", "b", "{}", ABSENT)])
+        items.transact([Write("p", "a", "{}"), Write("p", "b", "{}", ABSENT)])
     assert caught.value.index == 1 and caught.value.sk == "b"
 
 
@@ -532,34 +539,34 @@ def test_dynamodb_over_http_on_a_moto_server(fake_aws_env: None):
         client = boto3.client("dynamodb", region_name="us-east-1",
                               endpoint_url=f"http://{host}:{port}")
         create_table(client, TABLE)
-        store = DynamoDbPlatformStore(TABLE, client=client)
+        store = PlatformStore(DynamoDbItemStore(TABLE, client=client))
         space = _space(store)
         session = _session(store, space)
-        stale = store.get_session(session.session_id)
+        stale = store.sessions.get(session.session_id)
         assert stale is not None
         outcomes = []
         for _ in range(5):  # one wins, the others meet the condition
             try:
-                store.start_run(stale, _run(session))
+                store.runs.start(stale, _run(session))
                 outcomes.append("won")
             except WriteConflict:
                 outcomes.append("lost")
         assert outcomes.count("won") == 1
-        head = store.get_stream(session.session_id)
+        head = store.streams.head(session.session_id)
         assert head is not None
         records = [SessionRecord(seq=n, run_id="r", instance="main" if n % 2 else "sub-1",
                                  kind="user", entry_key=f"src:{n}", src=n, at=now())
                    for n in range(1, 41)]
-        store.append_records(head, StreamHead(session_id=session.session_id, seq=40),
+        store.streams.append(head, StreamHead(session_id=session.session_id, seq=40),
                              records)
-        assert [r.seq for r in store.records(session.session_id, after=35)] == \
+        assert [r.seq for r in store.streams.records(session.session_id, after=35)] == \
             [36, 37, 38, 39, 40]
-        assert [r.seq for r in store.records(session.session_id, instance="sub-1",
-                                             after=30, limit=3)] == [32, 34, 36]
-        store.append_events("run-h", [("run.started", {}), ("tool.started", {"n": 1})])
-        assert [e.seq for e in store.events("run-h", after=1)] == [2]
-        store.put_token(Token(token_id="t", user_id="alice", secret_sha256=secret_hash("s"),
-                              created_at=now()))
-        assert store.token_by_secret("s") is not None
+        assert [r.seq for r in store.streams.records(session.session_id, instance="sub-1",
+                                                     after=30, limit=3)] == [32, 34, 36]
+        store.events.append("run-h", [("run.started", {}), ("tool.started", {"n": 1})])
+        assert [e.seq for e in store.events.read("run-h", after=1)] == [2]
+        store.tokens.create(Token(token_id="t", user_id="alice",
+                                  secret_sha256=secret_hash("s"), created_at=now()))
+        assert store.tokens.by_secret("s") is not None
     finally:
         server.stop()

@@ -30,13 +30,13 @@ from support.engine import Crash, SideEffects, build_engine, drive
 
 from agentloom.platform.domain import Run, Session, new_id, now
 from agentloom.platform.store import (
-    DynamoDbPlatformStore,
-    InMemoryPlatformStore,
+    DynamoDbItemStore,
+    InMemoryItemStore,
     PlatformStore,
-    SqlitePlatformStore,
+    SqliteItemStore,
 )
 from agentloom.platform.store import dynamodb as platform_dynamodb
-from agentloom.platform.store.base import put
+from agentloom.platform.store.items import put
 from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores import dynamodb_checkpoints
@@ -81,13 +81,13 @@ def ask(joint: Joint, session: Session | None = None) -> tuple[Session, Run]:
     if session is None:
         session = Session(session_id=new_id("ses"), space_id="spc_1", agent_id="agt_1",
                           version=1, user_id="alice", created_at=now())
-        joint.platform.create_session(session)
-    stored = joint.platform.get_session(session.session_id)
+        joint.platform.sessions.create(session)
+    stored = joint.platform.sessions.get(session.session_id)
     assert stored is not None
     run = Run(run_id=new_id("run"), session_id=session.session_id, space_id="spc_1",
               agent_id="agt_1", version=1, user_id="alice", created_at=now(),
               updated_at=now())
-    joint.platform.start_run(stored, run)
+    joint.platform.runs.start(stored, run)
     return session, run
 
 
@@ -148,14 +148,14 @@ class Crasher:
 
 
 def stream(joint: Joint, session_id: str) -> list[Any]:
-    return joint.platform.records(session_id, limit=10_000)
+    return joint.platform.streams.records(session_id, limit=10_000)
 
 
 def check_consistent(joint: Joint, session_id: str, run_id: str) -> None:
     """The head's records and the session's agree: all or nothing, no duplicate seq."""
     records = stream(joint, session_id)
     assert [r.seq for r in records] == list(range(1, len(records) + 1))
-    head = joint.platform.get_stream(session_id)
+    head = joint.platform.streams.head(session_id)
     assert head is not None and head.value.seq == len(records)
     loaded = joint.checkpoints.load_head(run_id)
     instances = tuple(loaded.body["frames"]) if loaded else ()
@@ -168,7 +168,7 @@ def check_consistent(joint: Joint, session_id: str, run_id: str) -> None:
     calls = sum(1 for instance in instances
                 for e in joint.checkpoints.read(run_id, f"src:{instance}")
                 if e.body.get("kind") == "assistant" and (e.body.get("call") or {}).get("usage"))
-    run = joint.platform.get_run(session_id, run_id)
+    run = joint.platform.runs.get(session_id, run_id)
     assert run is not None and run.value.usage.calls == calls
 
 
@@ -180,7 +180,7 @@ async def _reference(joint: Joint, calls: int, *, after_join: bool | None = None
     await engine.start("count", run_id=run.run_id)
     assert (await drive(engine)).status == "completed"
     check_consistent(joint, session.session_id, run.run_id)
-    head = joint.platform.get_stream(session.session_id)
+    head = joint.platform.streams.head(session.session_id)
     assert head is not None and run.run_id not in head.value.open  # closed in the commit
     return crasher.points, [(r.instance, r.kind) for r in stream(joint, session.session_id)]
 
@@ -189,7 +189,7 @@ def sweep_points(name: str) -> range:
     """Every write point of the reference run, counted on a fresh memory pair (the
     points are the same on every backend: the same commits, blobs and joins)."""
     calls = 1 if name == "dynamodb" else 2
-    platform = InMemoryPlatformStore()
+    platform = PlatformStore(InMemoryItemStore())
     commits = SessionCommits(platform)
     checkpoints = InMemoryCheckpointStore(companion=commits)
     pair = Joint("memory", platform, checkpoints, commits, RunTracker(platform, checkpoints))
@@ -237,7 +237,7 @@ async def test_crash_at_every_write_point_then_resume(
 
 @pytest.fixture
 def joint_memory() -> Iterator[Joint]:
-    platform = InMemoryPlatformStore()
+    platform = PlatformStore(InMemoryItemStore())
     commits = SessionCommits(platform)
     checkpoints = InMemoryCheckpointStore(companion=commits)
     yield Joint("memory", platform, checkpoints, commits,
@@ -247,7 +247,7 @@ def joint_memory() -> Iterator[Joint]:
 @pytest.fixture
 def joint_sqlite(tmp_path: Path) -> Iterator[Joint]:
     path = tmp_path / "agentloom.sqlite3"
-    platform = SqlitePlatformStore(path)
+    platform = PlatformStore(SqliteItemStore(path))
     commits = SessionCommits(platform)
     checkpoints = SqliteCheckpointStore(path, companion=commits)
     yield Joint("sqlite", platform, checkpoints, commits,
@@ -262,7 +262,7 @@ def joint_dynamodb(fake_aws_env: Any) -> Iterator[Joint]:
         client = boto3.client("dynamodb", region_name="us-east-1")
         platform_dynamodb.create_table(client, "platform")
         dynamodb_checkpoints.create_table(client, "checkpoints")
-        platform = DynamoDbPlatformStore("platform", client=client)
+        platform = PlatformStore(DynamoDbItemStore("platform", client=client))
         commits = SessionCommits(platform)
         checkpoints = DynamoDbCheckpointStore("checkpoints", client=client,
                                               companion=commits)
@@ -281,10 +281,10 @@ async def test_a_concurrent_stream_writer_makes_the_commit_retry(joint: Joint) -
     def racing_prepare(checkpoints: Any, commit: Commit) -> Any:
         joined = prepare(checkpoints, commit)
         if joined is not None and len(raced) < 3:  # another writer moves the head first
-            head = joint.platform.get_stream(session.session_id)
+            head = joint.platform.streams.head(session.session_id)
             assert head is not None
-            joint.platform.transact([put(f"session#{session.session_id}", "stream",
-                                         head.value, head.version)])
+            joint.platform.items.transact([put(f"session#{session.session_id}", "stream",
+                                               head.value, head.version)])
             raced.append(head.version)
         return joined
 
@@ -348,8 +348,8 @@ def test_a_commit_of_300_records_on_dynamodb(joint_dynamodb: Joint) -> None:
     assert [e.seq for e in joint.checkpoints.read(run.run_id, "src:main", 150, 3)] == \
         [151, 152, 153]
     assert len(stream(joint, session.session_id)) == 300
-    assert [r.src for r in joint.platform.records(session.session_id, after=99, limit=2,
-                                                  instance="main")] == [100, 101]
+    assert [r.src for r in joint.platform.streams.records(session.session_id, after=99, limit=2,
+                                                          instance="main")] == [100, 101]
     check_consistent(joint, session.session_id, run.run_id)
 
 
@@ -366,7 +366,7 @@ def test_a_1_mb_reusable_view_on_dynamodb(joint_dynamodb: Joint) -> None:
                                     [LogEntry("src:main", 1, user)]))
     joint.checkpoints.commit(Commit(run.run_id, 1, _head("completed", src_main=2),
                                     [LogEntry("src:main", 2, answer)]))
-    (ref,) = joint.platform.views(session.session_id)
+    (ref,) = joint.platform.streams.views(session.session_id)
     assert ref.watermark == 2 and ref.run_id == run.run_id
     history = joint.tracker.history(session.session_id)
     assert history.messages[:2] == big and history.view_run_id == run.run_id
@@ -379,7 +379,7 @@ def test_no_view_without_a_compaction_or_a_watch(joint: Joint) -> None:
     joint.checkpoints.commit(Commit(run.run_id, 0, _head("completed", src_main=1), [
         LogEntry("src:main", 1, {"kind": "user", "message": {"role": "user",
                                                              "content": "q"}})]))
-    assert joint.platform.views(session.session_id) == [] and seen == []
+    assert joint.platform.streams.views(session.session_id) == [] and seen == []
 
 
 def test_a_failed_run_gets_one_status_record_in_its_commit(joint: Joint) -> None:
@@ -395,7 +395,7 @@ def test_a_failed_run_gets_one_status_record_in_its_commit(joint: Joint) -> None
     note = records[1].note or {}
     assert "model_error" in note["message"]["content"]
     assert len(note["message"]["content"]) < 2_500  # capped
-    head = joint.platform.get_stream(session.session_id)
+    head = joint.platform.streams.head(session.session_id)
     assert head is not None and run.run_id not in head.value.open
     joint.checkpoints.commit(Commit(run.run_id, 2, failed))  # nothing more is noted
     assert len(stream(joint, session.session_id)) == 2

@@ -225,8 +225,8 @@ def session_problems(home: Path, run_id: str) -> list[str]:
     app = LocalApp(home)
     try:
         session = app.summary(run_id).labels.get("session", "cli")
-        records = app.tracker.store.records(session, limit=200)
-        stream = app.tracker.store.get_stream(session)
+        records = app.tracker.store.streams.records(session, limit=200)
+        stream = app.tracker.store.streams.head(session)
         sources = [e.seq for e in app.store.read(run_id, "src:main")
                    if e.body.get("kind") not in SKIPPED_KINDS]
     finally:

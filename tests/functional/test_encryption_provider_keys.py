@@ -22,7 +22,8 @@ import pytest
 from moto import mock_aws
 
 from agentloom.platform.secrets import CodecSecrets
-from agentloom.platform.store.dynamodb import DynamoDbPlatformStore, create_table
+from agentloom.platform.store import PlatformStore
+from agentloom.platform.store.dynamodb import DynamoDbItemStore, create_table
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
 KEY = "sk-live-provider-key-6f1c2b9a"
@@ -48,7 +49,7 @@ def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, A
 
 def test_a_kms_sealed_key_opens_only_for_its_space_and_connection(
         aws: dict[str, Any]) -> None:
-    kms, store = aws["kms"], DynamoDbPlatformStore(TABLE, client=aws["dynamodb"])
+    kms, store = aws["kms"], PlatformStore(DynamoDbItemStore(TABLE, client=aws["dynamodb"]))
     calls: Counter[str] = Counter()
     contexts: list[dict[str, str]] = []
     kms.meta.events.register("before-call.kms",

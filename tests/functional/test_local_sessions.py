@@ -123,7 +123,7 @@ async def test_history_and_reusable_views(tmp_path: Path) -> None:
         first = await app.run(snapshot(window=6_000), NoteTaker(12), "first question",
                               session="s")
         assert first.status == "completed"
-        views = app.tracker.store.views("s")
+        views = app.tracker.store.streams.views("s")
         assert len(views) == 1, "the compacted view of the first run was saved"
         assert views[0].run_id == first.run_id
         history = app.history("s")

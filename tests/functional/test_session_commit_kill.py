@@ -15,20 +15,20 @@ from typing import Any
 import pytest
 
 from agentloom.platform.domain import Run, Session, now
-from agentloom.platform.store import SqlitePlatformStore
+from agentloom.platform.store import PlatformStore, SqliteItemStore
 from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint import Commit, LogEntry
 
 CHILD = textwrap.dedent('''
     import os, sys
-    from agentloom.platform.store import SqlitePlatformStore
+    from agentloom.platform.store import PlatformStore, SqliteItemStore
     from agentloom.platform.store.session_commits import SessionCommits
     from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
     from agentloom_runtime.checkpoint import Commit, LogEntry
 
     path, where = sys.argv[1], sys.argv[2]
-    platform = SqlitePlatformStore(path)
+    platform = PlatformStore(SqliteItemStore(path))
     commits = SessionCommits(platform)
     store = SqliteCheckpointStore(path, companion=commits)
     prepare = commits.prepare
@@ -61,8 +61,8 @@ CHILD = textwrap.dedent('''
 ''')
 
 
-def _pair(path: Path) -> tuple[SqlitePlatformStore, SqliteCheckpointStore]:
-    platform = SqlitePlatformStore(path)
+def _pair(path: Path) -> tuple[PlatformStore, SqliteCheckpointStore]:
+    platform = PlatformStore(SqliteItemStore(path))
     store = SqliteCheckpointStore(path, companion=SessionCommits(platform))
     return platform, store
 
@@ -74,12 +74,12 @@ def test_killed_inside_the_commit(tmp_path: Path, where: str, committed: bool) -
     platform, store = _pair(path)
     session = Session(session_id="ses_1", space_id="spc_1", agent_id="agt_1", version=1,
                       user_id="alice", created_at=now())
-    platform.create_session(session)
-    stored = platform.get_session("ses_1")
+    platform.sessions.create(session)
+    stored = platform.sessions.get("ses_1")
     assert stored is not None
-    platform.start_run(stored, Run(run_id="run_1", session_id="ses_1", space_id="spc_1",
-                                   agent_id="agt_1", version=1, user_id="alice",
-                                   created_at=now(), updated_at=now()))
+    platform.runs.start(stored, Run(run_id="run_1", session_id="ses_1", space_id="spc_1",
+                                    agent_id="agt_1", version=1, user_id="alice",
+                                    created_at=now(), updated_at=now()))
     platform.close()
     store.close()
     done = subprocess.run([sys.executable, "-c", CHILD, str(path), where], timeout=60,
@@ -88,12 +88,12 @@ def test_killed_inside_the_commit(tmp_path: Path, where: str, committed: bool) -
 
     platform, store = _pair(path)
     head = store.load_head("run_1")
-    records = platform.records("ses_1")
-    stream = platform.get_stream("ses_1")
+    records = platform.streams.records("ses_1")
+    stream = platform.streams.head("ses_1")
     assert stream is not None
-    run = platform.get_run("ses_1", "run_1")
+    run = platform.runs.get("ses_1", "run_1")
     assert run is not None
-    usage = [e.data for e in platform.events("run_1") if e.type == "model.usage"]
+    usage = [e.data for e in platform.events.read("run_1") if e.type == "model.usage"]
     if committed:
         assert head is not None and [r.src for r in records] == [1, 2]
         assert stream.value.seq == 2 and stream.value.open["run_1"].src == {"main": 2}
@@ -110,7 +110,8 @@ def test_killed_inside_the_commit(tmp_path: Path, where: str, committed: bool) -
         "streams": {"src:main": 3 if committed else 1}},
         [LogEntry("src:main", 3 if committed else 1,
                   {"kind": "user", "message": {"role": "user", "content": "more"}})]))
-    assert [r.seq for r in platform.records("ses_1")] == list(range(1, 4 if committed else 2))
+    assert [r.seq for r in platform.streams.records("ses_1")] == \
+        list(range(1, 4 if committed else 2))
     platform.close()
     store.close()
 
@@ -121,22 +122,22 @@ def test_an_event_appended_while_a_commit_prepares_is_a_conflict_then_a_retry(
     the version read: another event appended between ``prepare`` and the transaction
     (an observer, a cancel's status) makes the commit ask again, not lose an event."""
     path = tmp_path / "agentloom.sqlite3"
-    platform = SqlitePlatformStore(path)
+    platform = PlatformStore(SqliteItemStore(path))
     commits = SessionCommits(platform)
     store = SqliteCheckpointStore(path, companion=commits)
-    platform.create_session(Session(session_id="ses_1", space_id="spc_1", agent_id="agt_1",
-                                    version=1, user_id="alice", created_at=now()))
-    stored = platform.get_session("ses_1")
+    platform.sessions.create(Session(session_id="ses_1", space_id="spc_1", agent_id="agt_1",
+                                     version=1, user_id="alice", created_at=now()))
+    stored = platform.sessions.get("ses_1")
     assert stored is not None
-    platform.start_run(stored, Run(run_id="run_1", session_id="ses_1", space_id="spc_1",
-                                   agent_id="agt_1", version=1, user_id="alice",
-                                   created_at=now(), updated_at=now()))
+    platform.runs.start(stored, Run(run_id="run_1", session_id="ses_1", space_id="spc_1",
+                                    agent_id="agt_1", version=1, user_id="alice",
+                                    created_at=now(), updated_at=now()))
     prepare, raced = commits.prepare, list[int]()
 
     def racing_prepare(checkpoints: Any, commit: Commit) -> Any:
         joined = prepare(checkpoints, commit)
         if len(raced) < 2:  # an observer's event lands first
-            raced.append(platform.append_events("run_1", [("tool.started", {"n": 1})]))
+            raced.append(platform.events.append("run_1", [("tool.started", {"n": 1})]))
         return joined
 
     commits.prepare = racing_prepare  # type: ignore[method-assign, assignment]
@@ -147,13 +148,13 @@ def test_an_event_appended_while_a_commit_prepares_is_a_conflict_then_a_retry(
                 "kind": "assistant", "message": {"role": "assistant", "content": "a"},
                 "call": {"op_id": "m1-1", "usage": {"prompt_tokens": 3,
                                                     "completion_tokens": 2}}})]))
-        events = platform.events("run_1")
+        events = platform.events.read("run_1")
         assert raced == [1, 2]  # the first two attempts lost the counter
         assert [e.seq for e in events] == [1, 2, 3]
         assert [e.type for e in events] == ["tool.started", "tool.started", "model.usage"]
-        run = platform.get_run("ses_1", "run_1")
+        run = platform.runs.get("ses_1", "run_1")
         assert run is not None and run.value.usage.calls == 1  # counted once
-        assert [r.src for r in platform.records("ses_1")] == [1]
+        assert [r.src for r in platform.streams.records("ses_1")] == [1]
     finally:
         platform.close()
         store.close()

@@ -126,7 +126,7 @@ async def test_a_view_saved_before_an_old_run_resumed_never_hides_its_late_answe
             done = await app.run(snap, FunctionModel(notes_then_answer),
                                  f"Question {letter}", session="s")
             assert done.status == "completed"
-        [view] = app.tracker.store.views("s")  # C's compacted view, over A, B and C
+        [view] = app.tracker.store.streams.views("s")  # C's compacted view, over A, B and C
         assert view.run_id == done.run_id
         assert (await app.resume(a.run_id, snap, FunctionModel(notes_then_answer))
                 ).status == "completed"

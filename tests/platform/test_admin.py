@@ -14,7 +14,7 @@ from agentloom.platform.agents import DraftRules
 from agentloom.platform.domain import AgentVersion, content_hash, now
 from agentloom.platform.errors import Conflict, Forbidden, Invalid, NotFound
 from agentloom.platform.identity import Principal
-from agentloom.platform.store import InMemoryPlatformStore
+from agentloom.platform.store import InMemoryItemStore, PlatformStore
 from agentloom_runtime.snapshot import AgentSnapshot
 
 ALICE = Principal("alice", "token")
@@ -27,7 +27,7 @@ DEFAULT_POLICY = {"context_ratio": 0.8, "target_ratio": 0.6, "user_turns": None,
 
 @pytest.fixture
 def admin() -> AdminService:
-    return AdminService(InMemoryPlatformStore())
+    return AdminService(PlatformStore(InMemoryItemStore()))
 
 
 def test_the_creator_owns_a_space_and_others_do_not_see_it(admin: AdminService) -> None:
@@ -102,7 +102,8 @@ def test_validation_errors_name_the_field(admin: AdminService, config: dict[str,
 def test_hook_packages_only_under_an_allowed_root(tmp_path: Path) -> None:
     package = tmp_path / "hooks" / "pkg"
     package.mkdir(parents=True)
-    admin = AdminService(InMemoryPlatformStore(), DraftRules(hook_roots=(tmp_path / "hooks",)))
+    admin = AdminService(PlatformStore(InMemoryItemStore()),
+                         DraftRules(hook_roots=(tmp_path / "hooks",)))
     space = admin.create_space(ALICE, "Team").space_id
     _, draft = admin.create_agent(ALICE, space, "Hooked",
                                   {**CONFIG, "hook_packages": [str(package)]})
@@ -163,11 +164,11 @@ def test_only_legacy_versions_keep_the_character_policy(admin: AdminService) -> 
     store = admin.store
     space = admin.create_space(ALICE, "Team").space_id
     agent, _ = admin.create_agent(ALICE, space, "Old", CONFIG)
-    current = store.get_agent(space, agent.agent_id)
+    current = store.agents.get(space, agent.agent_id)
     assert current is not None
     legacy = {"legacy": True, "space_id": space, "agent_id": agent.agent_id, "version": 1,
               "model": {"model": "m-1"}}
-    store.publish(current, AgentVersion(
+    store.agents.publish(current, AgentVersion(
         space_id=space, agent_id=agent.agent_id, version=1, content_hash=content_hash(legacy),
         snapshot=legacy, legacy=True, published_by="migration", published_at=now()))
     kept = AgentSnapshot.model_validate(admin.version(ALICE, space, agent.agent_id, 1).snapshot)

@@ -290,7 +290,8 @@ def test_tokens_that_are_not_valid(api: Api, world: World) -> None:
                    f"Bearer {api.tokens['alice']}x"):
         response = httpx.get(f"{api.url}/api/v1/me", headers={"Authorization": header})
         assert response.status_code == 401
-    api.platform.store.revoke_token("alice", api.platform.store.tokens("alice")[0].token_id)
+    tokens = api.platform.store.tokens
+    tokens.revoke("alice", tokens.of_user("alice")[0].token_id)
     response = httpx.get(f"{api.url}/api/v1/me",
                          headers={"Authorization": f"Bearer {api.tokens['alice']}"})
     assert response.status_code == 401

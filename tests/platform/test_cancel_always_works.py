@@ -45,7 +45,7 @@ def test_cancel_through_the_api_after_a_tool_catalog_change(api: Api, model: Mod
     assert stopped_view(alice, session.session_id, run.run_id).status == "interrupted"
 
     platform.host.capabilities = Capabilities.of([AddsATool()])
-    found = platform.store.find_run(run.run_id)
+    found = platform.store.runs.find(run.run_id)
     assert found is not None
     snapshot = platform.sessions._snapshot(found.value.agent_id, found.value.version)
     with pytest.raises(ResumeMismatch):  # the engine no longer attaches to this run

@@ -31,7 +31,7 @@ def _ask(platform: EmbeddedPlatform, session_id: str, question: str) -> str:
     run, _ = platform.sessions.ask(ALICE, session_id, question + PAD)
 
     def done() -> Any:
-        found = platform.store.get_run(session_id, run.run_id)
+        found = platform.store.runs.get(session_id, run.run_id)
         return found if found and found.value.status not in ("queued", "running") \
             and not platform.launcher.driving(run.run_id) else None
 
@@ -45,11 +45,11 @@ def test_a_compacted_run_saves_a_view_the_next_question_starts_from(
     sid = _session(platform)
     runs = [_ask(platform, sid, f"Q {n}") for n in ("one", "two", "three", "four")]
     assert "compaction" in [r.purpose for r in model.requests]
-    views = platform.store.views(sid)
+    views = platform.store.streams.views(sid)
     assert views, "no reusable view was saved"
     assert {v.run_id for v in views} <= set(runs)
     latest = max(views, key=lambda v: v.watermark)
-    records = platform.store.records(sid, instance="main", limit=1000)
+    records = platform.store.streams.records(sid, instance="main", limit=1000)
     assert latest.watermark <= records[-1].seq
     blob = platform.checkpoints.get_blob(latest.run_id, latest.blob)
     assert b"Summary." in blob and b"Summary." not in _raw_file(platform)  # encrypted
@@ -73,5 +73,5 @@ def test_views_need_a_watch(platform: EmbeddedPlatform,
     platform.tracker.commits.watch = lambda *a, **k: None  # type: ignore[union-attr,method-assign]
     for n in ("one", "two", "three", "four"):
         _ask(platform, sid, f"Q {n}")
-    assert platform.store.views(sid) == []
+    assert platform.store.streams.views(sid) == []
 

@@ -10,7 +10,7 @@ from typing import cast
 
 import pytest
 
-from agentloom.platform.store.memory import InMemoryPlatformStore
+from agentloom.platform.store import InMemoryItemStore, PlatformStore
 from agentloom.platform.tracker import RunTracker
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.errors import ConfigError
@@ -18,11 +18,11 @@ from agentloom_runtime.events import ENGINE_TOPICS, HOST_TOPICS, TOPICS, Topic
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions" / "agentloom"
-EVENT_WRITERS = {"append_events", "event_writes"}  # the store's own event primitives
+EVENT_WRITERS = {"append", "append_writes"}  # of ``store.events``: its own primitives
 
 
-def tracker() -> tuple[RunTracker, InMemoryPlatformStore]:
-    store = InMemoryPlatformStore()
+def tracker() -> tuple[RunTracker, PlatformStore]:
+    store = PlatformStore(InMemoryItemStore())
     return RunTracker(store, InMemoryCheckpointStore()), store
 
 
@@ -30,19 +30,20 @@ def test_a_topic_outside_the_catalogue_is_refused_and_not_recorded() -> None:
     runs, store = tracker()
     with pytest.raises(ConfigError, match=r"run\.progress"):
         runs.event("run_1", cast(Topic, "run.progress"), {"run_id": "run_1"})
-    assert store.events("run_1") == []
+    assert store.events.read("run_1") == []
 
 
 def test_every_topic_of_the_catalogue_is_recorded_as_given() -> None:
     runs, store = tracker()
     for topic in sorted(TOPICS):
         runs.event("run_1", cast(Topic, topic), {"run_id": "run_1"})
-    assert [e.type for e in store.events("run_1")] == sorted(TOPICS)
+    assert [e.type for e in store.events.read("run_1")] == sorted(TOPICS)
 
 
 def _literal_topics(tree: ast.AST) -> set[str]:
     """Topics written as literals: ``<tracker>.event(run_id, "<topic>", ...)`` and the
-    ``("<topic>", data)`` pairs handed to the store's event primitives."""
+    ``("<topic>", data)`` pairs handed to the store's event primitives
+    (``<store>.events.append(run_id, [...])``, ``….events.append_writes``)."""
     found: set[str] = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
@@ -52,7 +53,8 @@ def _literal_topics(tree: ast.AST) -> set[str]:
             topic = node.args[1]
             if isinstance(topic, ast.Constant) and isinstance(topic.value, str):
                 found.add(topic.value)
-        elif name in EVENT_WRITERS:
+        elif name in EVENT_WRITERS and isinstance(node.func.value, ast.Attribute) \
+                and node.func.value.attr == "events":
             for inner in ast.walk(node):
                 if isinstance(inner, ast.Tuple) and inner.elts and \
                         isinstance(inner.elts[0], ast.Constant) and \

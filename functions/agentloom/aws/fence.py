@@ -20,7 +20,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from agentloom.platform.store import ABSENT, PlatformStore, Versioned, WriteConflict
-from agentloom.platform.store.base import put
+from agentloom.platform.store.items import put
 
 MAX_NAME = 80
 
@@ -52,13 +52,13 @@ def _key(run_id: str) -> tuple[str, str]:
 
 
 def read(store: PlatformStore, run_id: str) -> Versioned[Fence] | None:
-    return store.get(*_key(run_id), Fence)
+    return store.items.get(*_key(run_id), Fence)
 
 
 def write(store: PlatformStore, run_id: str, fence: Fence,
           found: Versioned[Fence] | None) -> None:
     """Compare-and-set on the version read (``WriteConflict`` when someone wrote first)."""
-    store.transact([put(*_key(run_id), fence, found.version if found else ABSENT)])
+    store.items.transact([put(*_key(run_id), fence, found.version if found else ABSENT)])
 
 
 def advance(store: PlatformStore, run_id: str, *, expect: int | None = None,

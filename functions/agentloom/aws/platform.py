@@ -37,7 +37,7 @@ from agentloom.platform.redaction import Redactor
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.sessions import SessionService
 from agentloom.platform.store import PlatformStore
-from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
+from agentloom.platform.store.dynamodb import DynamoDbItemStore
 from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore
@@ -91,11 +91,11 @@ def document_scope(store: PlatformStore, stage: str) -> Callable[[str], KeyScope
             return cache[document]
         base = document.split("/", 1)[0]
         if base.startswith("session:"):
-            found = store.get_session(base.removeprefix("session:"))
+            found = store.sessions.get(base.removeprefix("session:"))
             space, session = (found.value.space_id, found.value.session_id) if found \
                 else (None, None)
         else:
-            run = store.find_run(base)
+            run = store.runs.find(base)
             space, session = (run.value.space_id, run.value.session_id) if run \
                 else (None, None)
         if space is None or session is None:
@@ -124,7 +124,7 @@ def aws_host(config: AwsConfig, tracker: RunTracker, models: ModelFactory,
 class AwsPlatform:
     config: AwsConfig
     clients: AwsClients
-    store: DynamoDbPlatformStore
+    store: PlatformStore
     checkpoints: DynamoDbCheckpointStore
     tracker: RunTracker
     host: RunHost
@@ -139,7 +139,7 @@ class AwsPlatform:
         from agentloom.aws.launcher import SfnRunLauncher
 
         clients = clients or AwsClients.for_region(config.region)
-        store = DynamoDbPlatformStore(config.platform_table, client=clients.dynamodb)
+        store = PlatformStore(DynamoDbItemStore(config.platform_table, client=clients.dynamodb))
         keyring = KmsKeyring(config.kms_key_id, client=clients.kms)
         if capabilities is None:
             capabilities = aws_capabilities(

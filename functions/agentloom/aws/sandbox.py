@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from agentloom.aws.config import SandboxConfig
 from agentloom.aws.workspaces import EfsWorkspaces
 from agentloom.platform.store import ABSENT, PlatformStore, WriteConflict
-from agentloom.platform.store.base import put
+from agentloom.platform.store.items import put
 from agentloom.sandbox.fargate import FargateTaskSpec, sfn_overrides, task_definition
 from agentloom.skills.manifest import HASH_PREFIX
 from agentloom.skills.materialize import FOLDER, SkillMount, skill_directory
@@ -118,15 +118,15 @@ class SandboxRegistry:
         key = f"{session_id}/{sk}"
         if key in self._cache:
             return cast(Record, self._cache[key])
-        found = self.store.get(f"sandbox#{session_id}", sk, kind)
+        found = self.store.items.get(f"sandbox#{session_id}", sk, kind)
         if found is not None:
             record = found.value
         else:
             record = make()
             try:
-                self.store.transact([put(f"sandbox#{session_id}", sk, record, ABSENT)])
+                self.store.items.transact([put(f"sandbox#{session_id}", sk, record, ABSENT)])
             except WriteConflict:  # made meanwhile by another step: use that one
-                again = self.store.get(f"sandbox#{session_id}", sk, kind)
+                again = self.store.items.get(f"sandbox#{session_id}", sk, kind)
                 record = again.value if again else record
         if len(self._cache) >= CACHE:
             self._cache.clear()

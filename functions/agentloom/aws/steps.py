@@ -122,7 +122,7 @@ class StepService:
 
     def _handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
         step = StepInput.parse(event)
-        found = self.store.find_run(step.run_id)
+        found = self.store.runs.find(step.run_id)
         if found is None:
             raise StepInputError(f"run {step.run_id} does not exist",
                                  details={"run_id": step.run_id})
@@ -159,7 +159,7 @@ class StepService:
     def _snapshot(self, run: Run) -> AgentSnapshot:
         key = (run.agent_id, run.version)
         if key not in self._snapshots:
-            version = self.store.get_version(run.agent_id, run.version)
+            version = self.store.agents.version(run.agent_id, run.version)
             if version is None:
                 raise StepInputError(f"agent {run.agent_id} has no version {run.version}")
             self._snapshots[key] = snapshot_of(version.snapshot)

@@ -22,25 +22,25 @@ def _user() -> str:
 def sessions(store: PlatformStore) -> list[Session]:
     """The CLI's sessions, oldest first (in every space its agent files name)."""
     found = []
-    for ref in store.query_raw(f"user#{_user()}", "session#"):
-        item = store.get_session(str(json.loads(ref.text)["session_id"]))
+    for ref in store.items.query_raw(f"user#{_user()}", "session#"):
+        item = store.sessions.get(str(json.loads(ref.text)["session_id"]))
         if item is not None:
             found.append(item.value)
     return sorted(found, key=lambda s: (s.created_at, s.session_id))
 
 
 def session(store: PlatformStore, session_id: str) -> Session | None:
-    item = store.get_session(session_id)
+    item = store.sessions.get(session_id)
     return None if item is None else item.value
 
 
 def runs(store: PlatformStore, session_id: str) -> list[Run]:
     """The session's runs in the order they were asked."""
-    return sorted(store.session_runs(session_id), key=lambda r: (r.created_at, r.run_id))
+    return sorted(store.runs.of_session(session_id), key=lambda r: (r.created_at, r.run_id))
 
 
 def run(store: PlatformStore, run_id: str) -> Run | None:
-    item = store.find_run(run_id)
+    item = store.runs.find(run_id)
     return None if item is None else item.value
 
 
@@ -51,5 +51,5 @@ def create_session(store: PlatformStore, session_id: str, *, space_id: str, agen
 
     made = Session(session_id=session_id, space_id=space_id, agent_id=agent_id,
                    version=version, user_id=_user(), title=title, created_at=now())
-    store.create_session(made)
+    store.sessions.create(made)
     return made

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from agentloom.platform.domain import now
-from agentloom.platform.store.base import ABSENT
+from agentloom.platform.store.items import ABSENT
 
 from .index import Hit, VectorIndex, rank
 from .store import (

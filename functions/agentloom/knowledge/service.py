@@ -27,7 +27,7 @@ from agentloom.platform.domain import Role, new_id, now
 from agentloom.platform.errors import Conflict, Invalid, NotFound
 from agentloom.platform.identity import Principal
 from agentloom.platform.store import WriteConflict
-from agentloom.platform.store.base import ABSENT
+from agentloom.platform.store.items import ABSENT
 
 from . import _hooks
 from .chunking import ChunkSettings
@@ -265,7 +265,7 @@ class KnowledgeService:
         """The run's citations with their passage text (the session's creator only)."""
         session = own_session(self.store.store, who, session_id)
         check_id(run_id, "run", "run")
-        if self.store.store.get_run(session_id, run_id) is None:
+        if self.store.store.runs.get(session_id, run_id) is None:
             raise NotFound(f"run {run_id} not found", code="run_not_found")
         return [(c, self.runs.text(c, session.space_id))
                 for c in self.store.citations(run_id)]

@@ -27,7 +27,7 @@ from pydantic import Field
 from agentloom.crypto import EnvelopeCodec, Keyring
 from agentloom.platform.domain import Record
 from agentloom.platform.store import PlatformStore, WriteConflict
-from agentloom.platform.store.base import ABSENT, Write, delete, put
+from agentloom.platform.store.items import ABSENT, Write, delete, put
 from agentloom_runtime.checkpoint.store import ItemId, KeySlots
 from agentloom_runtime.errors import PersistenceError
 
@@ -151,42 +151,42 @@ class KnowledgeStore:
     # -- bases and documents --------------------------------------------------------------
 
     def add_base(self, base: KnowledgeBase) -> None:
-        self.store.transact([put(f"space#{base.space_id}", f"kb#{base.base_id}", base,
-                                 ABSENT)])
+        self.store.items.transact([put(f"space#{base.space_id}", f"kb#{base.base_id}", base,
+                                       ABSENT)])
 
     def base(self, space_id: str, base_id: str) -> KnowledgeBase | None:
-        found = self.store.get(f"space#{space_id}", f"kb#{base_id}", KnowledgeBase)
+        found = self.store.items.get(f"space#{space_id}", f"kb#{base_id}", KnowledgeBase)
         return None if found is None else found.value
 
     def bases(self, space_id: str) -> list[KnowledgeBase]:
-        return self.store.query(f"space#{space_id}", "kb#", KnowledgeBase)
+        return self.store.items.query(f"space#{space_id}", "kb#", KnowledgeBase)
 
     def remove_base(self, base: KnowledgeBase) -> None:
-        self.store.transact([delete(f"space#{base.space_id}", f"kb#{base.base_id}")])
+        self.store.items.transact([delete(f"space#{base.space_id}", f"kb#{base.base_id}")])
 
     def documents(self, base_id: str) -> list[DocumentRecord]:
-        return self.store.query(f"kb#{base_id}", "doc#", DocumentRecord)
+        return self.store.items.query(f"kb#{base_id}", "doc#", DocumentRecord)
 
     def document(self, base_id: str, document_id: str) -> tuple[DocumentRecord, int] | None:
-        found = self.store.get(f"kb#{base_id}", f"doc#{document_id}", DocumentRecord)
+        found = self.store.items.get(f"kb#{base_id}", f"doc#{document_id}", DocumentRecord)
         return None if found is None else (found.value, found.version)
 
     def save_document(self, doc: DocumentRecord, expect: int) -> None:
         """``expect``: the version read (``ABSENT`` for a new one); a concurrent upload of
         the same document raises ``WriteConflict``."""
-        self.store.transact([put(f"kb#{doc.base_id}", f"doc#{doc.document_id}", doc,
-                                 expect)])
+        self.store.items.transact([put(f"kb#{doc.base_id}", f"doc#{doc.document_id}", doc,
+                                       expect)])
 
     def remove_document(self, base_id: str, document_id: str) -> None:
-        self.store.transact([delete(f"kb#{base_id}", f"doc#{document_id}")])
+        self.store.items.transact([delete(f"kb#{base_id}", f"doc#{document_id}")])
 
     # -- chunks ---------------------------------------------------------------------------
 
     def chunks(self, document_id: str) -> list[ChunkRecord]:
-        return self.store.query(f"kbdoc#{document_id}", "chunk#", ChunkRecord)
+        return self.store.items.query(f"kbdoc#{document_id}", "chunk#", ChunkRecord)
 
     def chunk(self, document_id: str, key: str) -> ChunkRecord | None:
-        found = self.store.get(f"kbdoc#{document_id}", f"chunk#{key}", ChunkRecord)
+        found = self.store.items.get(f"kbdoc#{document_id}", f"chunk#{key}", ChunkRecord)
         return None if found is None else found.value
 
     def put_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
@@ -197,25 +197,25 @@ class KnowledgeStore:
 
     def _batches(self, writes: Sequence[Write]) -> None:
         for start in range(0, len(writes), BATCH):
-            self.store.transact(writes[start:start + BATCH])
+            self.store.items.transact(writes[start:start + BATCH])
 
     # -- what runs keep -------------------------------------------------------------------
 
     def query_op(self, run_id: str, request_id: str) -> tuple[QueryOp, int] | None:
-        found = self.store.get(f"kbrun#{run_id}", f"op#{request_id}", QueryOp)
+        found = self.store.items.get(f"kbrun#{run_id}", f"op#{request_id}", QueryOp)
         return None if found is None else (found.value, found.version)
 
     def save_query_op(self, op: QueryOp, expect: int) -> None:
-        self.store.transact([put(f"kbrun#{op.run_id}", f"op#{op.request_id}", op, expect)])
+        self.store.items.transact([put(f"kbrun#{op.run_id}", f"op#{op.request_id}", op, expect)])
 
     def add_citations(self, citations: Sequence[Citation]) -> None:
         """Idempotent: a citation already saved (a re-run search) is kept as it was."""
         for c in citations:
             try:
-                self.store.transact([put(f"kbrun#{c.run_id}",
-                                         f"cite#{c.request_id}#{c.rank:03d}", c, ABSENT)])
+                self.store.items.transact([put(f"kbrun#{c.run_id}",
+                                               f"cite#{c.request_id}#{c.rank:03d}", c, ABSENT)])
             except WriteConflict:
                 pass
 
     def citations(self, run_id: str) -> list[Citation]:
-        return self.store.query(f"kbrun#{run_id}", "cite#", Citation)
+        return self.store.items.query(f"kbrun#{run_id}", "cite#", Citation)

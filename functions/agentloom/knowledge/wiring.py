@@ -21,7 +21,7 @@ from agentloom.platform.domain import ModelConnectionRecord
 from agentloom.platform.errors import Invalid
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.secrets import _StoreKeySlots as StoreKeySlots
-from agentloom.platform.store import PlatformStore, SqlitePlatformStore
+from agentloom.platform.store import PlatformStore, SqliteItemStore
 from agentloom.stores.layout import DATABASE, KEY_FILE
 
 from .capability import KnowledgeCapability
@@ -39,8 +39,8 @@ class ConnectionEmbedders:
         self._policy = policy or AddressPolicy()
 
     def _record(self, space_id: str, connection_id: str) -> ModelConnectionRecord | None:
-        found = self._store.get(f"space#{space_id}", f"model#{connection_id}",
-                                ModelConnectionRecord)
+        found = self._store.items.get(f"space#{space_id}", f"model#{connection_id}",
+                                      ModelConnectionRecord)
         return None if found is None else found.value
 
     def check(self, space_id: str, connection_id: str) -> None:
@@ -77,7 +77,7 @@ def embedded_knowledge(home: Path, *, allow_loopback: bool = False) -> Knowledge
     from .sqlite_index import SqliteIndex  # numpy: embedded only (not in the Lambda bundle)
 
     keyring = LocalKeyring(home / KEY_FILE)
-    store = SqlitePlatformStore(home / DATABASE)
+    store = PlatformStore(SqliteItemStore(home / DATABASE))
     return KnowledgeCapability(knowledge_service(
         store, keyring, SqliteIndex(home / DATABASE),
         policy=AddressPolicy(allow_loopback=allow_loopback)))

@@ -164,7 +164,7 @@ class LocalApp:
 
     def runs(self, session: str) -> list[str]:
         """The session's runs, in the order they were asked."""
-        runs = self.tracker.store.session_runs(session)
+        runs = self.tracker.store.runs.of_session(session)
         return [r.run_id for r in sorted(runs, key=lambda r: (r.created_at, r.run_id))]
 
     def history(self, session: str) -> RunHistory:

@@ -32,7 +32,7 @@ from agentloom.platform.launcher import ModelFactory
 from agentloom.platform.redaction import Redactor
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.sessions import SessionService
-from agentloom.platform.store import SqlitePlatformStore
+from agentloom.platform.store import PlatformStore
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.events import Emit
@@ -58,7 +58,7 @@ __all__ = ["CodecSecrets", "EmbeddedPlatform", "default_model_factory", "local_h
 @dataclass
 class EmbeddedPlatform:
     home: Path
-    store: SqlitePlatformStore
+    store: PlatformStore
     checkpoints: SqliteCheckpointStore
     tracker: RunTracker
     host: RunHost

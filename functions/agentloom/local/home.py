@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
 from agentloom.platform.redaction import Redactor
-from agentloom.platform.store import SqlitePlatformStore
+from agentloom.platform.store import PlatformStore, SqliteItemStore
 from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.layout import DATABASE as DATABASE
@@ -32,7 +32,7 @@ class Home:
     """The stores of one home, wired (``open_home``)."""
 
     checkpoints: SqliteCheckpointStore
-    platform: SqlitePlatformStore
+    platform: PlatformStore
     commits: SessionCommits
     tracker: RunTracker
 
@@ -43,7 +43,7 @@ class Home:
 
 def open_home(home: Path, redactor: Redactor) -> Home:
     checkpoints = open_checkpoint_store(home)
-    platform = SqlitePlatformStore(home / DATABASE)
+    platform = PlatformStore(SqliteItemStore(home / DATABASE))
     commits = SessionCommits(platform, redactor=redactor)  # one transaction, one file
     checkpoints.attach(commits)
     tracker = RunTracker(platform, checkpoints, redactor=redactor, commits=commits)

@@ -97,7 +97,7 @@ class CliSessions:
         self.lease = SessionLease(tracker.store, tracker.summary)
 
     def item(self, session: str) -> Session | None:
-        found = self.store.get_session(session)
+        found = self.store.sessions.get(session)
         return found.value if found else None
 
     def state(self, session: str) -> LeaseState:
@@ -112,14 +112,14 @@ class CliSessions:
         at = now()
 
         def attempt() -> Run:
-            found = self.store.get_session(session)
+            found = self.store.sessions.get(session)
             if found is None:
                 with contextlib.suppress(WriteConflict):  # created meanwhile: read it
-                    self.store.create_session(Session(
+                    self.store.sessions.create(Session(
                         session_id=session, space_id=snapshot.space_id,
                         agent_id=snapshot.agent_id, version=snapshot.version,
                         user_id=LOCAL_USER, created_at=at))
-                found = self.store.get_session(session)
+                found = self.store.sessions.get(session)
                 assert found is not None
             _check_agent(found.value, snapshot)
             run = Run(run_id=run_id, session_id=session, space_id=snapshot.space_id,
@@ -137,7 +137,7 @@ class CliSessions:
         """The lease for ``run_id`` itself (resume, resolve), its run marked running."""
 
         def attempt() -> None:
-            found, run = self.store.get_session(session), self.store.get_run(session, run_id)
+            found, run = self.store.sessions.get(session), self.store.runs.get(session, run_id)
             if found is None or run is None:
                 raise ConfigError(f"run {run_id} is not in the stream of session "
                                   f"{session!r}", details={"code": "run_not_in_session"})

@@ -43,9 +43,9 @@ def embedded_capability(home: Path, policy: McpPolicy | None = None) -> McpCapab
     ``home`` (its own connection to the same database)."""
     from agentloom.crypto import LocalKeyring
     from agentloom.platform.secrets import CodecSecrets
-    from agentloom.platform.store import SqlitePlatformStore
+    from agentloom.platform.store import SqliteItemStore
     from agentloom.stores.layout import DATABASE, KEY_FILE
 
     home.mkdir(parents=True, exist_ok=True)
-    store = SqlitePlatformStore(home / DATABASE)
+    store = PlatformStore(SqliteItemStore(home / DATABASE))
     return mcp_capability(store, CodecSecrets(LocalKeyring(home / KEY_FILE), store), policy)

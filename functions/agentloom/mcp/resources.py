@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agentloom.platform.domain import Record
 from agentloom.platform.store import PlatformStore
-from agentloom.platform.store.base import ABSENT, Versioned, delete, put
+from agentloom.platform.store.items import ABSENT, Versioned, delete, put
 
 Transport = Literal["streamable_http", "sse", "stdio"]
 Protocol_ = Literal["auto", "2025-11-25", "2026-07-28"]
@@ -166,22 +166,22 @@ class McpResourceStore:
         return f"space#{space_id}", f"mcp#{resource_id}"
 
     def get(self, space_id: str, resource_id: str) -> Versioned[McpResource] | None:
-        return self.store.get(*self._key(space_id, resource_id), McpResource)
+        return self.store.items.get(*self._key(space_id, resource_id), McpResource)
 
     def list(self, space_id: str) -> list[McpResource]:
-        return self.store.query(f"space#{space_id}", "mcp#", McpResource)
+        return self.store.items.query(f"space#{space_id}", "mcp#", McpResource)
 
     def create(self, resource: McpResource) -> None:
         pk, sk = self._key(resource.space_id, resource.resource_id)
-        self.store.transact([put(pk, sk, resource, ABSENT)])
+        self.store.items.transact([put(pk, sk, resource, ABSENT)])
 
     def replace(self, resource: McpResource, expect: int) -> None:
         """Raises ``WriteConflict`` when the stored version is not ``expect``."""
         pk, sk = self._key(resource.space_id, resource.resource_id)
-        self.store.transact([put(pk, sk, resource, expect)])
+        self.store.items.transact([put(pk, sk, resource, expect)])
 
     def delete(self, space_id: str, resource_id: str, expect: int) -> None:
-        self.store.transact([delete(*self._key(space_id, resource_id), expect)])
+        self.store.items.transact([delete(*self._key(space_id, resource_id), expect)])
 
 
 def public_view(resource: McpResource) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from agentloom.platform.domain import content_hash, new_id, now
 from agentloom.platform.errors import Conflict, Invalid, NotFound, PlatformError, field_errors
 from agentloom.platform.identity import Principal
 from agentloom.platform.store import PlatformStore, WriteConflict
-from agentloom.platform.store.base import put
+from agentloom.platform.store.items import put
 from agentloom_runtime.snapshot import McpToolBinding
 
 T = TypeVar("T")
@@ -242,8 +242,8 @@ class McpService:
             if b.resource_id not in seen:
                 seen[b.resource_id] = {
                     s.sk.split("#", 2)[2]: _Observed.model_validate_json(s.text).digest
-                    for s in self.platform.query_raw(f"space#{space_id}",
-                                                     f"mcpseen#{b.resource_id}#")}
+                    for s in self.platform.items.query_raw(f"space#{space_id}",
+                                                           f"mcpseen#{b.resource_id}#")}
             last = seen[b.resource_id].get(b.tool)
             if last is not None and last != b.schema_digest:
                 out.add(b.alias or b.tool)
@@ -274,9 +274,9 @@ class McpService:
         for tool in tools:
             sk = f"mcpseen#{resource.resource_id}#{tool.name}"
             current = tool_digest(tool)
-            found = self.platform.get(pk, sk, _Observed)
+            found = self.platform.items.get(pk, sk, _Observed)
             if found is None or found.value.digest != current:
-                self.platform.transact([put(pk, sk, _Observed(digest=current))])
+                self.platform.items.transact([put(pk, sk, _Observed(digest=current))])
 
     def _find(self, space_id: str, resource_id: str) -> tuple[McpResource, int]:
         check_id(resource_id, "mcp", "mcp_resource")

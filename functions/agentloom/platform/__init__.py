@@ -2,8 +2,8 @@
 published versions, sessions and runs, identity, and the stores that keep them.
 
 - ``domain``: the records (pydantic, format-versioned) and id rules;
-- ``store``: the ``PlatformStore`` port (item primitives + typed operations) with the
-  in-memory reference and the SQLite adapter;
+- ``store``: ``PlatformStore``, one repository per kind of record over an item store
+  (three primitives) with its in-memory, SQLite and DynamoDB adapters;
 - ``identity``: principals from JWT claims or bearer tokens (hashed at rest);
 - ``access``: who may do what (membership, roles, creator-only session content);
 - ``agents``: draft validation, default context policy, freezing and hashing versions;

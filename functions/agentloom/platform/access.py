@@ -30,7 +30,7 @@ def check_id(value: str, prefix: str, what: str) -> str:
 def member_of(store: PlatformStore, who: Principal, space_id: str,
               role: Role = "member") -> Member:
     check_id(space_id, "spc", "space")
-    member = store.get_member(space_id, who.user_id)
+    member = store.spaces.member(space_id, who.user_id)
     if member is None:
         raise NotFound(f"space {space_id} not found", code="space_not_found")
     if RANK[member.role] < RANK[role]:
@@ -42,8 +42,8 @@ def member_of(store: PlatformStore, who: Principal, space_id: str,
 def own_session(store: PlatformStore, who: Principal, session_id: str) -> Session:
     """The caller's own session in a space they still belong to; 404 otherwise."""
     check_id(session_id, "ses", "session")
-    found = store.get_session(session_id)
+    found = store.sessions.get(session_id)
     if found is None or found.value.user_id != who.user_id \
-            or store.get_member(found.value.space_id, who.user_id) is None:
+            or store.spaces.member(found.value.space_id, who.user_id) is None:
         raise NotFound(f"session {session_id} not found", code="session_not_found")
     return found.value

@@ -4,7 +4,7 @@ Rules (``access`` for who may): any signed-in user may create a space and become
 owner; members read the space, its members, agents and published versions; admins
 manage agents, drafts, publishing and members; only an owner grants, changes or removes
 the owner role, and a space always keeps one owner. Membership changes are serialized
-on the space item (``PlatformStore.write_member``), so the last-owner rule holds under
+on the space item (``store.spaces.write_member``), so the last-owner rule holds under
 concurrency. A draft saved with ``revision`` must still be at that revision (409
 ``draft_changed`` otherwise); publishing an unchanged draft returns the latest version
 instead of a copy (``created`` false).
@@ -67,7 +67,7 @@ from agentloom.platform.errors import (
 from agentloom.platform.identity import Principal, check_user_id
 from agentloom.platform.model_links import link_model, run_key
 from agentloom.platform.store import PlatformStore, WriteConflict, retry_conflicts
-from agentloom.platform.store.base import ABSENT, put
+from agentloom.platform.store.items import ABSENT, put
 from agentloom_runtime.snapshot import ModelConnection
 
 MAX_NAME = 200
@@ -113,29 +113,29 @@ class AdminService:
     def create_space(self, who: Principal, name: str) -> Space:
         space = Space(space_id=new_id("spc"), name=_name(name, "name"), created_by=who.user_id,
                       created_at=now())
-        self.store.create_space(space, Member(space_id=space.space_id, user_id=who.user_id,
-                                              role="owner", added_by=who.user_id,
-                                              added_at=space.created_at))
+        self.store.spaces.create(space, Member(space_id=space.space_id, user_id=who.user_id,
+                                               role="owner", added_by=who.user_id,
+                                               added_at=space.created_at))
         return space
 
     def spaces(self, who: Principal) -> list[tuple[Space, str]]:
         out = []
-        for space_id, role in self.store.user_spaces(who.user_id):
-            found = self.store.get_space(space_id)
+        for space_id, role in self.store.spaces.of_user(who.user_id):
+            found = self.store.spaces.get(space_id)
             if found is not None:
                 out.append((found.value, role))
         return out
 
     def space(self, who: Principal, space_id: str) -> tuple[Space, Member]:
         member = member_of(self.store, who, space_id)
-        found = self.store.get_space(space_id)
+        found = self.store.spaces.get(space_id)
         if found is None:
             raise NotFound(f"space {space_id} not found", code="space_not_found")
         return found.value, member
 
     def members(self, who: Principal, space_id: str) -> list[Member]:
         member_of(self.store, who, space_id)
-        return self.store.members(space_id)
+        return self.store.spaces.members(space_id)
 
     def set_member(self, who: Principal, space_id: str, user_id: str, role: Role) -> Member:
         """Add a member or change a role (admin; owner for anything touching owners)."""
@@ -144,7 +144,7 @@ class AdminService:
 
         def change() -> Member:
             space = self._space_item(space_id)
-            current = self.store.get_member(space_id, user_id)
+            current = self.store.spaces.member(space_id, user_id)
             self._may_touch(me, current, role)
             if current is not None and current.role == role:
                 return current
@@ -152,7 +152,7 @@ class AdminService:
                 self._keep_an_owner(space_id, user_id)
             member = Member(space_id=space_id, user_id=user_id, role=role,
                             added_by=who.user_id, added_at=now())
-            self.store.write_member(space, user_id, member)
+            self.store.spaces.write_member(space, user_id, member)
             return member
 
         return retry_conflicts(change)
@@ -162,19 +162,19 @@ class AdminService:
 
         def change() -> None:
             space = self._space_item(space_id)
-            current = self.store.get_member(space_id, user_id)
+            current = self.store.spaces.member(space_id, user_id)
             if current is None:
                 raise NotFound(f"{user_id!r} is not a member of space {space_id}",
                                code="member_not_found")
             self._may_touch(me, current, None)
             if current.role == "owner":
                 self._keep_an_owner(space_id, user_id)
-            self.store.write_member(space, user_id, None)
+            self.store.spaces.write_member(space, user_id, None)
 
         retry_conflicts(change)
 
     def _space_item(self, space_id: str) -> Any:
-        found = self.store.get_space(space_id)
+        found = self.store.spaces.get(space_id)
         if found is None:
             raise NotFound(f"space {space_id} not found", code="space_not_found")
         return found
@@ -189,7 +189,7 @@ class AdminService:
             raise Forbidden("admins manage members", code="role_required")
 
     def _keep_an_owner(self, space_id: str, leaving: str) -> None:
-        owners = [m for m in self.store.members(space_id) if m.role == "owner"]
+        owners = [m for m in self.store.spaces.members(space_id) if m.role == "owner"]
         if [m.user_id for m in owners] == [leaving]:
             raise Conflict("a space keeps at least one owner: make another member owner "
                            "first", code="last_owner")
@@ -206,25 +206,25 @@ class AdminService:
                       created_by=who.user_id, created_at=at)
         draft = Draft(space_id=space_id, agent_id=agent_id, revision=1, config=stored,
                       updated_by=who.user_id, updated_at=at)
-        self.store.create_agent(agent, draft)
+        self.store.agents.create(agent, draft)
         return agent, draft
 
     def agents(self, who: Principal, space_id: str) -> list[Agent]:
         member_of(self.store, who, space_id)
-        return self.store.agents(space_id)
+        return self.store.agents.in_space(space_id)
 
     def agent(self, who: Principal, space_id: str, agent_id: str,
               role: Role = "member") -> Agent:
         member_of(self.store, who, space_id, role)
         check_id(agent_id, "agt", "agent")
-        found = self.store.get_agent(space_id, agent_id)
+        found = self.store.agents.get(space_id, agent_id)
         if found is None:
             raise NotFound(f"agent {agent_id} not found", code="agent_not_found")
         return found.value
 
     def draft(self, who: Principal, space_id: str, agent_id: str) -> Draft:
         self.agent(who, space_id, agent_id, "admin")
-        found = self.store.get_draft(agent_id)
+        found = self.store.agents.draft(agent_id)
         if found is None:  # pragma: no cover (created with its agent)
             raise NotFound(f"agent {agent_id} has no draft", code="draft_not_found")
         return found.value
@@ -233,7 +233,7 @@ class AdminService:
                    config: Mapping[str, Any], revision: int | None = None) -> Draft:
         self.agent(who, space_id, agent_id, "admin")
         stored = self._validate(config, space_id, agent_id)
-        found = self.store.get_draft(agent_id)
+        found = self.store.agents.draft(agent_id)
         if found is None:  # pragma: no cover
             raise NotFound(f"agent {agent_id} has no draft", code="draft_not_found")
         current = found.value
@@ -244,7 +244,7 @@ class AdminService:
         draft = current.model_copy(update={"revision": current.revision + 1, "config": stored,
                                            "updated_by": who.user_id, "updated_at": now()})
         try:
-            self.store.save_draft(draft, found.version)
+            self.store.agents.save_draft(draft, found.version)
         except WriteConflict:
             raise Conflict("the draft was saved by someone else meanwhile; reload it",
                            code="draft_changed") from None
@@ -257,8 +257,8 @@ class AdminService:
 
         def attempt() -> tuple[AgentVersion, bool]:
             self.agent(who, space_id, agent_id, "admin")
-            agent = self.store.get_agent(space_id, agent_id)
-            draft = self.store.get_draft(agent_id)
+            agent = self.store.agents.get(space_id, agent_id)
+            draft = self.store.agents.draft(agent_id)
             assert agent is not None and draft is not None
             if revision is not None and revision != draft.value.revision:
                 raise Conflict(f"the draft is at revision {draft.value.revision}, not "
@@ -269,7 +269,7 @@ class AdminService:
             config = self.capabilities.pin(space_id, draft.value.config)
             config, _ = link_model(self.store, space_id, config)  # the connection as it is
             if latest:
-                previous = self.store.get_version(agent_id, latest)
+                previous = self.store.agents.version(agent_id, latest)
                 if previous is not None and \
                         config_hash(_config(previous)) == config_hash(config):
                     return previous, False
@@ -280,7 +280,7 @@ class AdminService:
                                    legacy=bool(snapshot.get("legacy")),
                                    draft_revision=draft.value.revision,
                                    published_by=who.user_id, published_at=now())
-            self.store.publish(agent, version)
+            self.store.agents.publish(agent, version)
             return version, True
 
         return retry_conflicts(attempt)
@@ -299,12 +299,12 @@ class AdminService:
 
     def versions(self, who: Principal, space_id: str, agent_id: str) -> list[AgentVersion]:
         self.agent(who, space_id, agent_id)
-        return self.store.versions(agent_id)
+        return self.store.agents.versions(agent_id)
 
     def version(self, who: Principal, space_id: str, agent_id: str,
                 version: int) -> AgentVersion:
         self.agent(who, space_id, agent_id)
-        found = self.store.get_version(agent_id, version)
+        found = self.store.agents.version(agent_id, version)
         if found is None:
             raise NotFound(f"agent {agent_id} has no version {version}",
                            code="version_not_found")
@@ -324,13 +324,13 @@ class AdminService:
             space_id=space_id, connection_id=connection_id, name=_name(name, "name"),
             spec=checked, sealed_key=self._seal(space_id, connection_id, key), revision=1,
             created_by=who.user_id, created_at=at, updated_by=who.user_id, updated_at=at)
-        self.store.transact([put(f"space#{space_id}", f"model#{connection_id}", record,
-                                 ABSENT)])
+        self.store.items.transact([put(f"space#{space_id}", f"model#{connection_id}", record,
+                                       ABSENT)])
         return record
 
     def model_connections(self, who: Principal, space_id: str) -> list[ModelConnectionRecord]:
         member_of(self.store, who, space_id, "admin")
-        return self.store.query(f"space#{space_id}", "model#", ModelConnectionRecord)
+        return self.store.items.query(f"space#{space_id}", "model#", ModelConnectionRecord)
 
     def model_connection(self, who: Principal, space_id: str,
                          connection_id: str) -> ModelConnectionRecord:
@@ -362,8 +362,8 @@ class AdminService:
             "sealed_key": sealed, "revision": current.revision + 1,
             "updated_by": who.user_id, "updated_at": now()})
         try:
-            self.store.transact([put(f"space#{space_id}", f"model#{connection_id}",
-                                     record, version)])
+            self.store.items.transact([put(f"space#{space_id}", f"model#{connection_id}",
+                                           record, version)])
         except WriteConflict:
             raise Conflict("the model connection was changed by someone else meanwhile; "
                            "reload it", code="connection_changed") from None
@@ -399,8 +399,8 @@ class AdminService:
     def connection_key(self, space_id: str, connection_id: str) -> str | None:
         """The stored key of a connection, for the code that calls the provider (no
         access check: never behind a route)."""
-        found = self.store.get(f"space#{space_id}", f"model#{connection_id}",
-                               ModelConnectionRecord)
+        found = self.store.items.get(f"space#{space_id}", f"model#{connection_id}",
+                                     ModelConnectionRecord)
         if found is None or found.value.sealed_key is None:
             return None
         return self._open(found.value)
@@ -409,8 +409,8 @@ class AdminService:
                     connection_id: str) -> tuple[ModelConnectionRecord, int]:
         member_of(self.store, who, space_id, "admin")
         check_id(connection_id, "mdl", "model_connection")
-        found = self.store.get(f"space#{space_id}", f"model#{connection_id}",
-                               ModelConnectionRecord)
+        found = self.store.items.get(f"space#{space_id}", f"model#{connection_id}",
+                                     ModelConnectionRecord)
         if found is None:
             raise NotFound(f"model connection {connection_id} not found",
                            code="model_connection_not_found")

@@ -14,7 +14,7 @@ class defined in another module names it::
     │   ├── Conflict           409          the state forbids it now (an active run, a
     │   │   │                               stale revision, an ended run, the last owner)
     │   │   └── LeaseRefused                (platform.lease) the session's lease is held
-    │   ├── WriteConflict      409          (platform.store.base) a conditional write
+    │   ├── WriteConflict      409          (platform.store.items) a conditional write
     │   │                                   failed; ``index`` names it in its transaction
     │   ├── TooLarge           413          a request or a value over its limit
     │   │   ├── DocumentTooLarge            (knowledge.errors) over the size or chunk cap

@@ -92,18 +92,18 @@ class BearerTokens:
         token = Token(token_id=new_id("tok"), user_id=user_id, label=label[:200],
                       secret_sha256=secret_hash(secret), created_at=created,
                       expires_at=None if ttl_seconds is None else created + ttl_seconds)
-        self.store.put_token(token)
+        self.store.tokens.create(token)
         return token, secret
 
     def tokens(self, user_id: str) -> list[Token]:
         """The user's tokens (their records: ids, labels, lifetimes; never a secret)."""
-        return sorted(self.store.tokens(check_user_id(user_id)), key=lambda t: t.created_at)
+        return sorted(self.store.tokens.of_user(check_user_id(user_id)), key=lambda t: t.created_at)
 
     def revoke(self, user_id: str, token_id: str) -> Token:
         """Revoke the user's token ``token_id`` (again: a no-op); it is refused from now."""
-        if not self.store.revoke_token(check_user_id(user_id), token_id):
+        if not self.store.tokens.revoke(check_user_id(user_id), token_id):
             raise NotFound(f"{user_id} has no token {token_id!r}", code="token_not_found")
-        return next(t for t in self.store.tokens(user_id) if t.token_id == token_id)
+        return next(t for t in self.store.tokens.of_user(user_id) if t.token_id == token_id)
 
     def authenticate(self, headers: Mapping[str, str],
                      request_context: Mapping[str, Any]) -> Principal:
@@ -116,7 +116,7 @@ class BearerTokens:
         if scheme.lower() != "bearer" or not secret.startswith(TOKEN_PREFIX) \
                 or len(secret) > 200:
             raise Unauthorized("the token is not valid", code="invalid_token")
-        token = self.store.token_by_secret(secret)
+        token = self.store.tokens.by_secret(secret)
         if token is None or token.revoked or (token.expires_at is not None
                                               and token.expires_at <= now()):
             raise Unauthorized("the token is not valid", code="invalid_token")

@@ -6,9 +6,9 @@ that drives it. Every host takes it the same way, in the platform store's transa
 
 - a new question: ``SessionLease.open`` — the session (``active_run`` and ``driver``,
   expecting the version read), the run and its cursor in one transaction
-  (``PlatformStore.start_run``); of two questions started together exactly one commits;
+  (``store.runs.start``); of two questions started together exactly one commits;
 - a resume or a verdict: ``SessionLease.take`` — the session and the run in one
-  transaction (``PlatformStore.update_run``);
+  transaction (``store.runs.update``);
 - letting go: ``RunTracker.stopped`` — with the run's status: cleared when the run
   stopped, the driver cleared (the run ``interrupted``) when it is still running.
 
@@ -193,7 +193,7 @@ class SessionLease:
         run_id = session.active_run
         if run_id is None:
             return NOTHING
-        run = self.store.get_run(session.session_id, run_id)
+        run = self.store.runs.get(session.session_id, run_id)
         if run is None or run.value.status not in ACTIVE_STATES:
             return NOTHING  # a pointer to a run that stopped holds nothing
         summary = self.summary(run_id)
@@ -213,7 +213,7 @@ class SessionLease:
         ``WriteConflict`` when the session changed since it was read (read it again)."""
         self._check(session.value, None)
         held = session.value.model_copy(update={"driver": driver})
-        self.store.start_run(Versioned(held, session.version), run, idempotency, replace)
+        self.store.runs.start(Versioned(held, session.version), run, idempotency, replace)
 
     def take(self, session: Versioned[Session], run: Versioned[Run],
              driver: Driver | None, *, status: RunState = "queued") -> Run:
@@ -223,7 +223,7 @@ class SessionLease:
         new = run.value.model_copy(update={"status": status, "updated_at": now()})
         held = session.value.model_copy(update={"active_run": run.value.run_id,
                                                 "driver": driver})
-        self.store.update_run(run, new, session=session, session_update=held)
+        self.store.runs.update(run, new, session=session, session_update=held)
         return new
 
     def _check(self, session: Session, wanted: str | None) -> None:

@@ -85,7 +85,7 @@ def run_key(store: PlatformStore, secrets: Opener | None, space_id: str,
 
 def _record(store: PlatformStore, space_id: str,
             connection_id: str) -> ModelConnectionRecord | None:
-    found = store.get(f"space#{space_id}", f"model#{connection_id}", ModelConnectionRecord)
+    found = store.items.get(f"space#{space_id}", f"model#{connection_id}", ModelConnectionRecord)
     return None if found is None else found.value
 
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from agentloom.crypto import EnvelopeCodec, Keyring
 from agentloom.platform.store import PlatformStore, WriteConflict
-from agentloom.platform.store.base import ABSENT, put
+from agentloom.platform.store.items import ABSENT, put
 from agentloom_runtime.checkpoint.store import ItemId
 from agentloom_runtime.errors import PersistenceError
 
@@ -44,13 +44,13 @@ class _StoreKeySlots:
         self.store = store
 
     def get(self, run_id: str, name: str) -> bytes | None:
-        found = self.store.get(f"secret#{run_id}", f"key#{name}", _KeyRecord)
+        found = self.store.items.get(f"secret#{run_id}", f"key#{name}", _KeyRecord)
         return None if found is None else base64.b64decode(found.value.record)
 
     def put(self, run_id: str, name: str, data: bytes) -> None:
         record = _KeyRecord(record=base64.b64encode(data).decode("ascii"))
         try:
-            self.store.transact([put(f"secret#{run_id}", f"key#{name}", record, ABSENT)])
+            self.store.items.transact([put(f"secret#{run_id}", f"key#{name}", record, ABSENT)])
         except WriteConflict:  # present already: a no-op, as KeySlots.put promises
             pass
 

@@ -54,7 +54,7 @@ from agentloom.platform.session_inputs import (
     check_text,
 )
 from agentloom.platform.store import ABSENT, PlatformStore, Versioned, retry_conflicts
-from agentloom.platform.store.base import secret_hash
+from agentloom.platform.store.tokens import secret_hash
 from agentloom.platform.tracker import RunTracker
 from agentloom.platform.views import (
     EventItem,
@@ -87,25 +87,25 @@ class SessionService:
                        version: int | None = None, title: str = "") -> Session:
         member_of(self.store, who, space_id)
         check_id(agent_id, "agt", "agent")
-        agent = self.store.get_agent(space_id, agent_id)
+        agent = self.store.agents.get(space_id, agent_id)
         if agent is None:
             raise NotFound(f"agent {agent_id} not found", code="agent_not_found")
         chosen = version or agent.value.latest_version
         if not chosen:
             raise Conflict(f"agent {agent_id} has no published version yet: publish its "
                            "draft first", code="agent_not_published")
-        if self.store.get_version(agent_id, chosen) is None:
+        if self.store.agents.version(agent_id, chosen) is None:
             raise NotFound(f"agent {agent_id} has no version {chosen}",
                            code="version_not_found")
         session = Session(session_id=new_id("ses"), space_id=space_id, agent_id=agent_id,
                           version=chosen, user_id=who.user_id, title=title.strip()[:200],
                           created_at=now())
-        self.store.create_session(session)
+        self.store.sessions.create(session)
         return session
 
     def sessions(self, who: Principal, space_id: str) -> list[Session]:
         member_of(self.store, who, space_id)
-        return self.store.user_sessions(who.user_id, space_id)
+        return self.store.sessions.of_user(who.user_id, space_id)
 
     def session(self, who: Principal, session_id: str) -> Session:
         return own_session(self.store, who, session_id)
@@ -113,7 +113,7 @@ class SessionService:
     def _snapshot(self, agent_id: str, version: int) -> AgentSnapshot:
         key = (agent_id, version)
         if key not in self._snapshots:
-            found = self.store.get_version(agent_id, version)
+            found = self.store.agents.version(agent_id, version)
             if found is None:
                 raise NotFound(f"agent {agent_id} has no version {version}",
                                code="version_not_found")
@@ -141,7 +141,7 @@ class SessionService:
             current = self._session_item(session_id)
             replace = ABSENT
             if key_sha is not None:
-                earlier = self.store.get_idempotency(session_id, key_sha)
+                earlier = self.store.runs.idempotency(session_id, key_sha)
                 if earlier is not None and earlier.value.expires_at > now():
                     return self._replay(session_id, earlier.value, request_hash), False
                 replace = earlier.version if earlier is not None else ABSENT
@@ -170,13 +170,13 @@ class SessionService:
         if earlier.request_hash != request_hash:
             raise Invalid("this Idempotency-Key was used for another question; use a new "
                           "key for a new question", code="idempotency_key_reused")
-        found = self.store.get_run(session_id, earlier.run_id)
+        found = self.store.runs.get(session_id, earlier.run_id)
         if found is None:  # pragma: no cover (written in one transaction)
             raise NotFound(f"run {earlier.run_id} not found", code="run_not_found")
         return found.value
 
     def _session_item(self, session_id: str) -> Versioned[Session]:
-        found = self.store.get_session(session_id)
+        found = self.store.sessions.get(session_id)
         if found is None:
             raise NotFound(f"session {session_id} not found", code="session_not_found")
         return found
@@ -184,7 +184,7 @@ class SessionService:
     def _active(self, session: Session, refused: LeaseRefused) -> Conflict:
         """The API's words for a session another run holds (``run_active``)."""
         active = refused.state.run_id
-        held = self.store.get_run(session.session_id, active) if active else None
+        held = self.store.runs.get(session.session_id, active) if active else None
         status = held.value.status if held else "running"
         if refused.why == "interrupted" or status == "interrupted":
             message = (f"run {active} was interrupted (nothing drives it); resume it or "
@@ -210,12 +210,12 @@ class SessionService:
 
     def runs(self, who: Principal, session_id: str) -> list[Run]:
         own_session(self.store, who, session_id)
-        return self.store.session_runs(session_id)
+        return self.store.runs.of_session(session_id)
 
     def _own_run(self, who: Principal, session_id: str, run_id: str) -> Versioned[Run]:
         own_session(self.store, who, session_id)
         check_id(run_id, "run", "run")
-        found = self.store.get_run(session_id, run_id)
+        found = self.store.runs.get(session_id, run_id)
         if found is None:
             raise NotFound(f"run {run_id} not found", code="run_not_found")
         return found
@@ -286,7 +286,7 @@ class SessionService:
 
         def attempt() -> Run:
             session = self._session_item(run.value.session_id)
-            current = self.store.get_run(run.value.session_id, run_id)
+            current = self.store.runs.get(run.value.session_id, run_id)
             assert current is not None
             try:
                 return self.lease.take(session, current, self.launcher.holder())
@@ -366,7 +366,7 @@ class SessionService:
             "cancelled", {"code": "run_cancelled", "message": reason[:500]}))
         self.tracker.event(run.run_id, "run.cancel_requested", {"run_id": run.run_id,
                                                                 "by": who.user_id})
-        after = self.store.get_run(run.session_id, run.run_id)
+        after = self.store.runs.get(run.session_id, run.run_id)
         return self._view(after.value if after else run, detail=False)
 
     # -- operators -----------------------------------------------------------------------
@@ -374,7 +374,7 @@ class SessionService:
     def space_runs(self, who: Principal, space_id: str,
                    status: RunState | None = None, limit: int = 200) -> list[RunIndex]:
         member_of(self.store, who, space_id, "admin")
-        return self.store.runs_by_status(space_id, status, limit=limit)
+        return self.store.runs.by_status(space_id, status, limit=limit)
 
     def operator_cancel(self, who: Principal, space_id: str, run_id: str,
                         reason: str = "") -> RunView:
@@ -397,7 +397,7 @@ class SessionService:
     def _space_run(self, who: Principal, space_id: str, run_id: str) -> Versioned[Run]:
         member_of(self.store, who, space_id, "admin")
         check_id(run_id, "run", "run")
-        found = self.store.find_run(run_id)
+        found = self.store.runs.find(run_id)
         if found is None or found.value.space_id != space_id:
             raise NotFound(f"run {run_id} not found", code="run_not_found")
         return found
@@ -406,7 +406,7 @@ class SessionService:
         """After a restart: runs that held their session but that nothing here drives
         become interrupted (started) or failed (never started). Returns how many."""
         count = 0
-        for run_id, session_id in self.store.active_runs():
+        for run_id, session_id in self.store.runs.active():
             if not self.launcher.driving(run_id):
                 self.tracker.sync(session_id, runs=[run_id])
                 self.tracker.stopped(session_id, run_id, absent=(
@@ -427,7 +427,7 @@ class SessionService:
         if instance is not None and not INSTANCE.fullmatch(instance):
             raise Invalid("instance: main or a child instance id", code="invalid_field",
                           details={"fields": [{"field": "instance", "message": "invalid"}]})
-        records = self.store.records(session_id, after=after, limit=limit, instance=instance)
+        records = self.store.streams.records(session_id, after, limit, instance=instance)
         bodies = self._bodies(records)
         items: list[MessageItem] = []
         size = 0
@@ -470,8 +470,8 @@ class SessionService:
         check_event_cursor(after, wait, limit)
         deadline = time.monotonic() + wait
         while True:
-            found = self.store.events(run_id, after=after, limit=limit)
-            run = self.store.get_run(session_id, run_id)
+            found = self.store.events.read(run_id, after=after, limit=limit)
+            run = self.store.runs.get(session_id, run_id)
             assert run is not None
             # settled once the driver let go (its last sync and status event are written)
             settled = run.value.status not in ACTIVE_STATES and \
@@ -484,6 +484,6 @@ class SessionService:
         next_after = items[-1].seq if items else after
         # done once settled and nothing follows this page
         done = settled and len(found) < limit and \
-            not self.store.events(run_id, after=next_after, limit=1)
+            not self.store.events.read(run_id, after=next_after, limit=1)
         status = self._view(run.value, detail=False).status
         return EventPage(items=items, next_after=next_after, status=status, done=done)

@@ -10,9 +10,9 @@ transaction. ``sync`` is the catch-up for what was committed without the compani
 blocked run's status record when a new question is asked instead (``abandon``). Both
 go through ``advance``, so a record gets exactly one session seq in the order it
 reached the session, deduplicated by (run_id, instance, entry_key). A run is opened in
-the stream when it is asked (``start_run``), and leaves it once it completed, failed or
-was cancelled. The content stays in the run's logs (stored once); the stream holds
-references and the platform's status notes.
+the stream when it is asked (``store.runs.start``), and leaves it once it completed,
+failed or was cancelled. The content stays in the run's logs (stored once); the stream
+holds references and the platform's status notes.
 
 **History.** ``history`` is what a new run inherits: the session's main records (their
 messages read from the runs' logs, credentials redacted) after the highest compliant
@@ -111,7 +111,7 @@ class RunTracker:
         wanted = None if runs is None else set(runs)
 
         def attempt() -> Pass:
-            head = self.store.get_stream(session_id)
+            head = self.store.streams.head(session_id)
             if head is None:
                 return Pass(0)
             found = Pass(head.value.seq)
@@ -128,7 +128,7 @@ class RunTracker:
                 advance(self.store, session_id, run_id, summary, read, open_runs, found,
                         abandon=abandon, redactor=self.redactor)
             if found.changed:
-                self.store.append_records(
+                self.store.streams.append(
                     head, StreamHead(session_id=session_id, seq=found.seq, open=open_runs),
                     found.records, found.runs)
             return found
@@ -143,7 +143,7 @@ class RunTracker:
         question is being asked, so a blocked run's status becomes a record)."""
         self.sync(session_id, abandon=abandon)
         records = self._main_records(session_id)
-        refs = self.store.views(session_id)
+        refs = self.store.streams.views(session_id)
         bare = [SessionView(messages=[], **ref.model_dump(exclude={"format", "blob"}))
                 for ref in refs]
         chosen = choose_view(bare, [int(r["seq"]) for r in records])
@@ -165,8 +165,8 @@ class RunTracker:
         """The session's main records as ``build_run_history`` reads them."""
         refs: list[SessionRecord] = []
         while True:
-            page = self.store.records(session_id, after=refs[-1].seq if refs else 0,
-                                      limit=HISTORY_PAGE, instance="main")
+            page = self.store.streams.records(session_id, after=refs[-1].seq if refs else 0,
+                                              limit=HISTORY_PAGE, instance="main")
             refs += page
             if len(page) < HISTORY_PAGE:
                 break
@@ -252,8 +252,8 @@ class RunTracker:
     def _set_status(self, session_id: str, run_id: str, status: RunState,
                     error: dict[str, str] | None) -> None:
         def attempt() -> None:
-            run = self.store.get_run(session_id, run_id)
-            session = self.store.get_session(session_id)
+            run = self.store.runs.get(session_id, run_id)
+            session = self.store.sessions.get(session_id)
             if run is None or session is None:
                 return
             new = run.value.model_copy(update={
@@ -268,9 +268,9 @@ class RunTracker:
                 update = {"driver": None}
             else:
                 update = None
-            self.store.update_run(run, new, session=session if update else None,
-                                  session_update=session.value.model_copy(update=update)
-                                  if update else None)
+            self.store.runs.update(run, new, session=session if update else None,
+                                   session_update=session.value.model_copy(update=update)
+                                   if update else None)
 
         try:
             retry_conflicts(attempt)
@@ -290,7 +290,7 @@ class RunTracker:
                               "(agentloom_runtime.events)", details={"topic": str(topic)})
         try:
             clean = _capped(self.redactor.scrub(_without_content(data)))
-            self.store.append_events(run_id, [(topic, clean)])
+            self.store.events.append(run_id, [(topic, clean)])
         except Exception:  # an observer never breaks a step
             log.exception("run %s: event %s was not recorded", run_id, topic)
         self.notify()

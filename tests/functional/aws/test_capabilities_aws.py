@@ -39,7 +39,8 @@ from agentloom.crypto.kms_keyring import KmsKeyring
 from agentloom.handlers import api as api_handler
 from agentloom.knowledge import KnowledgeCapability
 from agentloom.mcp import McpCapability, McpPolicy
-from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
+from agentloom.platform.store import PlatformStore
+from agentloom.platform.store.dynamodb import DynamoDbItemStore
 from agentloom.skills import SkillsCapability
 from agentloom_runtime.testing import ScriptedModel
 from agentloom_runtime.testing.openai_server import OpenAICompatibleServer
@@ -77,7 +78,7 @@ def skill_bench(aws_env: None, tmp_path: Path, mcp_server: Running,
         machine = pass_machine(aws)
 
         def wired(config: AwsConfig) -> Capabilities:  # the default, MCP on 127.0.0.1
-            store = DynamoDbPlatformStore(config.platform_table, client=aws.dynamodb)
+            store = PlatformStore(DynamoDbItemStore(config.platform_table, client=aws.dynamodb))
             return aws_capabilities(
                 table=config.platform_table, dynamodb=aws.dynamodb, store=store,
                 keyring=KmsKeyring(config.kms_key_id, client=aws.kms),
@@ -150,7 +151,7 @@ def test_skill_revisions_are_made_once_and_foreign_folders_refused(
     snapshot = _publish(skill_bench, mcp_server.url)
     run, _ = skill_bench.api.sessions.ask(ALICE, skill_bench.session_id, "Use it")
     service = skill_bench.service
-    found = skill_bench.api.store.find_run(run.run_id)
+    found = skill_bench.api.store.runs.find(run.run_id)
     assert found is not None
     workspaces = efs(service.host.ports.workspaces(service._snapshot(found.value),
                                                    found.value.session_id))
@@ -217,7 +218,7 @@ def test_a_vector_bucket_offers_knowledge_on_s3_vectors(skill_bench: Bench) -> N
     env = {**skill_bench.resources.env, "AGENTLOOM_VECTOR_BUCKET": "agentloom-kb"}
     config = AwsConfig.from_environ(env)
     assert config.vector_bucket == "agentloom-kb"
-    store = DynamoDbPlatformStore(config.platform_table, client=skill_bench.aws.dynamodb)
+    store = PlatformStore(DynamoDbItemStore(config.platform_table, client=skill_bench.aws.dynamodb))
     wired = aws_capabilities(table=config.platform_table, dynamodb=skill_bench.aws.dynamodb,
                              store=store, keyring=KmsKeyring(config.kms_key_id,
                                                              client=skill_bench.aws.kms),

@@ -17,7 +17,7 @@ from agentloom_runtime.workspace import CommandSpec, WorkspaceError
 
 def _record(bench: Bench, session_id: str) -> tuple[str, dict[str, object]]:
     run, _ = bench.api.sessions.ask(ALICE, session_id, "Copy the notes")
-    found = bench.api.store.find_run(run.run_id)
+    found = bench.api.store.runs.find(run.run_id)
     assert found is not None
     snapshot = bench.service._snapshot(found.value)
     workspaces = efs(bench.service.host.ports.workspaces(snapshot, found.value.session_id))
@@ -58,7 +58,7 @@ def test_the_registry_creates_once(bench: Bench) -> None:
     made = bench.service.sandbox.created
     cold = bench.container()
     try:
-        run = bench.api.store.session_runs(bench.session_id)[0]
+        run = bench.api.store.runs.of_session(bench.session_id)[0]
         workspaces = efs(cold.host.ports.workspaces(cold._snapshot(run), run.session_id))
         cold.sandbox.record(workspaces)
         assert cold.sandbox.created == 0  # read from the platform table

@@ -50,7 +50,7 @@ def test_a_run_with_a_plan_files_and_a_command_completes(
     assert (session_dir / "copy.txt").read_text() == "hello\n"
     page = bench.api.sessions.messages(ALICE, bench.session_id)
     assert page.items  # the session stream was kept current
-    session = bench.api.store.get_session(bench.session_id)
+    session = bench.api.store.sessions.get(bench.session_id)
     assert session is not None and session.value.active_run is None
 
 
@@ -148,7 +148,7 @@ def test_a_command_task_without_a_result_blocks_and_is_resolved(
     view = bench.api.sessions.run(ALICE, bench.session_id, run_id)
     assert view.way_out == "resolve" and view.unknown is not None
     assert view.unknown["kind"] == "command"
-    session = bench.api.store.get_session(bench.session_id)
+    session = bench.api.store.sessions.get(bench.session_id)
     assert session is not None and session.value.active_run is None
     bench.api.sessions.resolve(ALICE, bench.session_id, run_id, "did_not_run")
     replies = drive(bench, run_id, 2)

@@ -19,7 +19,7 @@ from unit.knowledge.builders import ALICE, hashing_server, s3vectors_query_shim,
 from agentloom.crypto.kms_keyring import KmsKeyring
 from agentloom.knowledge.s3vectors_index import S3VectorsIndex, index_name
 from agentloom.knowledge.search import SearchCall
-from agentloom.platform.store import DynamoDbPlatformStore
+from agentloom.platform.store import DynamoDbItemStore, PlatformStore
 from agentloom.platform.store.dynamodb import create_table
 
 SECRET = "The vault code is kept in the blue folder on the third shelf."
@@ -47,7 +47,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
 def test_knowledge_on_dynamodb_kms_and_s3_vectors(tmp_path: Path, aws: dict[str, Any]) -> None:
     with hashing_server() as served:
-        store = DynamoDbPlatformStore("agentloom-test", client=aws["dynamodb"])
+        store = PlatformStore(DynamoDbItemStore("agentloom-test", client=aws["dynamodb"]))
         w = world(tmp_path, served.url, store=store, keyring=aws["keyring"],
                   index=S3VectorsIndex(aws["vectors"], BUCKET))
         base = w.base(chunk_size=200, chunk_overlap=0)

@@ -17,7 +17,7 @@ from agentloom.mcp import McpPolicy, McpService
 from agentloom.platform.admin import AdminService
 from agentloom.platform.identity import Principal
 from agentloom.platform.secrets import CodecSecrets
-from agentloom.platform.store import SqlitePlatformStore
+from agentloom.platform.store import PlatformStore, SqliteItemStore
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
@@ -30,7 +30,7 @@ EVE = Principal("eve", "token")
 class Env:
     service: McpService
     admin: AdminService
-    store: SqlitePlatformStore
+    store: PlatformStore
     space_id: str
     path: Path
     admin_principal: Principal = ALICE
@@ -38,7 +38,7 @@ class Env:
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
-    store = SqlitePlatformStore(tmp_path / "platform.sqlite3")
+    store = PlatformStore(SqliteItemStore(tmp_path / "platform.sqlite3"))
     secrets = CodecSecrets(LocalKeyring(tmp_path / "agentloom.key"), store)
     admin = AdminService(store, secrets=secrets)
     space = admin.create_space(ALICE, "Team")

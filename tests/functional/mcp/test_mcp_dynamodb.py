@@ -19,7 +19,8 @@ from agentloom.platform.admin import AdminService
 from agentloom.platform.errors import Conflict
 from agentloom.platform.identity import Principal
 from agentloom.platform.secrets import CodecSecrets
-from agentloom.platform.store.dynamodb import DynamoDbPlatformStore, create_table
+from agentloom.platform.store import PlatformStore
+from agentloom.platform.store.dynamodb import DynamoDbItemStore, create_table
 from agentloom_runtime.snapshot import McpToolBinding
 
 TABLE = "agentloom-mcp-test"
@@ -38,7 +39,7 @@ def aws(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
 
 
 def test_resources_and_credentials_on_dynamodb_and_kms(aws: dict[str, Any]) -> None:
-    store = DynamoDbPlatformStore(TABLE, client=aws["dynamodb"])
+    store = PlatformStore(DynamoDbItemStore(TABLE, client=aws["dynamodb"]))
     secrets = CodecSecrets.kms(aws["key"], client=aws["kms"], store=store)
     space = AdminService(store, secrets=secrets).create_space(ALICE, "Team")
     service = McpService(store, secrets, McpPolicy(allow_loopback=True))

@@ -18,7 +18,8 @@ from agentloom.platform.identity import Principal
 from agentloom.platform.launcher import RunJob
 from agentloom.platform.lease import STEP_FUNCTIONS, Driver
 from agentloom.platform.sessions import SessionService
-from agentloom.platform.store.dynamodb import DynamoDbPlatformStore
+from agentloom.platform.store import PlatformStore
+from agentloom.platform.store.dynamodb import DynamoDbItemStore
 from agentloom.platform.store.dynamodb import create_table as create_platform_table
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore
@@ -77,7 +78,7 @@ CONTEXT = LambdaContext()
 @dataclass
 class World:
     dynamodb: Any
-    store: DynamoDbPlatformStore
+    store: PlatformStore
     sessions: SessionService
     launcher: RecordingLauncher
     space_id: str
@@ -128,7 +129,7 @@ def world(monkeypatch, tmp_path):
                               AttributeDefinitions=[{"AttributeName": "id",
                                                      "AttributeType": "S"}],
                               KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
-        store = DynamoDbPlatformStore("platform", client=dynamodb)
+        store = PlatformStore(DynamoDbItemStore("platform", client=dynamodb))
         checkpoints = DynamoDbCheckpointStore("checkpoints", client=dynamodb)
         launcher = RecordingLauncher()
         sessions = SessionService(store, RunTracker(store, checkpoints), launcher,

@@ -34,7 +34,7 @@ def test_an_eventbridge_rule_event_delivered_twice_starts_one_run(world: World) 
         (world.space_id, world.agent_id, 1, SERVICE_USER)
     assert job.question is not None and '"order_id": "o-1234"' in job.question
     assert job.question.startswith("Summarise this order event: {")
-    session = world.store.get_session(first["session_id"])
+    session = world.store.sessions.get(first["session_id"])
     assert session is not None and session.value.user_id == SERVICE_USER
     # another event is another run, in its own session
     other = service.handle(rule_input("0e2b6a1c-0000-4000-8000-000000000001"), CONTEXT)

@@ -24,7 +24,7 @@ from agentloom.knowledge.wiring import knowledge_service
 from agentloom.platform.admin import AdminService
 from agentloom.platform.identity import Principal
 from agentloom.platform.secrets import CodecSecrets
-from agentloom.platform.store import InMemoryPlatformStore, PlatformStore
+from agentloom.platform.store import InMemoryItemStore, PlatformStore
 
 ALICE = Principal("alice", "token")
 BOB = Principal("bob", "token")  # a member
@@ -137,7 +137,7 @@ class World:
 def world(tmp_path: Any, base_url: str, *, index: VectorIndex | None = None,
           api_key: str | None = None, store: PlatformStore | None = None,
           keyring: Any = None) -> World:
-    store = store or InMemoryPlatformStore()
+    store = store or PlatformStore(InMemoryItemStore())
     keyring = keyring or LocalKeyring(tmp_path / "agentloom.key")
     admin = AdminService(store, secrets=CodecSecrets(keyring, store))
     space = admin.create_space(ALICE, "Team")
@@ -196,7 +196,7 @@ def local_service(tmp_path: Any, index: VectorIndex | None = None) -> tuple[Know
     from agentloom.knowledge import ContentSealer, KnowledgeStore
     from agentloom.platform.secrets import _StoreKeySlots
 
-    store = InMemoryPlatformStore()
+    store = PlatformStore(InMemoryItemStore())
     embedders = FixedEmbedders()
     keyring = LocalKeyring(tmp_path / "agentloom.key")
     return KnowledgeService(KnowledgeStore(store), ContentSealer(keyring, _StoreKeySlots(store)),

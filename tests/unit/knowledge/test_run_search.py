@@ -25,7 +25,7 @@ class Boom(Exception):
 
 def _base(tmp_path: Path, index: Any = None) -> tuple[Any, Any, KnowledgeBase]:
     service, embedders = local_service(tmp_path, index)
-    service.store.store.create_space(  # a space the records can live in
+    service.store.store.spaces.create(  # a space the records can live in
         *_space())
     base = KnowledgeBase(space_id="spc_1", base_id="kbs_1", name="B", connection_id="mdl_1",
                          document_model="d", query_model="q", chunk_size=200,

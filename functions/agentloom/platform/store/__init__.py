@@ -1,40 +1,49 @@
-"""The platform store port (``PlatformStore``) and its adapters, one per module:
+"""The platform store: ``PlatformStore``, one repository per kind of record
+(``spaces``, ``agents``, ``sessions``, ``runs``, ``streams``, ``events``, ``tokens``)
+over an ``ItemStore``, whose adapters implement three primitives, one per module:
 
-- ``InMemoryPlatformStore`` (``memory``): the reference, for tests and one process;
-- ``SqlitePlatformStore`` (``sqlite``): the embedded default, one SQLite file (WAL);
-- ``DynamoDbPlatformStore`` (``dynamodb``): AWS, one table keyed by ``pk``/``sk``
+- ``InMemoryItemStore`` (``memory``): the reference, for tests and one process;
+- ``SqliteItemStore`` (``sqlite``): the embedded default, one SQLite file (WAL);
+- ``DynamoDbItemStore`` (``dynamodb``): AWS, one table keyed by ``pk``/``sk``
   (imported on first use: it needs boto3, the ``aws`` extra).
+
+The item layout is in ``items``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import (
+from .items import (
     ABSENT,
     ANY,
-    PlatformStore,
+    ItemStore,
+    Stored,
     Versioned,
     Write,
     WriteConflict,
+    check,
+    delete,
+    put,
     retry_conflicts,
-    secret_hash,
 )
-from .memory import InMemoryPlatformStore
-from .sqlite import SqlitePlatformStore
+from .memory import InMemoryItemStore
+from .platform_store import PlatformStore
+from .sqlite import SqliteItemStore
+from .tokens import secret_hash
 
 if TYPE_CHECKING:
-    from .dynamodb import DynamoDbPlatformStore
+    from .dynamodb import DynamoDbItemStore
 
 
 def __getattr__(name: str) -> object:
-    if name == "DynamoDbPlatformStore":
-        from .dynamodb import DynamoDbPlatformStore
+    if name == "DynamoDbItemStore":
+        from .dynamodb import DynamoDbItemStore
 
-        return DynamoDbPlatformStore
+        return DynamoDbItemStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ABSENT", "ANY", "DynamoDbPlatformStore", "InMemoryPlatformStore", "PlatformStore",
-           "SqlitePlatformStore", "Versioned", "Write", "WriteConflict", "retry_conflicts",
-           "secret_hash"]
+__all__ = ["ABSENT", "ANY", "DynamoDbItemStore", "InMemoryItemStore", "ItemStore",
+           "PlatformStore", "SqliteItemStore", "Stored", "Versioned", "Write",
+           "WriteConflict", "check", "delete", "put", "retry_conflicts", "secret_hash"]

@@ -1,9 +1,9 @@
-"""The DynamoDB platform store: the port's three primitives on one table.
+"""The DynamoDB item store: the platform store's three primitives on one table.
 
-Every platform item ``(pk, sk) -> (version, body)`` (layout in ``base``) is one DynamoDB
+Every platform item ``(pk, sk) -> (version, body)`` (layout in ``items``) is one DynamoDB
 item::
 
-    pk (S)  sk (S)  version (N)  body (S, the JSON the base serializes)  ttl (N, optional)
+    pk (S)  sk (S)  version (N)  body (S, the JSON the item layer serializes)  ttl (N, optional)
 
 Key prefixes are lowercase (``space#``, ``session#``, ``run#`` …) and the checkpoint
 store's are uppercase (``RUN#``), so both stores may share one table (see
@@ -31,8 +31,8 @@ store's are uppercase (``RUN#``), so both stores may share one table (see
 - Sizes: an item above ``MAX_ITEM_BYTES`` (64 KiB, far below the 400 KB limit) is refused
   with ``ConfigError`` before anything is written; platform items are small (records are
   references, the content stays in the run's checkpoint logs; a large agent-version
-  snapshot is stored in parts by the base, ``snapshot_parts``). A transaction over 100
-  actions or 4 MB is refused the same way (never split: that would break atomicity).
+  snapshot is stored in parts by ``agents``). A transaction over 100 actions or 4 MB is
+  refused the same way (never split: that would break atomicity).
 
 Counters, for benchmarks (writes DynamoDB accepted): ``items_written``,
 ``bytes_written``, ``write_units`` (ceil(size / 1 KB) per item, twice inside
@@ -51,12 +51,12 @@ from typing import Any
 from agentloom.stores.dynamodb_checkpoints import DynamoDbTransaction, item_size, write_units
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
-from .base import ABSENT, ANY, PlatformStore, Stored, Write, WriteConflict
+from .items import ABSENT, ANY, ItemStore, Stored, Write, WriteConflict
 
 try:
     from botocore.exceptions import ClientError
 except ImportError as exc:  # pragma: no cover
-    raise ImportError("DynamoDbPlatformStore needs boto3: "
+    raise ImportError("DynamoDbItemStore needs boto3: "
                       "pip install 'agentloom[aws]'") from exc
 
 MAX_TRANSACT_ACTIONS = 100
@@ -69,11 +69,10 @@ DynamoDbClient = Any
 Item = dict[str, Any]
 
 
-class DynamoDbPlatformStore(PlatformStore):
+class DynamoDbItemStore(ItemStore):
     """Platform items in one DynamoDB table (``pk``/``sk`` strings), client injected."""
 
     def __init__(self, table_name: str, *, client: DynamoDbClient) -> None:
-        super().__init__()
         if not table_name:
             raise ConfigError("table_name is required")
         self.table_name = table_name

@@ -1,4 +1,4 @@
-"""The in-memory platform store: the reference adapter (one process, tests)."""
+"""The in-memory item store: the reference adapter (one process, tests)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from collections.abc import Sequence
 
 from agentloom_runtime.checkpoint.store import CompanionConflict
 
-from .base import ABSENT, ANY, PlatformStore, Stored, Write, WriteConflict
+from .items import ABSENT, ANY, ItemStore, Stored, Write, WriteConflict
 
 
-class InMemoryPlatformStore(PlatformStore):
+class InMemoryItemStore(ItemStore):
     def __init__(self) -> None:
-        super().__init__()
         self._items: dict[str, dict[str, tuple[int, str]]] = {}
         self._keys: dict[str, list[str]] = {}  # pk -> sorted sks
         self._lock = threading.Lock()

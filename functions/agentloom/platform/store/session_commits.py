@@ -3,7 +3,7 @@
 The platform's ``CommitCompanion`` (``agentloom_runtime.checkpoint``). Given to the
 checkpoint store, it is asked before each commit's transaction what the commit means
 for the run's session (``prepare``), and its writes join the same transaction
-(``PlatformStore.join_writes``): the same SQLite transaction when both stores share
+(``ItemStore.join_writes``): the same SQLite transaction when both stores share
 the file (embedded), the same TransactWriteItems across the two tables (AWS). So a
 crash leaves the run's head *and* what it implies for the session, or neither:
 
@@ -63,15 +63,9 @@ from agentloom_runtime.context.history import (
 )
 from agentloom_runtime.engine import MainView
 
-from .base import (
-    PlatformStore,
-    Versioned,
-    ViewRef,
-    Write,
-    check,
-    record_writes,
-    view_write,
-)
+from .items import Versioned, Write, check
+from .platform_store import PlatformStore
+from .sessions import ViewRef, record_writes, view_write
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +181,7 @@ def _status_record(run_id: str, progress: Progress, cursor: OpenRun, found: Pass
 
 def _add_usage(store: PlatformStore, session_id: str, run_id: str,
                calls: list[tuple[str, str, Mapping[str, Any]]], found: Pass) -> None:
-    stored = store.get_run(session_id, run_id)
+    stored = store.runs.get(session_id, run_id)
     if stored is None:
         return
     total = stored.value.usage
@@ -211,7 +205,7 @@ class _Joined:
         self.store, self.writes, self.notify = store, writes, notify
 
     def join(self, transaction: object) -> None:
-        self.store.join_writes(self.writes, transaction)
+        self.store.items.join_writes(self.writes, transaction)
 
     def committed(self) -> None:
         if self.notify is not None:
@@ -254,7 +248,7 @@ class SessionCommits:
         if progress is None:
             return None
         sid = self._session_of(commit.run_id)
-        head = None if sid is None else self.store.get_stream(sid)
+        head = None if sid is None else self.store.streams.head(sid)
         if sid is None or head is None or commit.run_id not in head.value.open:
             return None
         open_runs = {k: v.model_copy(deep=True) for k, v in head.value.open.items()}
@@ -272,7 +266,7 @@ class SessionCommits:
         if not found.changed and view is None:
             return None
         if found.usage_events:  # the model.usage events ride in the same transaction
-            writes += self.store.event_writes(
+            writes += self.store.events.append_writes(
                 commit.run_id, [("model.usage", data) for _, data in found.usage_events])[0]
         return _Joined(self.store, writes, self._notify if found.usage_events else None)
 
@@ -280,7 +274,7 @@ class SessionCommits:
         with self._lock:
             known = self._sessions.get(run_id)
         if known is None:
-            known = self.store.run_session(run_id)
+            known = self.store.runs.session_of(run_id)
             if known is not None:
                 with self._lock:
                     self._sessions[run_id] = known
@@ -322,8 +316,8 @@ class SessionCommits:
     def _main_records(self, sid: str) -> list[SessionRecord]:
         out: list[SessionRecord] = []
         while True:
-            page = self.store.records(sid, after=out[-1].seq if out else 0, limit=_PAGE,
-                                      instance="main")
+            page = self.store.streams.records(sid, after=out[-1].seq if out else 0,
+                                              limit=_PAGE, instance="main")
             out += page
             if len(page) < _PAGE:
                 return out

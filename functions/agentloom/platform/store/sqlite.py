@@ -1,4 +1,4 @@
-"""The SQLite platform store: the embedded default.
+"""The SQLite item store: the platform store's embedded default.
 
 One table of items in a SQLite file in WAL mode; by default ``agentloom serve`` shares
 the file with the checkpoint store (``agentloom.sqlite3``: one file to back up, one
@@ -27,7 +27,7 @@ from agentloom.stores.sqlite_connections import ThreadConnections
 from agentloom_runtime.checkpoint.store import CompanionConflict
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
-from .base import ABSENT, ANY, PlatformStore, Stored, Write, WriteConflict
+from .items import ABSENT, ANY, ItemStore, Stored, Write, WriteConflict
 
 SCHEMA_VERSION = 1
 _TOP = "\U0010ffff"
@@ -41,13 +41,12 @@ _SCHEMA = (
 )
 
 
-class SqlitePlatformStore(PlatformStore):
+class SqliteItemStore(ItemStore):
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
-        super().__init__()
         text = os.fspath(path)
         if not text or text == ":memory:" or text.startswith("file:"):
-            raise ConfigError("SqlitePlatformStore needs a file path; use "
-                              "InMemoryPlatformStore for a store in memory")
+            raise ConfigError("SqliteItemStore needs a file path; use "
+                              "InMemoryItemStore for a store in memory")
         self.path = Path(text)
         self._file = self.path.resolve()
         self._busy_ms = int(busy_timeout * 1000)

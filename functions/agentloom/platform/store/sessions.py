@@ -1,0 +1,334 @@
+"""Sessions, their runs, record streams and run events: one session's lifecycle.
+
+Items (layout in ``items``): ``session#{session}`` ``session`` (the lease),
+``run#{run}``, ``idem#{sha256}``, ``stream``, ``rec#{last seq}``,
+``view#{watermark}#{run}``; ``session#{session}#i#{instance}`` ``rec#{last seq}``;
+``user#{user}`` ``session#{space}#{session}``; ``space#{space}`` ``runs#{status}#{run}``;
+``run#{run}`` ``run``, ``events``, ``ev#{seq}``; ``active`` ``run#{run}``.
+
+**One active run per session** is the compare-and-set on the session item:
+``Runs.start`` writes the session (``active_run`` set, expecting the version it read),
+the run, its index and lookup items, the stream cursor and the idempotency key in one
+transaction. Of concurrent asks exactly one commits; the others see the winner.
+
+**The record stream in batches.** Records appended together are stored as batches of at
+most ``RECORDS_PER_ITEM`` (``{"records": [SessionRecord, …]}``), each keyed by the seq of
+its *last* record, so that a range read from any seq finds the batch holding it (an
+item of one older ``SessionRecord`` reads the same way). A step's records therefore
+cost a few items, however many they are, and fit one transaction with the run's commit
+(``record_writes``, ``view_write``: ``agentloom.platform.store.session_commits``).
+
+**Run events** get unique, contiguous seqs: an append is a compare-and-set on the run's
+event counter, retried.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from agentloom.platform.domain import (
+    ACTIVE_STATES,
+    Event,
+    Idempotency,
+    OpenRun,
+    Run,
+    RunIndex,
+    Session,
+    SessionRecord,
+    StreamHead,
+    now,
+)
+
+from .items import (
+    ABSENT,
+    SEQ_DIGITS,
+    ItemStore,
+    Versioned,
+    Write,
+    WriteConflict,
+    delete,
+    dumps,
+    put,
+    seq_key,
+)
+
+RECORDS_PER_ITEM = 100  # session records in one batch item (~25 KB) ...
+RECORD_BATCH_BYTES = 32 * 1024  # ... and about this many bytes at most
+EVENT_ATTEMPTS = 100
+
+
+class Sessions:
+    """``store.sessions``: a session is created with its empty record stream; its item
+    is the lease runs take and give back (``store.runs``)."""
+
+    def __init__(self, items: ItemStore) -> None:
+        self._items = items
+
+    def create(self, session: Session) -> None:
+        sid = session.session_id
+        self._items.transact([
+            put(f"session#{sid}", "session", session, ABSENT),
+            put(f"session#{sid}", "stream", StreamHead(session_id=sid), ABSENT),
+            put(f"user#{session.user_id}", f"session#{session.space_id}#{sid}",
+                {"session_id": sid}, ABSENT)])
+
+    def get(self, session_id: str) -> Versioned[Session] | None:
+        return self._items.get(f"session#{session_id}", "session", Session)
+
+    def of_user(self, user_id: str, space_id: str) -> list[Session]:
+        """``user_id``'s sessions in ``space_id``, newest id first."""
+        refs = self._items.query_raw(f"user#{user_id}", f"session#{space_id}#",
+                                     reverse=True)
+        found = (self.get(json.loads(r.text)["session_id"]) for r in refs)
+        return [s.value for s in found if s is not None]
+
+
+def _index_sk(run: Run | RunIndex) -> str:
+    return f"runs#{run.status}#{run.run_id}"
+
+
+def run_index(run: Run) -> RunIndex:
+    return RunIndex(run_id=run.run_id, session_id=run.session_id, space_id=run.space_id,
+                    user_id=run.user_id, agent_id=run.agent_id, version=run.version,
+                    status=run.status, updated_at=run.updated_at,
+                    error_code=(run.error or {}).get("code"))
+
+
+class Runs:
+    """``store.runs``: a run starts by taking its session's lease and gives it back in
+    the update that ends it (module docstring)."""
+
+    def __init__(self, items: ItemStore, streams: Streams) -> None:
+        self._items, self._streams = items, streams
+
+    def start(self, session: Versioned[Session], run: Run,
+              idempotency: Idempotency | None = None,
+              replace_idempotency: int = ABSENT) -> None:
+        """The lease and the run in one transaction: the session (``active_run`` = the
+        run, expecting the version read), the run, its index and lookup items, the
+        stream's cursor for it and the idempotency key (``replace_idempotency``: the
+        version of an expired key it replaces)."""
+        sid = session.value.session_id
+        stream = self._streams.head(sid)
+        if stream is None:
+            raise WriteConflict(f"session {sid} has no record stream", index=0,
+                                pk=f"session#{sid}", sk="stream")
+        opened = stream.value.model_copy(
+            update={"open": {**stream.value.open, run.run_id: OpenRun()}})
+        updated = session.value.model_copy(update={"active_run": run.run_id,
+                                                   "runs": session.value.runs + 1})
+        writes = [put(f"session#{sid}", "session", updated, session.version),
+                  put(f"session#{sid}", f"run#{run.run_id}", run, ABSENT),
+                  put(f"space#{run.space_id}", _index_sk(run), run_index(run), ABSENT),
+                  put(f"run#{run.run_id}", "run", {"session_id": sid}, ABSENT),
+                  put("active", f"run#{run.run_id}", {"session_id": sid}),
+                  put(f"session#{sid}", "stream", opened, stream.version)]
+        if idempotency is not None:
+            writes.append(put(f"session#{sid}", f"idem#{idempotency.key_sha256}",
+                              idempotency, replace_idempotency))
+        self._items.transact(writes)
+
+    def get(self, session_id: str, run_id: str) -> Versioned[Run] | None:
+        return self._items.get(f"session#{session_id}", f"run#{run_id}", Run)
+
+    def find(self, run_id: str) -> Versioned[Run] | None:
+        """A run by its id alone."""
+        session_id = self.session_of(run_id)
+        return None if session_id is None else self.get(session_id, run_id)
+
+    def session_of(self, run_id: str) -> str | None:
+        """The session of a run the platform knows (None: not a platform run)."""
+        found = self._items.get_raw(f"run#{run_id}", "run")
+        return None if found is None else str(json.loads(found[1])["session_id"])
+
+    def of_session(self, session_id: str) -> list[Run]:
+        return self._items.query(f"session#{session_id}", "run#", Run)
+
+    def by_status(self, space_id: str, status: str | None = None,
+                  limit: int | None = None) -> list[RunIndex]:
+        prefix = f"runs#{status}#" if status else "runs#"
+        return self._items.query(f"space#{space_id}", prefix, RunIndex, limit=limit)
+
+    def update(self, run: Versioned[Run], new: Run, *,
+               session: Versioned[Session] | None = None,
+               session_update: Session | None = None) -> None:
+        """The run (expecting the version read), its index entry moved when the status
+        changed, and optionally the session (the lease taken or given back) in the same
+        transaction."""
+        writes = [put(f"session#{new.session_id}", f"run#{new.run_id}", new, run.version)]
+        if run.value.status != new.status:
+            writes.append(delete(f"space#{new.space_id}", _index_sk(run.value)))
+        writes.append(put(f"space#{new.space_id}", _index_sk(new), run_index(new)))
+        was, now_active = run.value.status in ACTIVE_STATES, new.status in ACTIVE_STATES
+        if was != now_active:
+            writes.append(put("active", f"run#{new.run_id}", {"session_id": new.session_id})
+                          if now_active else delete("active", f"run#{new.run_id}"))
+        if session is not None and session_update is not None:
+            writes.append(put(f"session#{new.session_id}", "session", session_update,
+                              session.version))
+        self._items.transact(writes)
+
+    def active(self) -> list[tuple[str, str]]:
+        """(run_id, session_id) of every run that holds its session."""
+        return [(s.sk.removeprefix("run#"), json.loads(s.text)["session_id"])
+                for s in self._items.query_raw("active", "run#")]
+
+    def idempotency(self, session_id: str, key_sha256: str
+                    ) -> Versioned[Idempotency] | None:
+        """The idempotency key of an ask (``start`` wrote it with its run)."""
+        return self._items.get(f"session#{session_id}", f"idem#{key_sha256}", Idempotency)
+
+
+class ViewRef(BaseModel):
+    """A reusable view (docs/contract.md#observed-prefix): what ``SessionView`` holds,
+    the messages apart — they are the blob ``blob`` of run ``run_id`` in the checkpoint
+    store (stored once, encrypted with the run's logs, chunked where items are small)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal[1] = 1
+    run_id: str
+    watermark: int
+    observed_seqs: list[list[int]]
+    blob: str
+    user_turns: int
+    model_steps: int
+    baseline_user_turns: int
+    baseline_model_steps: int
+
+
+class Streams:
+    """``store.streams``: the head (next seq, per-run cursors), the records, the views."""
+
+    def __init__(self, items: ItemStore) -> None:
+        self._items = items
+
+    def head(self, session_id: str) -> Versioned[StreamHead] | None:
+        return self._items.get(f"session#{session_id}", "stream", StreamHead)
+
+    def append(self, head: Versioned[StreamHead], new_head: StreamHead,
+               records: Sequence[SessionRecord],
+               runs: Iterable[tuple[Versioned[Run], Run]] = ()) -> None:
+        """New records (seqs after the head's), the head (cursors, seq) and runs (their
+        usage) in one transaction conditioned on the head's version."""
+        self._items.transact(record_writes(head, new_head, records, runs))
+
+    def records(self, session_id: str, after: int = 0, limit: int = 100, *,
+                instance: str | None = None) -> list[SessionRecord]:
+        """The stream's records with a seq after ``after`` (of ``instance``'s, or all),
+        ascending, at most ``limit``."""
+        pk = f"session#{session_id}" + (f"#i#{instance}" if instance else "")
+        # each batch read holds at least one record after ``after`` (its last); read a
+        # few batches first (one may hold 100 records), then what may still be missing
+        found: list[SessionRecord] = []
+        cursor, want = seq_key("rec", after), min(limit, 10)
+        while len(found) < limit and want > 0:
+            page = self._items.query_raw(pk, "rec#", after=cursor, limit=want)
+            for stored in page:
+                found += [r for r in _batch(stored.text) if r.seq > after]
+                if len(found) >= limit:
+                    break
+            if len(page) < want:
+                break
+            cursor, want = page[-1].sk, limit - len(found)
+        return found[:limit]
+
+    def views(self, session_id: str) -> list[ViewRef]:
+        return self._items.query(f"session#{session_id}", "view#", ViewRef)
+
+
+class Events:
+    """``store.events``: append a run's events, read them after a seq."""
+
+    def __init__(self, items: ItemStore) -> None:
+        self._items = items
+        self._lock = threading.Lock()
+
+    def append(self, run_id: str, events: Sequence[tuple[str, dict[str, Any]]]) -> int:
+        """Append events with the next seqs (compare-and-set on the counter, retried);
+        returns the last seq."""
+        with self._lock:  # writers in one process take turns; others retry
+            for _ in range(EVENT_ATTEMPTS):
+                writes, last = self.append_writes(run_id, events)
+                try:
+                    self._items.transact(writes)
+                    return last
+                except WriteConflict:
+                    time.sleep(0.001)
+        raise WriteConflict(f"run {run_id}: the event counter kept changing", index=0,
+                            pk=f"run#{run_id}", sk="events")
+
+    def append_writes(self, run_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+                      ) -> tuple[list[Write], int]:
+        """The writes that append ``events`` after the counter as read now (conditioned
+        on its version), and the last seq they take."""
+        pk = f"run#{run_id}"
+        found = self._items.get_raw(pk, "events")
+        version, last = (found[0], json.loads(found[1])["seq"]) if found else (0, 0)
+        at = now()
+        writes = [put(pk, "events", {"seq": last + len(events)},
+                      version if found else ABSENT)]
+        writes += [put(pk, seq_key("ev", last + i), Event(
+            run_id=run_id, seq=last + i, type=topic, at=at, data=data), ABSENT)
+            for i, (topic, data) in enumerate(events, 1)]
+        return writes, last + len(events)
+
+    def read(self, run_id: str, *, after: int = 0, limit: int = 200) -> list[Event]:
+        """The run's events with a seq after ``after``, ascending, at most ``limit``."""
+        return self._items.query(f"run#{run_id}", "ev#", Event, after=seq_key("ev", after),
+                                 limit=limit)
+
+
+def record_writes(head: Versioned[StreamHead], new_head: StreamHead,
+                  records: Sequence[SessionRecord],
+                  runs: Iterable[tuple[Versioned[Run], Run]] = ()) -> list[Write]:
+    """The writes of an append to a session's record stream: the head conditioned on the
+    version read, the records in batches (all of them and per instance), the runs."""
+    sid = new_head.session_id
+    writes = [put(f"session#{sid}", "stream", new_head, head.version)]
+    by_instance: dict[str, list[SessionRecord]] = {}
+    for record in records:
+        by_instance.setdefault(record.instance, []).append(record)
+    groups = [(f"session#{sid}", list(records))]
+    groups += [(f"session#{sid}#i#{instance}", found) for instance, found in
+               by_instance.items()]
+    for pk, group in groups:
+        for batch in _batches([r.model_dump(mode="json") for r in group]):
+            writes.append(put(pk, seq_key("rec", batch[-1]["seq"]), {"records": batch},
+                              ABSENT))
+    for old, new in runs:
+        writes.append(put(f"session#{sid}", f"run#{new.run_id}", new, old.version))
+    return writes
+
+
+def view_write(session_id: str, view: ViewRef) -> Write:
+    return put(f"session#{session_id}", f"view#{view.watermark:0{SEQ_DIGITS}d}#{view.run_id}",
+               view, ABSENT)
+
+
+def _batches(records: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
+    """Consecutive runs of at most RECORDS_PER_ITEM records and ~RECORD_BATCH_BYTES."""
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for record in records:
+        length = len(dumps(record).encode())
+        if batch and (len(batch) == RECORDS_PER_ITEM or size + length > RECORD_BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(record)
+        size += length
+    if batch:
+        yield batch
+
+
+def _batch(text: str) -> list[SessionRecord]:
+    body = json.loads(text)
+    if "records" in body:
+        return [SessionRecord.model_validate(r) for r in body["records"]]
+    return [SessionRecord.model_validate(body)]  # an item of one record, as first stored
