@@ -1,9 +1,14 @@
 # Sourced by bin/agentloom and bin/test: make sure the virtual environment exists and
-# holds this checkout's dependencies. Idempotent; reinstalls when pyproject.toml changes.
+# holds this checkout's dependencies. The caller sets AGENTLOOM_EXTRAS to the extras it
+# needs ("" for running an agent, "serve" for the HTTP API, "dev" for the whole check;
+# comma-separated). Idempotent: the stamp records the pyproject.toml hash, the checkout
+# and the extras installed, and an install is always of the union of the extras asked
+# for so far, so bin/agentloom after bin/test reuses the dev install instead of
+# reinstalling a smaller one (and bin/test after that does not reinstall either).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${AGENTLOOM_VENV:-$ROOT/.venv}"
-EXTRAS="${AGENTLOOM_EXTRAS:-dev}"
+EXTRAS="${AGENTLOOM_EXTRAS-}"
 PY="${PYTHON:-python3}"
 
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -13,14 +18,32 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
   echo "creating virtual environment in $VENV" >&2
   "$PY" -m venv "$VENV"
-fi
-stamp="$VENV/.agentloom-installed"
-want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)-$EXTRAS"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "installing agentloom[$EXTRAS] into $VENV" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[$EXTRAS]" >&2
-  echo "$want" > "$stamp"
+fi
+
+# A comma list, sorted, without duplicates or blanks: "dev,serve"
+_extras() { tr ', ' '\n\n' <<<"$*" | sed '/^$/d' | sort -u | paste -sd, -; }
+
+stamp="$VENV/.agentloom-installed"
+hash="$(sha256sum <"$ROOT/pyproject.toml" | cut -c1-16)"
+had="" same=""
+if [ -f "$stamp" ]; then
+  case "$(head -n1 "$stamp")" in
+    hash=*)  # hash=H, root=DIR, extras=A,B (one a line)
+      had="$(sed -n 's/^extras=//p' "$stamp")"
+      [ "$(sed -n 's/^hash=//p' "$stamp")" = "$hash" ] \
+        && [ "$(sed -n 's/^root=//p' "$stamp")" = "$ROOT" ] && same=1 ;;
+    *-*)  # the stamp before this format: HASH-EXTRAS
+      had="$(cut -d- -f2- "$stamp")" ;;
+  esac
+fi
+had="$(_extras "$had")"
+want="$(_extras "$had,$EXTRAS")"
+if [ -z "$same" ] || [ "$want" != "$had" ]; then
+  echo "installing agentloom${want:+[$want]} into $VENV" >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    -e "$ROOT${want:+[$want]}" >&2
+  printf 'hash=%s\nroot=%s\nextras=%s\n' "$hash" "$ROOT" "$want" >"$stamp"
 fi
 
 # The command sandbox. bin/agentloom calls this so the quickstart's sandboxed step runs on
