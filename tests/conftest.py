@@ -47,6 +47,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.xdist_group("cdk"))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
+    """An xdist worker sends each report to the controller as UTF-8: captured output with
+    a lone surrogate (tests of text that is made storable log one) would kill the worker,
+    so such characters travel escaped."""
+    outcome = yield
+    if hasattr(item.config, "workerinput"):
+        report = outcome.get_result()  # type: ignore[attr-defined]
+        report.sections = [(title, text.encode("utf-8", "backslashreplace").decode())
+                           for title, text in report.sections]
+
+
 @pytest.fixture(autouse=True)
 def _lambda_logging_stays_in_its_test() -> Iterator[None]:
     """A Lambda-mode test makes the Powertools Logger own the ``agentloom`` loggers (JSON
