@@ -21,21 +21,38 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
 fi
 
-# A comma list, sorted, without duplicates or blanks: "dev,serve"
-_extras() { tr ', ' '\n\n' <<<"$*" | sed '/^$/d' | sort -u | paste -sd, -; }
+# A comma list, sorted, without duplicates or blanks ("dev,serve"); bash only, as is
+# the rest of this file but for cat, cut and sha256sum.
+_extras() {
+  local -A seen=()
+  local name out=""
+  local IFS=$', \n'
+  for name in $*; do [ -z "$name" ] || seen[$name]=1; done
+  while [ ${#seen[@]} -gt 0 ]; do  # the smallest name first
+    local first=""
+    for name in "${!seen[@]}"; do
+      if [ -z "$first" ] || [[ "$name" < "$first" ]]; then first=$name; fi
+    done
+    out="${out:+$out,}$first"
+    unset "seen[$first]"
+  done
+  printf '%s' "$out"
+}
 
 stamp="$VENV/.agentloom-installed"
 hash="$(sha256sum <"$ROOT/pyproject.toml" | cut -c1-16)"
 had="" same=""
 if [ -f "$stamp" ]; then
-  case "$(head -n1 "$stamp")" in
-    hash=*)  # hash=H, root=DIR, extras=A,B (one a line)
-      had="$(sed -n 's/^extras=//p' "$stamp")"
-      [ "$(sed -n 's/^hash=//p' "$stamp")" = "$hash" ] \
-        && [ "$(sed -n 's/^root=//p' "$stamp")" = "$ROOT" ] && same=1 ;;
-    *-*)  # the stamp before this format: HASH-EXTRAS
-      had="$(cut -d- -f2- "$stamp")" ;;
-  esac
+  stamped_hash="" stamped_root=""
+  while IFS= read -r line; do
+    case "$line" in
+      hash=*) stamped_hash="${line#hash=}" ;;
+      root=*) stamped_root="${line#root=}" ;;
+      extras=*) had="${line#extras=}" ;;
+      *-*) stamped_hash="${line%%-*}" stamped_root="$ROOT" had="${line#*-}" ;;  # HASH-EXTRAS
+    esac
+  done <"$stamp"
+  [ "$stamped_hash" = "$hash" ] && [ "$stamped_root" = "$ROOT" ] && same=1
 fi
 had="$(_extras "$had")"
 want="$(_extras "$had,$EXTRAS")"

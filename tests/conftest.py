@@ -6,8 +6,8 @@ How the run is shaped (bin/test runs it on every core with pytest-xdist):
 - Crash sweeps are sampled: the points beyond the sample carry the ``sweep`` marker and
   run only when the ``-m`` expression names it (``pytest -m sweep``, ``bin/test
   --sweeps``); tests/support/sweeps.py.
-- Under ``--dist loadgroup`` every tests/infra test is in one group, so one worker
-  synthesizes the CDK app once (its ``synthesized`` fixture is session-scoped).
+- The CDK app is synthesized once per run, whichever workers need it
+  (tests/infra/conftest.py).
 - A line every 30 s without a finished test says what is still running
   (tests/support/progress.py).
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -27,24 +26,17 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-INFRA = Path(__file__).parent / "infra"
-
 
 def pytest_configure(config: pytest.Config) -> None:
     progress.register(config)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist names the groups (its hook runs first)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if "sweep" not in (config.option.markexpr or ""):
         rest = [item for item in items if item.get_closest_marker("sweep") is not None]
         if rest:
             config.hook.pytest_deselected(items=rest)
             items[:] = [item for item in items if item.get_closest_marker("sweep") is None]
-    if hasattr(config, "workerinput"):  # an xdist worker: xdist_group is registered
-        for item in items:
-            if item.path.is_relative_to(INFRA):
-                item.add_marker(pytest.mark.xdist_group("cdk"))
 
 
 @pytest.hookimpl(hookwrapper=True)
