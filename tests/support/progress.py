@@ -86,7 +86,7 @@ class Heartbeat:
         running = sorted(self._running.items(), key=lambda item: item[1])
         what = ", ".join(f"{nodeid} ({_clock(now - since)})" for nodeid, since in running)
         return (f"… {self._done}{total} done, {_clock(now - self._started)} in; "
-                f"running: {what or 'collection or fixtures'}")
+                f"running: {what or 'nothing yet (workers starting, collecting)'}")
 
     def _write(self, line: str) -> None:
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
