@@ -1,9 +1,14 @@
 # Sourced by bin/agentloom and bin/test: make sure the virtual environment exists and
-# holds this checkout's dependencies. Idempotent; reinstalls when pyproject.toml changes.
+# holds this checkout's dependencies. The caller sets AGENTLOOM_EXTRAS to the extras it
+# needs ("" for running an agent, "serve" for the HTTP API, "dev" for the whole check;
+# comma-separated). Idempotent: the stamp records the pyproject.toml hash, the checkout
+# and the extras installed, and an install is always of the union of the extras asked
+# for so far, so bin/agentloom after bin/test reuses the dev install instead of
+# reinstalling a smaller one (and bin/test after that does not reinstall either).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${AGENTLOOM_VENV:-$ROOT/.venv}"
-EXTRAS="${AGENTLOOM_EXTRAS:-dev}"
+EXTRAS="${AGENTLOOM_EXTRAS-}"
 PY="${PYTHON:-python3}"
 
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -13,14 +18,49 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
   echo "creating virtual environment in $VENV" >&2
   "$PY" -m venv "$VENV"
-fi
-stamp="$VENV/.agentloom-installed"
-want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)-$EXTRAS"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "installing agentloom[$EXTRAS] into $VENV" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[$EXTRAS]" >&2
-  echo "$want" > "$stamp"
+fi
+
+# A comma list, sorted, without duplicates or blanks ("dev,serve"); bash only, as is
+# the rest of this file but for cat, cut and sha256sum.
+_extras() {
+  local -A seen=()
+  local name out=""
+  local IFS=$', \n'
+  for name in $*; do [ -z "$name" ] || seen[$name]=1; done
+  while [ ${#seen[@]} -gt 0 ]; do  # the smallest name first
+    local first=""
+    for name in "${!seen[@]}"; do
+      if [ -z "$first" ] || [[ "$name" < "$first" ]]; then first=$name; fi
+    done
+    out="${out:+$out,}$first"
+    unset "seen[$first]"
+  done
+  printf '%s' "$out"
+}
+
+stamp="$VENV/.agentloom-installed"
+hash="$(sha256sum <"$ROOT/pyproject.toml" | cut -c1-16)"
+had="" same=""
+if [ -f "$stamp" ]; then
+  stamped_hash="" stamped_root=""
+  while IFS= read -r line; do
+    case "$line" in
+      hash=*) stamped_hash="${line#hash=}" ;;
+      root=*) stamped_root="${line#root=}" ;;
+      extras=*) had="${line#extras=}" ;;
+      *-*) stamped_hash="${line%%-*}" stamped_root="$ROOT" had="${line#*-}" ;;  # HASH-EXTRAS
+    esac
+  done <"$stamp"
+  [ "$stamped_hash" = "$hash" ] && [ "$stamped_root" = "$ROOT" ] && same=1
+fi
+had="$(_extras "$had")"
+want="$(_extras "$had,$EXTRAS")"
+if [ -z "$same" ] || [ "$want" != "$had" ]; then
+  echo "installing agentloom${want:+[$want]} into $VENV" >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    -e "$ROOT${want:+[$want]}" >&2
+  printf 'hash=%s\nroot=%s\nextras=%s\n' "$hash" "$ROOT" "$want" >"$stamp"
 fi
 
 # The command sandbox. bin/agentloom calls this so the quickstart's sandboxed step runs on

@@ -26,6 +26,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from support import sweeps
 from support.engine import Crash, SideEffects, build_engine, drive
 
 from agentloom.platform.domain import Run, Session, new_id, now
@@ -198,13 +199,20 @@ def sweep_points(name: str) -> range:
 
 
 SWEEP = [(name, at) for name in BACKENDS for at in sweep_points(name)]
+# On moto a point takes seconds (a point in memory or SQLite, a fraction of one): the
+# default run crashes DynamoDB at 6 points, the first and the last among them, and the
+# sweep job (pytest -m sweep; tests/support/sweeps.py) at each of the others.
+SAMPLE = {"memory": len(SWEEP), "sqlite": len(SWEEP), "dynamodb": 6}
 
 
 def test_the_sweep_covers_every_write_point() -> None:
     assert len(sweep_points("memory")) > 15 and len(sweep_points("sqlite")) > 25
 
 
-@pytest.mark.parametrize(("backend", "at"), SWEEP, ids=[f"{n}-{a}" for n, a in SWEEP])
+@pytest.mark.parametrize(("backend", "at"), [
+    param for name in BACKENDS
+    for param in sweeps.params([p for p in SWEEP if p[0] == name], SAMPLE[name],
+                               ids=lambda point: f"{point[0]}-{point[1]}")])
 async def test_crash_at_every_write_point_then_resume(
         backend: str, at: int, request: pytest.FixtureRequest) -> None:
     calls = 1 if backend == "dynamodb" else 2

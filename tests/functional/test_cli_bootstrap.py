@@ -1,6 +1,10 @@
 """Issue 9: ``bin/agentloom`` installs bubblewrap the way ``bin/test`` does (as root,
 through apt), so the quickstart's first command runs its sandboxed step on a fresh
-machine. Run here with a PATH of stand-ins: ``id``, ``apt-get`` and no ``bwrap``."""
+machine. Run here with a PATH of stand-ins: ``id``, ``apt-get`` and no ``bwrap``.
+
+Issue 16: what each command installs. ``bin/agentloom`` installs the core dependencies
+(``serve`` adds the serve extra), ``bin/test`` the dev extra, and every install is of
+the union asked for so far: a ``python`` stand-in logs the pip calls."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +105,10 @@ def test_bin_test_installs_bubblewrap_through_the_same_bootstrap(tmp_path: Path)
     assert first.returncode == 0, first.stderr
     assert "installing bubblewrap (command sandbox)" in first.stderr
     assert "note: the sandbox tests will be skipped" in first.stderr
-    assert first.stdout.splitlines()[-1] == "pytest ran"
+    lines = first.stdout.splitlines()
+    assert [line for line in lines if line.endswith(" ran")] == [
+        "ruff ran", "mypy ran", "lint-imports ran", "pytest ran"]
+    assert lines[-1].startswith("== bin/test: ") and "pytest " in lines[-1]  # the times
     second = bin_test()
     assert second.returncode == 0 and "installing bubblewrap" not in second.stderr
     assert len((tmp_path / "apt.log").read_text().splitlines()) == 1  # tried once
@@ -119,3 +127,77 @@ def test_bin_agentloom_has_the_cli_name_itself_in_the_commands_it_prints(
     assert proc.returncode == 2, proc.stderr
     assert f"`bin/agentloom --home {home} run --agent agent.yaml \"a question\"`" \
         in proc.stderr
+
+
+def _installs(tmp_path: Path) -> tuple[dict[str, str], Callable[..., list[str]]]:
+    """The machine above with a python that logs its pip calls (and runs anything else)
+    and stand-ins for the CLI and the checks; ``run(script, *args)`` returns the pip
+    calls the script made."""
+    _, env = _machine(tmp_path, uid=1000, apt=None)
+    venv = tmp_path / "venv"
+    (venv / ".agentloom-installed").unlink()  # a fresh environment
+    (venv / "bin" / "python").unlink()
+    log = tmp_path / "pip.log"
+    (venv / "bin" / "python").write_text(
+        f'#!{shutil.which("bash")}\n'
+        f'if [ "$1 $2" = "-m pip" ]; then echo "${{@:3}}" >> {log}; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n')
+    (venv / "bin" / "agentloom").unlink()
+    for name in ("agentloom", "ruff", "mypy", "lint-imports", "pytest"):
+        (venv / "bin" / name).write_text(f"#!{shutil.which('bash')}\necho {name} ran\n")
+    for stub in (venv / "bin").iterdir():
+        stub.chmod(0o755)
+
+    def run(script: str, *args: str) -> list[str]:
+        before = log.read_text().splitlines() if log.exists() else []
+        done = subprocess.run([shutil.which("bash") or "bash", str(ROOT / "bin" / script),
+                               *args], capture_output=True, text=True, env=env,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        return (log.read_text().splitlines() if log.exists() else [])[len(before):]
+
+    return env, run
+
+
+def _pip(extras: str) -> str:
+    target = f"{ROOT}[{extras}]" if extras else str(ROOT)
+    return f"install -q --disable-pip-version-check -e {target}"
+
+
+def test_the_quickstart_installs_only_what_running_needs_and_bin_test_adds_dev(
+        tmp_path: Path) -> None:
+    _, run = _installs(tmp_path)
+    assert run("agentloom", "run", "--agent", "a.yaml", "q") == [_pip("")]
+    assert run("agentloom", "run", "--agent", "a.yaml", "q") == []
+    assert run("test") == [_pip("dev")]
+    # after bin/test, the CLI runs on the dev install (a superset), and bin/test again
+    assert run("agentloom", "--home", "serve", "show", "r1") == []
+    assert run("test") == []
+    stamp = (tmp_path / "venv" / ".agentloom-installed").read_text()
+    assert stamp.splitlines()[1:] == [f"root={ROOT}", "extras=dev"]
+
+
+def test_serve_adds_its_extra_and_keeps_what_was_there(tmp_path: Path) -> None:
+    _, run = _installs(tmp_path)
+    assert run("agentloom", "--home", "h", "serve", "bootstrap") == [_pip("serve")]
+    assert run("agentloom", "run", "--agent", "a.yaml", "serve") == []  # a question
+    assert run("test") == [_pip("dev,serve")]
+    assert run("agentloom", "serve") == []
+
+
+def test_a_changed_pyproject_or_checkout_reinstalls_everything_installed(
+        tmp_path: Path) -> None:
+    env, run = _installs(tmp_path)
+    assert run("test") == [_pip("dev")]
+    stamp = tmp_path / "venv" / ".agentloom-installed"
+    lines = stamp.read_text().splitlines()
+    stamp.write_text("\n".join(["hash=0000000000000000", *lines[1:]]) + "\n")
+    assert run("agentloom", "show", "r1") == [_pip("dev")]  # not a smaller install
+    stamp.write_text("\n".join([lines[0], "root=/elsewhere", *lines[2:]]) + "\n")
+    assert run("agentloom", "show", "r1") == [_pip("dev")]
+    assert run("agentloom", "show", "r1") == []
+    # a stamp written before the extras were recorded: HASH-EXTRAS
+    stamp.write_text(f"{lines[0].removeprefix('hash=')}-dev\n")
+    assert run("agentloom", "show", "r1") == []
+    env["AGENTLOOM_EXTRAS"] = "otel"  # asked for on top of what the command needs
+    assert run("agentloom", "show", "r1") == [_pip("dev,otel")]

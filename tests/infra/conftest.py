@@ -1,8 +1,11 @@
-"""The stack synthesized ONCE per test session, shared by every tests/infra module.
+"""The stack synthesized ONCE per test run, shared by every tests/infra module.
 
-``synthesized`` gives the template dict, the ``assertions.Template`` and the stack (the
-app's own ``build_app``, cdk-nag included, so a synth here is the synth ``cdk synth``
-runs); asset bundling is skipped (context ``aws:cdk:bundling-stacks: []``).
+``synthesized`` gives the template dict and its ``assertions.Template`` (the app's own
+``build_app``, cdk-nag included, so a synth here is the synth ``cdk synth`` runs); asset
+bundling is skipped (context ``aws:cdk:bundling-stacks: []``). Under pytest-xdist the
+first worker to need it synthesizes and leaves the template in the run's shared
+temporary directory, under a file lock; the other workers read it instead of
+synthesizing again (the directory is new each run, so nothing outlives the run).
 
 ``Synthesized.definition(values)`` resolves the state machine's ``DefinitionString``
 (``Fn::Join`` of strings, ``Ref`` and ``Fn::GetAtt``; pseudo parameters such as
@@ -15,6 +18,7 @@ finds the one resource of a type whose properties include the given ones, e.g.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Mapping
@@ -59,7 +63,6 @@ def _pseudo(name: str) -> str:
 class Synthesized:
     template: dict[str, Any]
     assertions: Any  # aws_cdk.assertions.Template
-    stack: Any  # agentloom_infra.AgentLoomStack
 
     @property
     def resources(self) -> dict[str, dict[str, Any]]:
@@ -89,14 +92,28 @@ class Synthesized:
         return env
 
 
-@pytest.fixture(scope="session")
-def synthesized() -> Synthesized:
+def _synthesize() -> dict[str, Any]:
     import aws_cdk as cdk
     from agentloom_infra import build_app
     from aws_cdk.assertions import Template
 
-    app = cdk.App(context=CONTEXT)
-    stack = build_app(app)
-    assertions = Template.from_stack(stack)
-    return Synthesized(template=dict(assertions.to_json()), assertions=assertions,
-                       stack=stack)
+    # from_stack runs the app's cdk-nag checks: an unacknowledged finding raises here
+    return dict(Template.from_stack(build_app(cdk.App(context=CONTEXT))).to_json())
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    from aws_cdk.assertions import Template
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        template = _synthesize()
+    else:  # the first worker synthesizes, the others wait for its template
+        shared = tmp_path_factory.getbasetemp().parent / "synthesized.json"  # this run's
+        with shared.with_suffix(".lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if shared.exists():
+                template = json.loads(shared.read_text())
+            else:
+                template = _synthesize()
+                shared.write_text(json.dumps(template))
+    return Synthesized(template=template, assertions=Template.from_json(template))
