@@ -27,10 +27,13 @@ import threading
 import time
 
 from agentloom.platform.errors import PlatformError
+from agentloom_runtime.errors import AgentLoomError
 
 
-class ReadTimeout(Exception):
+class ReadTimeout(AgentLoomError):
     """The request did not arrive before the deadline; ``received``: bytes it had sent."""
+
+    code = "request_timeout"
 
     def __init__(self, received: int) -> None:
         super().__init__(f"request not received in time ({received} bytes)")

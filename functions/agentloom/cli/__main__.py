@@ -4,4 +4,5 @@ import sys
 
 from agentloom.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (a package walk) runs nothing
+    sys.exit(main())

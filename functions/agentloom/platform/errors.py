@@ -31,6 +31,8 @@ class defined in another module names it::
     ├── ModelsError                         (models.errors: its own tree, ``http_status``)
     ├── TriggerError                        (triggers.events) an event that cannot start a
     │                                       run; ``permanent`` when redelivery cannot help
+    ├── ReadTimeout                         (api._connections) a request that did not
+    │                                       arrive in time (the local server: 408)
     ├── StepFailed                          (aws.steps) a step failed unclassified
     ├── OperationInFlight                   (aws.steps) an operation's step is gone
     ├── ApiError                            (api.client) an error response on the client:
