@@ -166,3 +166,26 @@ async def test_a_session_of_the_earlier_cli_stream_is_refused_with_a_way_on(
         assert other.status == "completed"
     finally:
         app.close()
+
+
+async def test_a_stopping_commit_gives_the_lease_back_with_the_run_status(
+        tmp_path: Path) -> None:
+    """The session's lease is released in the run's own stopping commit: a run driven by
+    a bare loop (no driver lets go, nothing is synced after it) leaves its session free
+    and its status recorded as soon as its last commit holds."""
+    app = LocalApp(tmp_path)
+    try:
+        app.open_run("s", "bare", snapshot())
+        assert app.sessions().details("s")["active_run"] == "bare"
+        engine, _ = app.engine(snapshot(), asker(), session="s")
+        await engine.start("Question B", run_id="bare", labels={"session": "s"})
+        assert (await drive(engine)).status == "completed"
+        await engine.close()
+        assert app.sessions().details("s") == {"active_run": None, "driver": None}
+        found = app.tracker.store.runs.get("s", "bare")
+        assert found is not None and found.value.status == "completed"
+        assert app.tracker.store.runs.active() == []
+        nxt = await app.run(snapshot(), asker(), "Question C", session="s")
+        assert nxt.status == "completed"
+    finally:
+        app.close()

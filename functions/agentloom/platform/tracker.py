@@ -268,6 +268,9 @@ class RunTracker:
                 update = {"driver": None}
             else:
                 update = None
+            if update is None and run.value.status == status and \
+                    run.value.error == new.error:
+                return  # the run's stopping commit recorded it (SessionCommits)
             self.store.runs.update(run, new, session=session if update else None,
                                    session_update=session.value.model_copy(update=update)
                                    if update else None)

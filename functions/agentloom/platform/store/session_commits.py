@@ -65,7 +65,7 @@ from agentloom_runtime.engine import MainView
 
 from .items import Versioned, Write, check
 from .platform_store import PlatformStore
-from .sessions import ViewRef, record_writes, view_write
+from .sessions import ViewRef, record_writes, update_writes, view_write
 
 log = logging.getLogger(__name__)
 
@@ -255,20 +255,50 @@ class SessionCommits:
         found = Pass(head.value.seq)
         advance(self.store, sid, commit.run_id, progress, _reader(store, commit), open_runs,
                 found, abandon=False, redactor=self.redactor)
+        stopping = self._stopping(sid, commit.run_id, progress, found)
         writes = record_writes(head, StreamHead(session_id=sid, seq=found.seq,
                                                 open=open_runs),
                                found.records, found.runs) if found.changed else \
             [check(f"session#{sid}", "stream", head.version)]
+        writes += stopping
         view = self._view(store, sid, commit, found) \
             if progress.status == "completed" else None
         if view is not None:
             writes.append(view_write(sid, view))
-        if not found.changed and view is None:
+        if not found.changed and view is None and not stopping:
             return None
         if found.usage_events:  # the model.usage events ride in the same transaction
             writes += self.store.events.append_writes(
                 commit.run_id, [("model.usage", data) for _, data in found.usage_events])[0]
         return _Joined(self.store, writes, self._notify if found.usage_events else None)
+
+    def _stopping(self, sid: str, run_id: str, progress: Progress,
+                  found: Pass) -> list[Write]:
+        """A commit that stops the run (completed, failed, cancelled, blocked) records the
+        run's status and gives the session's lease back in its own transaction
+        (``agentloom.platform.lease``): the run item (with the usage ``found`` adds),
+        its index entries, and the session item when it names this run."""
+        if progress.status == "running":
+            return []
+        mine = [(old, new) for old, new in found.runs if new.run_id == run_id]
+        found.runs[:] = [pair for pair in found.runs if pair[1].run_id != run_id]
+        stored = mine[0][0] if mine else self.store.runs.get(sid, run_id)
+        if stored is None:
+            return []
+        base = mine[0][1] if mine else stored.value
+        error = progress.error
+        new = base.model_copy(update={
+            "status": progress.status, "updated_at": now(),
+            "error": self.redactor.scrub(dict(error)) if error else None})
+        if new.status == stored.value.status and new.error == stored.value.error and \
+                not mine:
+            return []
+        session = self.store.sessions.get(sid)
+        release = session is not None and session.value.active_run == run_id
+        return update_writes(stored, new, session=session if release else None,
+                             session_update=session.value.model_copy(
+                                 update={"active_run": None, "driver": None})
+                             if release and session is not None else None)
 
     def _session_of(self, run_id: str) -> str | None:
         with self._lock:

@@ -161,18 +161,8 @@ class Runs:
         """The run (expecting the version read), its index entry moved when the status
         changed, and optionally the session (the lease taken or given back) in the same
         transaction."""
-        writes = [put(f"session#{new.session_id}", f"run#{new.run_id}", new, run.version)]
-        if run.value.status != new.status:
-            writes.append(delete(f"space#{new.space_id}", _index_sk(run.value)))
-        writes.append(put(f"space#{new.space_id}", _index_sk(new), run_index(new)))
-        was, now_active = run.value.status in ACTIVE_STATES, new.status in ACTIVE_STATES
-        if was != now_active:
-            writes.append(put("active", f"run#{new.run_id}", {"session_id": new.session_id})
-                          if now_active else delete("active", f"run#{new.run_id}"))
-        if session is not None and session_update is not None:
-            writes.append(put(f"session#{new.session_id}", "session", session_update,
-                              session.version))
-        self._items.transact(writes)
+        self._items.transact(update_writes(run, new, session=session,
+                                           session_update=session_update))
 
     def active(self) -> list[tuple[str, str]]:
         """(run_id, session_id) of every run that holds its session."""
@@ -332,3 +322,21 @@ def _batch(text: str) -> list[SessionRecord]:
     if "records" in body:
         return [SessionRecord.model_validate(r) for r in body["records"]]
     return [SessionRecord.model_validate(body)]  # an item of one record, as first stored
+
+
+def update_writes(run: Versioned[Run], new: Run, *, session: Versioned[Session] | None = None,
+                  session_update: Session | None = None) -> list[Write]:
+    """The writes of ``Runs.update`` (also joined to a run's stopping commit by
+    ``SessionCommits``)."""
+    writes = [put(f"session#{new.session_id}", f"run#{new.run_id}", new, run.version)]
+    if run.value.status != new.status:
+        writes.append(delete(f"space#{new.space_id}", _index_sk(run.value)))
+    writes.append(put(f"space#{new.space_id}", _index_sk(new), run_index(new)))
+    was, now_active = run.value.status in ACTIVE_STATES, new.status in ACTIVE_STATES
+    if was != now_active:
+        writes.append(put("active", f"run#{new.run_id}", {"session_id": new.session_id})
+                      if now_active else delete("active", f"run#{new.run_id}"))
+    if session is not None and session_update is not None:
+        writes.append(put(f"session#{new.session_id}", "session", session_update,
+                          session.version))
+    return writes
