@@ -15,7 +15,8 @@ import pytest
 from functional.test_local_sessions import asker, inherited, snapshot
 
 from agentloom.local.app import LocalApp
-from agentloom.platform.lease import Driver, _proc_start, liveness, this_process
+from agentloom.platform.lease import Driver, liveness, this_process
+from agentloom.sandbox._liveness import proc_start
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.errors import ConfigError
 
@@ -23,7 +24,7 @@ from agentloom_runtime.errors import ConfigError
 def other_process(*, alive: bool) -> tuple[Driver, subprocess.Popen[bytes]]:
     """The identity of a real other process of this host, killed unless ``alive``."""
     child = subprocess.Popen(["sleep", "60"])
-    start = _proc_start(child.pid)
+    start = proc_start(child.pid)
     assert start is not None
     driver = Driver(**{**this_process(), "pid": child.pid, "start": start})
     if not alive:

@@ -35,6 +35,7 @@ from typing import Any, Literal, TypedDict
 from agentloom.platform.domain import ACTIVE_STATES, Idempotency, Run, RunState, Session, now
 from agentloom.platform.errors import Conflict
 from agentloom.platform.store import ABSENT, PlatformStore, Versioned
+from agentloom.sandbox._liveness import proc_start
 from agentloom_runtime.engine import RunSummary
 from agentloom_runtime.snapshot import AgentSnapshot
 
@@ -76,22 +77,11 @@ def _host() -> tuple[str, str, int]:
     return socket.gethostname(), boot, pid_ns
 
 
-def _proc_start(pid: int) -> str | None:
-    """Start time of a live process (in clock ticks since boot); None when it is gone or
-    a zombie, or when there is no /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
-
-
 def this_process() -> Driver:
     hostname, boot, pid_ns = _host()
     pid = os.getpid()
     return Driver(hostname=hostname, boot_id=boot, pid_ns=pid_ns, pid=pid,
-                  start=_proc_start(pid), since=time.time())
+                  start=proc_start(pid), since=time.time())
 
 
 def liveness(driver: Mapping[str, Any] | None) -> Liveness:
@@ -105,7 +95,7 @@ def liveness(driver: Mapping[str, Any] | None) -> Liveness:
         return "gone"  # the host restarted since
     if not boot or driver.get("pid_ns") != pid_ns:
         return "unverifiable"
-    start = _proc_start(int(driver.get("pid") or 0))
+    start = proc_start(int(driver.get("pid") or 0))
     return "alive" if start is not None and start == driver.get("start") else "gone"
 
 
