@@ -17,8 +17,9 @@ The gate (the same in Lambda and in ``serve``), in order: a body over ``max_body
 bytes is 413; a body that is not UTF-8 is 400; then the caller is authenticated (401 for
 anything but the public paths: no route, no body parsing, nothing is revealed to an
 anonymous caller); then a body must be a JSON object within limits
-(``agentloom.api._body``: 415, 400 or 422, never a route's concern). The principal is in
-the request's context for the routes.
+(``check_body``: declared JSON (415), parseable and not too deeply nested (400), an
+object whose numbers are of sane length (422) — never a route's concern). The principal
+is in the request's context for the routes.
 
 The resolver also records the methods each route's path takes (``route``, which every
 ``get`` / ``post`` / … calls), so a path that exists answered with another method is 405
@@ -30,6 +31,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -38,9 +40,107 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
-from agentloom.api._body import JSON, check_body
-from agentloom.platform.errors import BadRequest, PlatformError, TooLarge
+from agentloom.platform.errors import (
+    BadRequest,
+    Invalid,
+    PlatformError,
+    TooLarge,
+    UnsupportedMediaType,
+)
 from agentloom.platform.identity import Authenticator, Principal
+
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 100
+JSON = "application/json"
+
+
+class _OutOfRange:
+    """A number the body holds that no field takes (found and named after parsing)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def check_body(text: str, content_type: str | None) -> None:
+    """Refuse a body that is not a JSON object within the limits (see the module)."""
+    media = media_type(content_type)
+    if media != JSON:
+        got = f"{media!r}" if media else "no Content-Type"
+        raise UnsupportedMediaType(f"the request body must be JSON: send Content-Type: {JSON} "
+                                   f"(got {got})")
+    try:
+        value = json.loads(text, parse_int=_integer, parse_float=_float,
+                           parse_constant=_constant)
+    except RecursionError:
+        raise _too_deep() from None
+    except ValueError:
+        raise BadRequest("the request body is not valid JSON", code="malformed_json") from None
+    if isinstance(value, dict | list):
+        _walk(value)
+    if not isinstance(value, dict):
+        raise _invalid("body", f"a JSON object is expected, not {_kind(value)}")
+
+
+def _integer(text: str) -> int | _OutOfRange:
+    digits = len(text.lstrip("-"))
+    return int(text) if digits <= MAX_INT_DIGITS else _OutOfRange(text)
+
+
+def _float(text: str) -> float | _OutOfRange:
+    value = float(text)
+    return value if math.isfinite(value) else _OutOfRange(text)
+
+
+def _constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
+def _walk(body: dict[str, Any] | list[Any]) -> None:
+    """Depth first over the containers: the first level past ``MAX_DEPTH`` or the first
+    number out of range is refused, naming where it is."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(body, ("body",))]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise _too_deep()
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(item, _OutOfRange):
+                shown = item.text if len(item.text) <= 20 else f"{item.text[:12]}… " \
+                    f"({len(item.text)} characters)"
+                raise _invalid(".".join((*path, str(key))),
+                               f"the number {shown} is out of range (integers of at most "
+                               f"{MAX_INT_DIGITS} digits, finite numbers)")
+            if isinstance(item, dict | list):
+                stack.append((item, (*path, str(key))))
+
+
+def _too_deep() -> BadRequest:
+    return BadRequest(f"the request body nests more than {MAX_DEPTH} levels deep",
+                      code="json_too_deep")
+
+
+def _invalid(field: str, message: str) -> Invalid:
+    return Invalid(f"{field}: {message}", code="invalid_field",
+                   details={"fields": [{"field": field, "message": message}]})
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"
 
 MAX_BODY_BYTES = 1024 * 1024
 OPENAPI_PATHS = ("/openapi.json", "/api/v1/openapi.json")
@@ -58,7 +158,10 @@ class ApiResolver(APIGatewayHttpResolver):
                  **kwargs: Any) -> None:
         self._local = threading.local()
         self._methods: dict[str, tuple[re.Pattern[str], set[str]]] = {}
+        self._first_calls = threading.Lock()  # see ``_first_call``
+        self._warm: set[tuple[str, tuple[str, ...]]] = set()
         super().__init__(**kwargs)
+        self.use([self._stack_built])
         self.authenticator = authenticator
         self.max_body = max_body
 
@@ -131,10 +234,40 @@ class ApiResolver(APIGatewayHttpResolver):
         self.context = {} if principal is None else {"principal": principal}
         self.current_event = APIGatewayProxyEventV2(raw)
         self.lambda_context = context
+        self._first_call(raw)
         try:
             return super().resolve(raw, context)
         finally:
+            self._stack_left(warm=False)
             self.context = {}
+
+    # -- a route's first call ------------------------------------------------------------
+    # Powertools builds a route's middleware stack on the route's first call, unguarded
+    # (Lambda serves one request at a time); two first calls at once on ``serve``'s threads
+    # wrap one stack twice and the request fails (TypeError). So a request for a route not
+    # yet called holds a lock until the stack's first frame runs (``_stack_built``, the
+    # resolver's own middleware); once a route has run, its requests take no lock.
+
+    def _first_call(self, event: Mapping[str, Any]) -> None:
+        http = (event.get("requestContext") or {}).get("http") or {}
+        method, path = str(http.get("method") or "").upper(), str(http.get("path") or "")
+        rules = tuple(rule for rule, (pattern, methods) in self._methods.items()
+                      if method in methods and pattern.fullmatch(path))
+        if rules and (method, rules) not in self._warm:
+            self._first_calls.acquire()
+            self._local.building = (method, rules)
+
+    def _stack_built(self, app: Any, next_middleware: Callable[[Any], Any]) -> Any:
+        self._stack_left(warm=True)
+        return next_middleware(app)
+
+    def _stack_left(self, *, warm: bool) -> None:
+        key = getattr(self._local, "building", None)
+        if key is not None:
+            self._local.building = None
+            if warm:
+                self._warm.add(key)
+            self._first_calls.release()
 
     def _gate(self, event: Mapping[str, Any]) -> Principal | None:
         body = event.get("body")

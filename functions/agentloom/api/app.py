@@ -70,6 +70,7 @@ from agentloom.api.routing import (
     json_response,
 )
 from agentloom.models import ConnectionInputError, DiscoveryError
+from agentloom.platform.access import INSTANCE_PATTERN
 from agentloom.platform.admin import AdminService
 from agentloom.platform.domain import AgentVersion, Draft, Member, RunState
 from agentloom.platform.errors import (
@@ -83,7 +84,6 @@ from agentloom.platform.errors import (
     field_errors,
 )
 from agentloom.platform.identity import Authenticator
-from agentloom.platform.session_inputs import INSTANCE_PATTERN
 from agentloom.platform.sessions import SessionService
 from agentloom.platform.views import EventPage, MessagePage, RunView
 from agentloom_runtime.errors import AgentLoomError, ConfigError, PersistenceError, SnapshotError

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._cache import CacheLimits
-from .codec import EnvelopeCodec
+from .codec import CacheLimits, EnvelopeCodec
 from .contracts import Keyring, KeyScope, ScopeResolver, fixed_scope
 from .local_keyring import LocalKeyring
 

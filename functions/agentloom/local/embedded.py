@@ -20,7 +20,7 @@ from pathlib import Path
 from agentloom.capabilities import Capabilities
 from agentloom.crypto import LocalKeyring
 from agentloom.local.home import KEY_FILE, open_home
-from agentloom.local.launcher import LocalRunLauncher
+from agentloom.local.runs import LocalRunLauncher
 from agentloom.local.workspaces import LocalWorkspaces
 from agentloom.models import ModelDiscovery
 from agentloom.models.gateway import ConnectionModels, default_model_factory

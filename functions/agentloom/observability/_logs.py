@@ -8,7 +8,7 @@
 - Embedded: the stdlib logger ``agentloom.run``; the ids are in each line's text
   (``run=… session=… space=… step=…``) and in ``extra`` for structured handlers.
 
-Only ids and allow-listed fields are logged (``_fields``): never message text, tool
+Only ids and allow-listed fields are logged (``observer.safe_fields``): never message text, tool
 arguments or output, or keys.
 """
 

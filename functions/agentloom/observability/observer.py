@@ -26,15 +26,46 @@ from weakref import WeakKeyDictionary
 
 from opentelemetry import trace
 
-from agentloom.observability._fields import safe_fields
 from agentloom.observability._logs import RunLog
 from agentloom.observability._metrics import EmfMetrics, LogMetrics, MetricsSink
-from agentloom.observability._traces import FAILED_TOOL, AgentInfo, GenAiSpans, StepUsage
-from agentloom.observability.tracing import configure_from_env
+from agentloom.observability._traces import (
+    FAILED_TOOL,
+    AgentInfo,
+    GenAiSpans,
+    StepUsage,
+    configure_from_env,
+)
 
 if TYPE_CHECKING:  # the step handler's cold import stays small
     from agentloom_runtime.contracts import StepResult
     from agentloom_runtime.snapshot import AgentSnapshot
+
+
+SAFE_KEYS: frozenset[str] = frozenset({
+    "run_id", "op_id", "operation_id", "request_id", "purpose", "instance", "name",
+    "status", "code", "way_out", "execution", "verdict", "decision", "template",
+    "hook_id", "version", "point", "kind", "error_type",
+})
+MAX_VALUE_CHARS = 120
+# a log record's own attributes cannot be extra fields (logging raises KeyError)
+RENAMED = {"name": "tool"}
+
+
+def safe_fields(data: Mapping[str, Any]) -> dict[str, str | int | float | bool]:
+    """The allow-listed scalar fields of ``data`` (strings capped; a tool's ``name`` as
+    ``tool``); ``tool_calls`` (the names a model asked for) becomes their count."""
+    out: dict[str, str | int | float | bool] = {}
+    for key in SAFE_KEYS.intersection(data):
+        value = data[key]
+        shown = RENAMED.get(key, key)
+        if isinstance(value, bool | int | float):
+            out[shown] = value
+        elif isinstance(value, str):
+            out[shown] = value[:MAX_VALUE_CHARS]
+    calls = data.get("tool_calls")
+    if isinstance(calls, list | tuple):
+        out["tool_calls"] = len(calls)
+    return out
 
 Host = Literal["embedded", "lambda"]
 Forward = Callable[[Any, Mapping[str, Any]], None]

@@ -25,7 +25,18 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from agentloom.platform.access import check_id, member_of, own_session
+from agentloom.platform.access import (
+    IDEMPOTENCY_KEY,
+    IDEMPOTENCY_TTL_S,
+    INSTANCE,
+    MAX_QUESTION_CHARS,
+    PAGE_CHARS,
+    check_event_cursor,
+    check_id,
+    check_text,
+    member_of,
+    own_session,
+)
 from agentloom.platform.agents import snapshot_of
 from agentloom.platform.budgets import budget_raise
 from agentloom.platform.domain import (
@@ -44,17 +55,8 @@ from agentloom.platform.errors import BadRequest, Conflict, Invalid, NotFound
 from agentloom.platform.identity import Principal
 from agentloom.platform.launcher import RunEngines, RunJob, RunLauncher
 from agentloom.platform.lease import LeaseRefused, SessionLease, launcher_probe
-from agentloom.platform.session_inputs import (
-    IDEMPOTENCY_KEY,
-    IDEMPOTENCY_TTL_S,
-    INSTANCE,
-    MAX_QUESTION_CHARS,
-    PAGE_CHARS,
-    check_event_cursor,
-    check_text,
-)
 from agentloom.platform.store import ABSENT, PlatformStore, Versioned, retry_conflicts
-from agentloom.platform.store.tokens import secret_hash
+from agentloom.platform.store.tenancy import secret_hash
 from agentloom.platform.tracker import RunTracker
 from agentloom.platform.views import (
     EventItem,

@@ -30,7 +30,7 @@ from .items import (
 from .memory import InMemoryItemStore
 from .platform_store import PlatformStore
 from .sqlite import SqliteItemStore
-from .tokens import secret_hash
+from .tenancy import secret_hash
 
 if TYPE_CHECKING:
     from .dynamodb import DynamoDbItemStore

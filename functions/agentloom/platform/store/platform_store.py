@@ -17,8 +17,7 @@ from __future__ import annotations
 from .agents import Agents
 from .items import ItemStore
 from .sessions import Events, Runs, Sessions, Streams
-from .spaces import Spaces
-from .tokens import Tokens
+from .tenancy import Spaces, Tokens
 
 
 class PlatformStore:
