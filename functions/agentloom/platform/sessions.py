@@ -66,6 +66,7 @@ from agentloom.platform.views import (
     RunView,
     cap_message,
     operator_view,
+    run_view,
 )
 from agentloom_runtime.contracts import Verdict, VerdictKind
 from agentloom_runtime.snapshot import AgentSnapshot
@@ -235,7 +236,7 @@ class SessionService:
             driven=driven, status=run.status, error=run.error)
         if summary is None:
             fields["way_out"] = "new_question" if run.status in ENDED_STATES else None
-            return RunView(**fields)
+            return run_view(fields)
         status: RunState = summary.status
         if status == "running" and not driven:
             status = "queued" if run.status == "queued" else "interrupted"
@@ -259,7 +260,7 @@ class SessionService:
                           unknown=self.tracker.redactor.scrub(info.unknown.to_dict())
                           if info.unknown else None,
                           pending=[self.tracker.redactor.scrub(vars(p)) for p in info.pending])
-        return RunView(**fields)
+        return run_view(fields)
 
     def _take_lease(self, run: Versioned[Run], *, doing: str) -> Run:
         """The session's lease for ``run`` itself (resume, resolve): refused while another

@@ -3,6 +3,7 @@ with its detail, a page of session messages, a page of run events."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,7 +51,9 @@ class RunView(_View):
     ``interrupted`` besides the engine's); ``way_out`` what moves a stopped run on:
     ``resume``, ``resolve`` (see ``unknown``), ``confirm_hooks``, ``new_question``; null
     while it runs. ``unknown`` is the operation of unknown outcome that blocks it, with
-    the verdicts that apply. ``usage`` sums provider usage over every model call."""
+    the verdicts that apply. ``next``: the API calls that move it on (``api_next``), for
+    the creator; an operator's are under ``/spaces/{space}/runs/{run}``. ``usage`` sums
+    provider usage over every model call."""
 
     run_id: str
     session_id: str
@@ -67,6 +70,7 @@ class RunView(_View):
     updated_at: float
     error: dict[str, str] | None = None
     way_out: str | None = None
+    next: list[str] = Field(default_factory=list)
     answer: str | None = None
     reason: str = ""
     unknown: dict[str, Any] | None = None
@@ -117,3 +121,38 @@ def cap_message(message: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 def operator_view(view: RunView) -> RunView:
     """An operator sees a run's status, never its content."""
     return view.model_copy(update={"answer": None, "unknown": None, "pending": []})
+
+
+API = "/api/v1"
+VERDICTS = {"model_outcome_unknown": ("send_again", "treat_as_failed")}
+TOOL_VERDICTS = ("ran", "did_not_run", "run_again")
+
+
+def api_next(session_id: str, run_id: str, way_out: str | None, *, code: str = "",
+             verdicts: Sequence[str] = ()) -> list[str]:
+    """The HTTP calls that move a stopped run on (``way_out``), as ``METHOD path body``:
+    what an API run names instead of a CLI command (the engine's messages name none)."""
+    run = f"{API}/sessions/{session_id}/runs/{run_id}"
+    if way_out == "resume":
+        return [f"POST {run}/resume {{}}"]
+    if way_out == "confirm_hooks":
+        return [f'POST {run}/resume {{"confirm_hooks": true}}']
+    if way_out == "raise_budget":
+        return [f'POST {run}/resume {{"raise_budget": {{"max_tokens": N}}}} (or "max_cost"; '
+                "above what is used: see usage)"]
+    if way_out == "resolve":
+        kinds = verdicts or VERDICTS.get(code, TOOL_VERDICTS)
+        return [f"GET {run} (unknown: what is unknown and what the host knows)",
+                *(f'POST {run}/resolve {{"verdict": "{kind}"}}' for kind in kinds)]
+    if way_out == "new_question":
+        return [f'POST {API}/sessions/{session_id}/runs {{"question": "..."}}']
+    return []
+
+
+def run_view(fields: dict[str, Any]) -> RunView:
+    """A ``RunView`` of ``fields`` with the API calls that move the run on (``api_next``)."""
+    error, unknown = fields.get("error") or {}, fields.get("unknown") or {}
+    fields["next"] = api_next(fields["session_id"], fields["run_id"], fields.get("way_out"),
+                              code=str(error.get("code", "")),
+                              verdicts=list(unknown.get("verdicts") or ()))
+    return RunView(**fields)

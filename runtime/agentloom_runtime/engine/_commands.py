@@ -38,8 +38,8 @@ async def dispatch_command(ctx: StepContext, frame: Frame, call: PendingCall,
 def unknown_command(ctx: StepContext, op: CommandOp) -> ToolOutcomeUnknown:
     return ToolOutcomeUnknown(
         f"command {op['request_id']} started but its result is unknown (the process that "
-        "ran it is gone). Inspect the workspace, then record what happened with "
-        f"`agentloom resolve {ctx.run_id} --ran | --did-not-run | --run-again`",
+        "ran it is gone): the workspace is to be inspected and what happened recorded (it "
+        "ran, it did not run, or run it again)",
         details={"request_id": op["request_id"], "tool": op["name"]})
 
 

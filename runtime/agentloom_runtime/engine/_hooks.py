@@ -70,8 +70,8 @@ class HookRunner:
                     binding = stage[saved["running"]]
                     raise BlockRun(HookReplayRequired(
                         f"hook {binding.hook_id} ({point}) may have run partly before the "
-                        "interruption and is not replay_safe; check its effects, then "
-                        "resume with `agentloom resume --confirm-hooks`",
+                        "interruption and is not replay_safe: its effects are to be "
+                        "checked, then the run resumed confirming its hooks",
                         details={"hook_id": binding.hook_id}))
 
         def save(cursor: int, current: dict[str, Any], running: bool) -> None:

@@ -124,9 +124,9 @@ def check_budget(ctx: StepContext) -> None:
     which = [part.split(":")[0] for part in spent]
     raise BlockRun(RunBudgetExceeded(
         f"the run's budget is used up ({'; '.join(spent)}; all model calls of every "
-        "purpose and sub-agent count). An operator can resume it with a raised budget "
-        f"({' and '.join(f'max_{w}' for w in which)} above what is used: `agentloom "
-        "resume RUN_ID --raise-tokens N` / `--raise-cost X`), or ask again in a new run.",
+        "purpose and sub-agent count): it goes on only with a raised budget "
+        f"({' and '.join(f'max_{w}' for w in which)} above what is used); otherwise the "
+        "question is asked again in a new run",
         details={"budget": which, "used_tokens": usage.total_tokens,
                  "max_tokens": usage.max_tokens, "used_cost": usage.cost,
                  "max_cost": usage.max_cost}))

@@ -275,9 +275,8 @@ def resume_model_op(ctx: StepContext, op: Operation) -> None:
         return  # the response is saved: the step continues from it
     if not head["exec_options"]["retry_unknown_models"]:
         raise BlockRun(ModelOutcomeUnknown(
-            f"model request {op['id']} was sent but no response was saved. Send it again "
-            f"(it may be billed twice): `agentloom resolve {ctx.run_id} --send-again`, or "
-            f"`agentloom resolve {ctx.run_id} --treat-as-failed`",
+            f"model request {op['id']} was sent but no response was saved: it may be sent "
+            "again (and may be billed twice) or treated as failed",
             details={"op_id": op["id"]}))
     _arrange_resend(head, op)
 

@@ -200,9 +200,9 @@ async def resume_tool(ctx: StepContext, hooks: HookRunner, op: ToolOp) -> bool:
     if not definition.resume_inflight:
         raise BlockRun(ToolOutcomeUnknown(
             f"tool call {call['name']} ({op['request_id']}) may have run before the "
-            "interruption; its outcome is unknown and it is not re-run automatically. "
-            "Inspect its effects, then record what happened with `agentloom resolve "
-            f"{ctx.run_id} --ran | --did-not-run | --run-again`",
+            "interruption; its outcome is unknown and it is not re-run automatically: "
+            "its effects are to be inspected and what happened recorded (it ran, it did "
+            "not run, or run it again)",
             details={"request_id": op["request_id"], "tool": call["name"]}))
     ctx.head["op"] = None
     return False
