@@ -98,6 +98,10 @@ class McpToolOut(BaseModel):
     idempotent_hint: bool | None = None
     destructive_hint: bool | None = None
     schema_digest: str
+    usable: bool = Field(default=True, description="False: it cannot be bound (see "
+                         "unusable_reason)")
+    unusable_reason: str | None = Field(default=None, description="Why the tool cannot be "
+                                        "called here, e.g. it requires MCP tasks")
 
 
 class McpToolsOut(BaseModel):
@@ -121,15 +125,16 @@ def _credential(c: CredentialIn | None) -> dict[str, Any] | None:
 
 
 def _tool(tool: Any) -> McpToolOut:
-    from agentloom.mcp.service import tool_digest
+    from agentloom.mcp.service import tool_digest, unusable
 
-    hints = tool.annotations
+    hints, reason = tool.annotations, unusable(tool)
     return McpToolOut(name=tool.name, title=tool.title, description=tool.description,
                       input_schema=dict(tool.input_schema),
                       read_only_hint=hints.read_only_hint if hints else None,
                       idempotent_hint=hints.idempotent_hint if hints else None,
                       destructive_hint=hints.destructive_hint if hints else None,
-                      schema_digest=tool_digest(tool))
+                      schema_digest=tool_digest(tool), usable=reason is None,
+                      unusable_reason=reason)
 
 
 def register(app: ApiResolver, admin: AdminService, sessions: SessionService) -> None:

@@ -11,8 +11,10 @@ A ``Capability`` takes part in two moments, and only these:
   ``tools`` returns the trusted ``ToolDefinition`` s the bound resources add for one
   run, with their handlers; the engine never branches on a capability's name; and
   ``services``: trusted objects those handlers (or the built-in tools) read from
-  ``ToolContext.services`` — e.g. the skill mounts ``workspace_command`` binds. Derive
-  from ``CapabilityBase`` for the default (none).
+  ``ToolContext.services`` — e.g. the skill mounts ``workspace_command`` binds; and
+  ``credentials``: the secret values the bound resources send (MCP credentials), which
+  the host gives to its redactor like the model key. Derive from ``CapabilityBase`` for
+  the defaults (none).
 
 ``Capabilities`` is the ordered set a host wires once and passes to both places.
 """
@@ -54,12 +56,20 @@ class Capability(Protocol):
         """Trusted services for the run's tool handlers (``ToolContext.services``)."""
         ...
 
+    def credentials(self, snapshot: AgentSnapshot, scope: RunScope) -> list[str]:
+        """The secret values the snapshot's bound resources of this kind send (for the
+        host's redactor: never shown in a record, an answer or an event)."""
+        ...
+
 
 class CapabilityBase:
-    """Defaults for a ``Capability``'s optional part: no services."""
+    """Defaults for a ``Capability``'s optional parts: no services, no credentials."""
 
     def services(self, snapshot: AgentSnapshot, scope: RunScope) -> dict[str, Any]:
         return {}
+
+    def credentials(self, snapshot: AgentSnapshot, scope: RunScope) -> list[str]:
+        return []
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,10 @@ class Capabilities:
     def tools(self, snapshot: AgentSnapshot, scope: RunScope) -> list[ToolDefinition]:
         return [tool for capability in self.items
                 for tool in capability.tools(snapshot, scope)]
+
+    def credentials(self, snapshot: AgentSnapshot, scope: RunScope) -> list[str]:
+        return [value for capability in self.items
+                for value in capability.credentials(snapshot, scope)]
 
     def services(self, snapshot: AgentSnapshot, scope: RunScope) -> dict[str, Any]:
         merged: dict[str, Any] = {}

@@ -11,8 +11,15 @@ covers it all. The key is sent as a bearer header and never kept in an error: er
 that noticed the problem (no ``__context__`` holding the request headers) and never
 carrying the provider's body.
 
-Texts go in batches of at most ``max_batch``; the answer must hold one finite vector per
-input, all of one dimension. Vectors are normalised to unit length here, so every index
+Batches adapt to the endpoint's speed: the first holds ``FIRST_BATCH`` texts (at most
+``max_batch``); a batch answered within a quarter of ``timeout`` doubles the next one
+(up to ``max_batch``), one that took over half of it halves the next. A batch that
+misses its deadline is abandoned — its connection is closed, the only cancel HTTP has (a
+server that watches its connection stops; others finish and the answer is dropped) —
+and sent again in halves; one text alone over the deadline fails (``deadline``), naming
+the connection setting to raise. ``max_batch`` and ``timeout`` come from the model
+connection's ``embedding`` settings. The answer must hold one finite vector per input,
+all of one dimension. Vectors are normalised to unit length here, so every index
 compares by dot product (= cosine). ``Embedder`` is the port the knowledge service uses:
 ``ConnectionEmbedder`` pairs a document model and a query model (e5-style models embed
 queries and passages differently) on one connection.
@@ -23,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -43,6 +51,7 @@ from .errors import EmbeddingFailed
 Purpose = Literal["document", "query"]
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_DIMENSION = 8_192
+FIRST_BATCH = 8
 
 
 @dataclass(frozen=True)
@@ -88,18 +97,35 @@ class OpenAIEmbeddings:
     async def embed(self, model: str, texts: Sequence[str]) -> Embedded:
         vectors: list[list[float]] = []
         usage: dict[str, int] = {}
-        for start in range(0, len(texts), self.max_batch):
-            batch = list(texts[start:start + self.max_batch])
+        start, size = 0, min(FIRST_BATCH, self.max_batch)
+        while start < len(texts):
+            batch = list(texts[start:start + size])
+            began = time.monotonic()
             outcome = await self._deadline(model, batch)
             if isinstance(outcome, EmbeddingFailed):
-                raise outcome
+                if outcome.reason != "deadline" or len(batch) == 1:
+                    raise outcome
+                size = len(batch) // 2  # abandoned (its connection closed): halves
+                continue
             vectors.extend(outcome.vectors)
             for key, value in outcome.usage.items():
                 usage[key] = usage.get(key, 0) + value
+            start += len(batch)
+            size = self._next_size(len(batch), time.monotonic() - began)
         if vectors and any(len(v) != len(vectors[0]) for v in vectors):
             raise EmbeddingFailed("the embeddings endpoint answered vectors of different "
                                   "dimensions", reason="dimension_mismatch")
         return Embedded(vectors=vectors, usage=usage, model=model)
+
+    def _next_size(self, size: int, took: float) -> int:
+        """Twice ``size`` after a batch well within its deadline, half after one that
+        took over half of it (a request's fixed cost is part of ``took``: sizes settle
+        where a batch takes a quarter to a half of the deadline)."""
+        if took <= self.timeout / 4:
+            return min(self.max_batch, 2 * size)
+        if took > self.timeout / 2:
+            return max(1, size // 2)
+        return min(self.max_batch, size)
 
     async def _deadline(self, model: str, batch: list[str]) -> Embedded | EmbeddingFailed:
         try:
@@ -107,8 +133,11 @@ class OpenAIEmbeddings:
                 return await self._send(model, batch)
         except TimeoutError:
             pass
-        return EmbeddingFailed(f"the embeddings endpoint did not answer within "
-                               f"{self.timeout:g} s", reason="deadline")
+        what = "one text" if len(batch) == 1 else f"a batch of {len(batch)} texts"
+        return EmbeddingFailed(f"the embeddings endpoint did not answer {what} within "
+                               f"{self.timeout:g} s (raise the model connection's "
+                               "embedding.timeout_seconds for a slow endpoint)",
+                               reason="deadline", details={"texts": len(batch)})
 
     async def _send(self, model: str, batch: list[str]) -> Embedded | EmbeddingFailed:
         target = httpx.URL(f"{self._endpoint.base_url}/embeddings")

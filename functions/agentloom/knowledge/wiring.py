@@ -1,13 +1,15 @@
 """How hosts build the knowledge capability.
 
 ``ConnectionEmbedders`` resolves a base's embedder from its space's model connection
-(base URL, and the key the platform's ``SecretSealer`` opens: used for the request,
-never kept elsewhere) through ``OpenAIEmbeddings`` with the SSRF policy the host gives
-(``allow_loopback`` only for tests and a single-machine server talking to a local
-embeddings server). ``embedded_knowledge(home)`` is the embedded default: records in
-the platform's SQLite file, vectors in ``SqliteIndex`` (same file), passages sealed under
-the home's key file. In AWS the host builds ``KnowledgeService`` the same way with the
-DynamoDB platform store, ``S3VectorsIndex`` and a KMS keyring.
+(base URL, its ``embedding`` settings — batch size and deadline; a connection saved
+before they existed gets the defaults — and the key the platform's ``SecretSealer``
+opens: used for the request, never kept elsewhere) through ``OpenAIEmbeddings`` with
+the SSRF policy the host gives (``allow_loopback`` only for tests and a single-machine
+server talking to a local embeddings server). ``embedded_knowledge(home)`` is the
+embedded default: records in the platform's SQLite file, vectors in ``SqliteIndex``
+(same file), passages sealed under the home's key file. In AWS the host builds
+``KnowledgeService`` the same way with the DynamoDB platform store, ``S3VectorsIndex``
+and a KMS keyring.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentloom.crypto import Keyring, LocalKeyring
+from agentloom.models import EmbeddingSettings
 from agentloom.models._addresses import AddressPolicy
 from agentloom.platform.admin import SecretSealer
 from agentloom.platform.domain import ModelConnectionRecord
@@ -57,8 +60,10 @@ class ConnectionEmbedders:
                                   f"{base.connection_id} was deleted", reason="no_connection")
         key = "" if record.sealed_key is None else self._secrets.open(
             base.space_id, base.connection_id, record.sealed_key)
+        settings = EmbeddingSettings.model_validate(record.spec.get("embedding") or {})
         client = OpenAIEmbeddings(Endpoint(str(record.spec["base_url"]), key),
-                                  policy=self._policy)
+                                  policy=self._policy, timeout=settings.timeout_seconds,
+                                  max_batch=settings.max_batch)
         return ConnectionEmbedder(client, connection_id=base.connection_id,
                                   document_model=base.document_model,
                                   query_model=base.query_model)

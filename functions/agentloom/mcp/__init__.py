@@ -6,9 +6,13 @@ their tools discovered, pinned into an agent version at publish and called by ru
     resources.py  McpSpec / Credential / McpResource and their store (platform store items)
     connect.py    one client session per call: Streamable HTTP (2025-11-25 or the
                   stateless 2026-07-28 core), legacy SSE, stdio in the bubblewrap sandbox;
-                  the SSRF guard and address pinning
+                  the SSRF guard
+    _http.py      the pinned, capped HTTP transport; legacy SSE with the resource's cap
+    _wire.py      Wire: what one session's HTTP layer saw (too large, 401, lost session)
+    _stdio.py     a stdio server in the sandbox under the resource's limits; its exit
     results.py    CallToolResult -> the tool's JSON value (content types, caps, isError)
-    service.py    McpService: resources CRUD, discovery, the call path, schema checks
+    service.py    McpService: resources CRUD, discovery, the call path (a lost session
+                  retried once), schema checks, unusable tools, credentials to redact
     tools.py      McpCapability: pin at publish, ToolDefinitions for a run
     errors.py     McpToolFailure (a failure result), McpSchemaChanged (blocks the run)
 

@@ -5,15 +5,18 @@
     ToolError (agentloom_runtime)        a failure result the model reads; the run goes on
     └── McpToolFailure                   code: mcp_tool_error (isError), mcp_timeout,
                                          mcp_unreachable, mcp_protocol_error,
-                                         mcp_result_too_large,
+                                         mcp_result_too_large, mcp_credential_refused,
+                                         mcp_session_lost, mcp_server_exited,
                                          mcp_address_refused, mcp_tool_missing,
+                                         mcp_tool_unsupported, mcp_resource_missing,
                                          mcp_sandbox_unavailable
     RunError (agentloom_runtime)         the run blocks with a way out
     └── McpSchemaChanged                 the server's schema differs from the published one
     PlatformError (agentloom.platform)   API answers (404 resource not found, 422, 502)
 
 Messages never carry a server's body, a credential or tool output beyond the text the
-tool itself reports as its error (which the model is meant to read).
+tool itself reports as its error (which the model is meant to read) and, for a stdio
+server that exited, the end of its stderr with the credential's value scrubbed.
 """
 
 from __future__ import annotations

@@ -32,11 +32,28 @@ MAX_TIMEOUT = 300.0
 MAX_RESULT_CHARS = 4_000_000
 
 
+class StdioLimits(BaseModel):
+    """The sandbox limits of a stdio server (prlimit inside bubblewrap), per resource.
+    ``memory_mb`` is the address space (RLIMIT_AS), not resident memory: Node and other
+    V8-based servers reserve far more than they use (16384 is a good start for them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_mb: int = Field(default=1024, ge=64, le=65_536,
+                           description="address space in MiB (RLIMIT_AS)")
+    cpu_seconds: int = Field(default=60, ge=1, le=3_600,
+                             description="CPU seconds of one session (RLIMIT_CPU)")
+    pids: int = Field(default=128, ge=8, le=4_096, description="processes (RLIMIT_NPROC)")
+    nofile: int = Field(default=256, ge=16, le=65_536,
+                        description="open files (RLIMIT_NOFILE)")
+
+
 class McpSpec(BaseModel):
     """How to reach one MCP server. ``url`` for ``streamable_http`` / ``sse``;
     ``command`` + ``args`` (+ read-only ``mounts``) for ``stdio``, run in the command
-    sandbox. ``protocol``: ``auto`` negotiates (the stateless 2026-07-28 core when the
-    server offers it, else the 2025-11-25 initialize handshake); a revision pins it."""
+    sandbox under ``limits``. ``protocol``: ``auto`` negotiates (the stateless
+    2026-07-28 core when the server offers it, else the 2025-11-25 initialize
+    handshake); a revision pins it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -48,6 +65,8 @@ class McpSpec(BaseModel):
     mounts: dict[str, str] = Field(
         default_factory=dict, max_length=8, description="stdio: host path -> mount name; "
         "each host path (an operator-allowed root) is mounted read-only at /skills/<name>.")
+    limits: StdioLimits = Field(default_factory=StdioLimits,
+                                description="stdio: the server's sandbox limits.")
     timeout_seconds: float = Field(default=30.0, gt=0, le=MAX_TIMEOUT)
     max_result_chars: int = Field(default=1_000_000, ge=1_000, le=MAX_RESULT_CHARS)
     trust_annotations: bool = Field(
@@ -83,9 +102,10 @@ class McpSpec(BaseModel):
                     raise ValueError(f"mount name {name[:40]!r}: lowercase letters, digits, "
                                      "- and _")
             return self
-        if self.command is not None or self.args or self.mounts:
+        if self.command is not None or self.args or self.mounts \
+                or self.limits != StdioLimits():
             raise ValueError(f"a {self.transport} resource takes url, not command/args/"
-                             "mounts")
+                             "mounts/limits")
         if not self.url:
             raise ValueError(f"a {self.transport} resource needs url")
         parts = urlsplit(self.url)

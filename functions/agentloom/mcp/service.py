@@ -5,22 +5,30 @@ Admins and owners manage resources; members may list and read them (nothing secr
 returned) — the same roles as ``agentloom.platform.access`` checks everywhere. A call
 opens one session (``connect.open_client``), lists the tools to find the bound one and
 check its schema digest against the published one, then calls it, all under the
-resource's timeout. The listing seen last for each tool is recorded (only when it
-changes), so an engine built for a resume can see a server that changed and refuse the
-run's tool catalog (``tools.McpCapability``).
+resource's timeout; a server that answers 404 for the session's id forgot it, and the
+session starts again once (the refused request never ran). The listing seen last for
+each tool is recorded (only when it changes), so an engine built for a resume can see a
+server that changed and refuse the run's tool catalog (``tools.McpCapability``). A tool
+the client cannot call (one that requires MCP tasks) is ``unusable``: discovery says
+why, publish refuses to bind it, a call refuses it before sending.
+
+``credential_values`` opens the credentials of a version's bound resources for the run
+host's redactor (``McpCapability.credentials``), so a server or model that echoes one
+never puts it in a session's records, an answer or an event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
 
+from agentloom.mcp._wire import Wire
 from agentloom.mcp.errors import McpSchemaChanged, McpToolFailure
 from agentloom.mcp.policy import TOO_LARGE, McpPolicy, response_limit
 from agentloom.mcp.resources import Credential, McpResource, McpResourceStore, McpSpec
@@ -71,14 +79,21 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _failure(exc: BaseException, spec: McpSpec, tripped: list[int]) -> BaseException:
+def _failure(exc: BaseException, spec: McpSpec, wire: Wire,
+             credential: Credential | None) -> BaseException:
     leaf = _leaf(exc)
     if isinstance(leaf, McpToolFailure | McpSchemaChanged):
         return leaf
-    if tripped:
+    if wire.over is not None:
         return McpToolFailure("mcp_result_too_large", f"{TOO_LARGE} "
                               f"{response_limit(spec)} bytes; the call may have taken "
                               "effect (raise max_result_chars or page the tool's output)")
+    if wire.refused is not None:
+        return _refused(wire.refused, credential)
+    if wire.session_lost:
+        return McpToolFailure("mcp_session_lost", "the MCP server answered 404 for the "
+                              "session of this call again after a new session was "
+                              "started; the call was not run")
     if isinstance(leaf, TimeoutError):
         return McpToolFailure("mcp_timeout", f"the MCP server did not answer within "
                               f"{spec.timeout_seconds:g} seconds; the call may or may not "
@@ -93,6 +108,28 @@ def _failure(exc: BaseException, spec: McpSpec, tripped: list[int]) -> BaseExcep
                               "MCP")
     return McpToolFailure("mcp_unreachable", f"cannot reach the MCP server "
                           f"({type(leaf).__name__})")
+
+
+def _refused(status: int, credential: Credential | None) -> McpToolFailure:
+    if credential is None:
+        message = (f"the MCP server requires a credential (HTTP {status}) and this "
+                   "resource has none: set the resource's credential")
+    else:
+        message = (f"the MCP server refused the resource's {credential.kind} credential "
+                   f"(HTTP {status}): it is invalid, expired or lacks access; give the "
+                   "resource a new credential")
+    return McpToolFailure("mcp_credential_refused", message, details={"status": status})
+
+
+def unusable(tool: types.Tool) -> str | None:
+    """Why a listed tool cannot be called here, or None: a tool that requires MCP
+    tasks (``execution.taskSupport: required``) must be called as a task, which this
+    client does not do."""
+    execution = tool.execution
+    if execution is not None and execution.task_support == "required":
+        return ("the tool requires MCP tasks (execution.taskSupport = required), which "
+                "AgentLoom does not support; it cannot be bound")
+    return None
 
 
 class McpService:
@@ -190,21 +227,28 @@ class McpService:
         return Credential(kind=resource.credential_kind or "bearer",  # type: ignore[arg-type]
                           name=resource.credential_name, value=value)
 
+    def credential_values(self, space_id: str, resource_ids: Iterable[str]) -> list[str]:
+        """The credential values of these resources (a deleted one or one without a
+        credential adds nothing; one that cannot be opened here neither: its calls
+        fail before anything is sent)."""
+        values = []
+        for resource_id in dict.fromkeys(resource_ids):
+            resource = self.resource(space_id, resource_id)
+            try:
+                credential = None if resource is None else self.credential(resource)
+            except Exception:  # the call reports it (mcp_unreachable), nothing to redact
+                credential = None
+            if credential is not None:
+                values.append(credential.value)
+        return values
+
     async def list_tools(self, resource: McpResource) -> list[types.Tool]:
         """Every tool the server lists (pages followed, at most ``MAX_TOOLS``)."""
-        tripped: list[int] = []
         try:
-            with anyio.fail_after(resource.spec.timeout_seconds):
-                from agentloom.mcp.connect import open_client  # the SDK: on first use
-
-                async with open_client(resource.spec, self.credential(resource),
-                                       self.policy, tripped) as client:
-                    tools = await _all_tools(client)
-        except Exception as exc:
-            failure = _failure(exc, resource.spec, tripped)
+            tools = await self._session(resource, _all_tools)
+        except McpToolFailure as failure:
             raise McpServerFailed(f"listing the tools of MCP resource {resource.resource_id}"
-                                  f" failed: {failure}",
-                                  details={"reason": getattr(failure, "code", "failed")}
+                                  f" failed: {failure}", details={"reason": failure.code}
                                   ) from None
         self._observe(resource, tools)
         return tools
@@ -218,20 +262,41 @@ class McpService:
             raise McpToolFailure("mcp_resource_missing", f"MCP resource "
                                  f"{binding.resource_id} no longer exists in this space")
         spec = resource.spec
-        tripped: list[int] = []
-        try:
-            with anyio.fail_after(spec.timeout_seconds):
-                from agentloom.mcp.connect import open_client
 
-                async with open_client(spec, self.credential(resource), self.policy,
-                                       tripped) as client:
-                    tool = await _find_tool(client, binding.tool)
-                    self._check(resource, binding, tool)
-                    result = await client.call_tool(binding.tool, arguments,
-                                                    read_timeout_seconds=spec.timeout_seconds)
-        except Exception as exc:
-            raise _failure(exc, spec, tripped) from None
+        async def work(client: Any) -> Any:
+            tool = await _find_tool(client, binding.tool)
+            self._check(resource, binding, tool)
+            return await client.call_tool(binding.tool, arguments,
+                                          read_timeout_seconds=spec.timeout_seconds)
+
+        result = await self._session(resource, work)
         return tool_value(result, max_chars=spec.max_result_chars)
+
+    async def _session(self, resource: McpResource,
+                       work: Callable[[Any], Awaitable[T]]) -> T:
+        """``work`` in one session, under the resource's timeout. A server that
+        answers 404 for the session's id has forgotten it (restarted, expired): the
+        request it refused never ran, so a new session is started and ``work`` runs
+        again, once (the spec's rule). Failures become ``McpToolFailure``."""
+        spec = resource.spec
+        wire, credential = Wire(response_limit(spec)), None
+        try:
+            credential = self.credential(resource)
+            with anyio.fail_after(spec.timeout_seconds):
+                from agentloom.mcp.connect import open_client  # the SDK: on first use
+
+                for attempt in (1, 2):
+                    wire = Wire(response_limit(spec))
+                    try:
+                        async with open_client(spec, credential, self.policy,
+                                               wire) as client:
+                            return await work(client)
+                    except Exception:
+                        if not (wire.session_lost and attempt == 1):
+                            raise
+            raise AssertionError("unreachable")  # pragma: no cover
+        except Exception as exc:
+            raise _failure(exc, spec, wire, credential) from None
 
     def drifted(self, space_id: str, bindings: tuple[McpToolBinding, ...]) -> set[str]:
         """Aliases whose tool was last seen with another schema than it was published
@@ -256,6 +321,9 @@ class McpService:
                                  f"{resource.resource_id} no longer lists tool "
                                  f"{binding.tool!r}")
         self._observe(resource, [tool])
+        reason = unusable(tool)
+        if reason is not None:
+            raise McpToolFailure("mcp_tool_unsupported", f"tool {binding.tool!r}: {reason}")
         if tool_digest(tool) != binding.schema_digest:
             raise McpSchemaChanged(
                 f"MCP tool {binding.tool!r} of resource {resource.resource_id} changed its "

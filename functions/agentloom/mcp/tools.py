@@ -6,7 +6,8 @@ and a remote tool; the server is listed and the binding frozen into the version 
 tool's description and input schema, their digest, the annotation hints
 (``readOnlyHint``, ``idempotentHint``) and the resource's ``trust_annotations`` flag —
 with a model-visible alias (the draft's, or derived: ``[prefix_]tool`` made a valid,
-unique function name).
+unique function name). A tool the client cannot call (``service.unusable``: it requires
+MCP tasks) is refused with the reason.
 
 Run (``tools``): the definition's identity is ``tool_id = mcp:{resource}:{tool}``, its
 ``implementation_id`` carries the published digest, and a tool last seen with another
@@ -28,7 +29,13 @@ from jsonschema.exceptions import SchemaError
 
 from agentloom.capabilities import CapabilityBase, RunScope
 from agentloom.mcp.resources import MAX_TIMEOUT
-from agentloom.mcp.service import McpServerFailed, McpService, run_sync, tool_digest
+from agentloom.mcp.service import (
+    McpServerFailed,
+    McpService,
+    run_sync,
+    tool_digest,
+    unusable,
+)
 from agentloom.platform.errors import field_errors
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.snapshot import AgentSnapshot, McpToolBinding
@@ -86,6 +93,9 @@ class McpCapability(CapabilityBase):
                 names = ", ".join(sorted(tools)[:20]) or "none"
                 raise _field(index, "tool", f"resource {binding.resource_id} has no tool "
                              f"{binding.tool!r} (it lists: {names})")
+            reason = unusable(tool)
+            if reason is not None:
+                raise _field(index, "tool", f"tool {binding.tool!r}: {reason}")
             alias = binding.alias
             if alias is None:
                 resource = self.service.resource(space_id, binding.resource_id)
@@ -137,6 +147,10 @@ class McpCapability(CapabilityBase):
             return []
         drifted = self.service.drifted(scope.space_id, snapshot.mcp_tools)
         return [self.definition(scope.space_id, b, drifted) for b in snapshot.mcp_tools]
+
+    def credentials(self, snapshot: AgentSnapshot, scope: RunScope) -> list[str]:
+        return self.service.credential_values(
+            scope.space_id, (b.resource_id for b in snapshot.mcp_tools))
 
     def definition(self, space_id: str, binding: McpToolBinding,
                    drifted: set[str] = frozenset()) -> ToolDefinition:  # type: ignore[assignment]

@@ -37,6 +37,7 @@ from .catalogue import (
 )
 from .connections import (
     BudgetSources,
+    EmbeddingSettings,
     Endpoint,
     KeyDecision,
     ModelConnectionSpec,
@@ -84,6 +85,7 @@ __all__ = [
     "ConnectionInputError",
     "DiscoveredModel",
     "DiscoveryError",
+    "EmbeddingSettings",
     "Endpoint",
     "KeyDecision",
     "KeyReuseRefused",

@@ -1,7 +1,8 @@
 """A model connection as an admin saves it, and the rule for reusing its key.
 
 ``ModelConnectionSpec`` holds where the model is (provider, base URL, exact model id),
-its budget figures with their sources (``budget.py``), optional prices and the key as a
+its budget figures with their sources (``budget.py``), optional prices, the embedding
+request settings of knowledge bases on it (``EmbeddingSettings``) and the key as a
 *reference* (``api_key_ref``: the id of the encrypted secret the service stores). No
 field holds a key and extra fields are refused, so a key cannot ride along by mistake.
 
@@ -59,6 +60,18 @@ _KEY_LIKE = ("sk-", "Bearer ")
 Price = Annotated[Decimal, Field(ge=0, le=1_000_000, max_digits=16, decimal_places=6)]
 
 
+class EmbeddingSettings(BaseModel):
+    """How knowledge bases on this connection send embedding requests
+    (``agentloom.knowledge.embeddings``): at most ``max_batch`` texts per request (fewer
+    when the endpoint is slow: batches adapt below it), each request answered within
+    ``timeout_seconds`` (a slow local embedder needs more)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_batch: int = Field(default=64, strict=True, ge=1, le=256)
+    timeout_seconds: float = Field(default=30.0, ge=1, le=600)
+
+
 class BudgetSources(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -103,6 +116,10 @@ class ModelConnectionSpec(BaseModel):
     api_key_ref: str | None = Field(
         default=None, pattern=_REF, validate_default=True, description="Id of the stored, "
         "encrypted key; never the key. None: a keyless openai_compatible server.")
+    embedding: EmbeddingSettings = Field(
+        default_factory=EmbeddingSettings, description="Embedding requests of the "
+        "knowledge bases on this connection: max_batch (1-256, default 64) and "
+        "timeout_seconds per request (1-600, default 30).")
 
     # -------------------------------------------------------------- defaults
 

@@ -242,7 +242,8 @@ class RunHost:
         the ports' factory (the CLI's chosen model)."""
         ports = self.ports
         registry = ports.hooks(snapshot)
-        self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""))
+        self.redactor.add(os.environ.get(snapshot.model.api_key_ref or "", ""),
+                          *self.capabilities.credentials(snapshot, scope))
         workspaces = ports.workspaces(snapshot, scope.session_id)
         observer = ports.observe(scope, snapshot, self._events(scope.run_id))
         engine = create_engine(

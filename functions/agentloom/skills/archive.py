@@ -3,8 +3,10 @@ folder to one checked skill tree.
 
 Every check names the file: a path must be relative, of at most ``max_depth`` segments
 of ``[A-Za-z0-9_.-]`` (not ``.``/``..``, not starting with ``-``), without backslashes or
-drive letters, unique; only regular files and folders (no symlinks, hard links, devices,
-FIFOs, sockets, encrypted entries); the file count, each file's size, the total and, for
+drive letters, unique — depth and length counted inside the skill, so a zip whose top
+folder is the skill's directory allows what a Git import of that folder allows; only
+regular files and folders (no symlinks, hard links, devices, FIFOs, sockets, encrypted
+entries); the file count, each file's size, the total and, for
 a zip, the archive's size and each entry's compression ratio are capped *before* a byte
 is inflated, and the inflated bytes are counted again while reading (a lying header
 cannot get past the cap). Exactly one ``SKILL.md``: at the root, or in the single
@@ -18,7 +20,7 @@ import os
 import re
 import stat
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import SkillArchiveInvalid, SkillFileRefused, SkillFormatError, SkillTooLarge
@@ -59,25 +61,28 @@ class SkillTree:
     files: tuple[SkillFile, ...]  # sorted by path, SKILL.md included
 
 
-def check_path(path: str, limits: SkillLimits) -> tuple[str, ...]:
-    """The path's segments, or ``SkillFileRefused`` naming it."""
+def check_path(path: str, limits: SkillLimits, *, entry: str | None = None
+               ) -> tuple[str, ...]:
+    """The path's segments, or ``SkillFileRefused`` naming it (or ``entry``: the
+    archive entry the path was taken from)."""
+    shown = path if entry is None else entry
     if "\\" in path or "\x00" in path:
-        raise SkillFileRefused(path, "path_characters", "backslashes and NUL are refused")
+        raise SkillFileRefused(shown, "path_characters", "backslashes and NUL are refused")
     if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
-        raise SkillFileRefused(path, "absolute_path", "absolute paths are refused")
+        raise SkillFileRefused(shown, "absolute_path", "absolute paths are refused")
     parts = tuple(p for p in path.rstrip("/").split("/"))
     if any(p in (".", "..") for p in parts):
-        raise SkillFileRefused(path, "traversal", "'.' and '..' segments are refused")
+        raise SkillFileRefused(shown, "traversal", "'.' and '..' segments are refused")
     if len(path) > limits.max_path_chars:
-        raise SkillFileRefused(path, "path_length",
+        raise SkillFileRefused(shown, "path_length",
                                f"paths are at most {limits.max_path_chars} characters")
     bad = next((p for p in parts if not SEGMENT.match(p)), None)
     if bad is not None:
-        raise SkillFileRefused(path, "path_characters", f"segment {bad[:60]!r} must match "
+        raise SkillFileRefused(shown, "path_characters", f"segment {bad[:60]!r} must match "
                                "[A-Za-z0-9_.-] and not start with '-'")
     if len(parts) > limits.max_depth:
-        raise SkillFileRefused(path, "path_depth",
-                               f"paths are at most {limits.max_depth} segments deep")
+        raise SkillFileRefused(shown, "path_depth", f"paths are at most {limits.max_depth} "
+                               "segments deep inside the skill")
     return parts
 
 
@@ -141,8 +146,11 @@ def _zip_mode(info: zipfile.ZipInfo) -> int:
 
 
 def _check_entry(info: zipfile.ZipInfo, limits: SkillLimits) -> None:
+    """The entry's own checks; its path with room for a top folder (the path inside
+    the skill is checked once the skill's folder is known: ``tree_from_zip``)."""
     name = info.filename
-    check_path(name, limits)
+    check_path(name, replace(limits, max_depth=limits.max_depth + 1,
+                             max_path_chars=limits.max_path_chars + 129))
     mode = _zip_mode(info)
     kind = stat.S_IFMT(mode)
     if kind == stat.S_IFLNK:
@@ -190,6 +198,8 @@ def tree_from_zip(data: bytes, limits: SkillLimits = DEFAULT_LIMITS) -> SkillTre
             seen.add(key)
         regular = [i for i in infos if not i.is_dir()]
         prefix, directory = _skill_root([i.filename for i in regular])
+        for info in regular:  # a git archive or a zipped folder: inside the skill
+            check_path(info.filename[len(prefix):], limits, entry=info.filename)
         budget = _Budget(limits)
         for info in regular:
             budget.admit(info.filename, info.file_size)

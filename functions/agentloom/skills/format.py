@@ -3,10 +3,10 @@ lines, then a Markdown body.
 
 Honoured: ``name`` (1–64 chars, lowercase letters, digits and single hyphens, not at
 either end; equal to the skill's directory name when it has one), ``description``
-(1–1,024 chars; what the prompt lists). Kept and shown, never acted on: ``license``,
-``compatibility`` (≤ 500 chars), ``metadata`` (a map of strings), ``allowed-tools``
-(experimental in the format; a SKILL.md cannot add or restrict tools here). Any other
-key is refused, so a typo is not silently ignored.
+(1–1,024 chars, not only whitespace; what the prompt lists). Kept and shown, never
+acted on: ``license``, ``compatibility`` (≤ 500 chars), ``metadata`` (a map of strings),
+``allowed-tools`` (experimental in the format; a SKILL.md cannot add or restrict tools
+here). Any other key is refused, so a typo is not silently ignored.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import SkillFormatError
 
@@ -36,6 +36,13 @@ class SkillMeta(BaseModel):
     compatibility: str | None = Field(default=None, max_length=500)
     metadata: dict[str, str] = Field(default_factory=dict, max_length=50)
     allowed_tools: str | None = Field(default=None, alias="allowed-tools", max_length=2_000)
+
+    @field_validator("description")
+    @classmethod
+    def _described(cls, value: str) -> str:
+        if not value.strip():  # the prompt's skill list would show nothing
+            raise ValueError("must not be blank (only whitespace)")
+        return value
 
 
 def check_name(name: str, what: str = "name") -> str:

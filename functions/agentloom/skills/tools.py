@@ -70,10 +70,13 @@ def _load(skills: BoundSkills) -> Callable[[ToolContext, dict[str, Any]], Any]:
     async def handler(context: ToolContext, arguments: dict[str, Any]) -> Any:
         manifest = skills.manifest(context, arguments["name"])
         body = (await asyncio.to_thread(skills.read, manifest, SKILL_MD)).decode("utf-8-sig")
+        # the short parts first: a long body is cut at the run's visible cap (the rest
+        # behind read_result), and the mount and file list must survive the cut
         return {"name": manifest.meta.name, "description": manifest.meta.description,
-                "body": _body(body), "mount": f"/skills/{manifest.meta.name}",
+                "mount": f"/skills/{manifest.meta.name}",
                 "files": [{"path": f.path, "size": f.size} for f in manifest.files
-                          if f.path != SKILL_MD]}
+                          if f.path != SKILL_MD],
+                "body": _body(body)}
     return handler
 
 

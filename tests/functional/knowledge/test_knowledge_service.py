@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from unit.knowledge.builders import ALICE, BOB, EVE, hashing_server, text_pdf, world
+from unit.knowledge.builders import (
+    ALICE,
+    BOB,
+    EVE,
+    hashing_server,
+    slow_server,
+    text_pdf,
+    world,
+)
 
 from agentloom.knowledge import BaseSpec, DocumentInvalid, DocumentTooLarge, EmbeddingFailed
 from agentloom.knowledge.index import MemoryIndex
@@ -156,3 +164,37 @@ def test_the_production_policy_refuses_a_loopback_connection(tmp_path: Path,
     with pytest.raises(EmbeddingFailed) as err:
         strict.put_document(ALICE, w.space_id, base.base_id, "a.txt", b"alpha")
     assert err.value.reason == "loopback" and len(served.requests) == sent
+
+
+def test_a_slow_embedder_indexes_a_28_kb_document_with_the_connections_settings(
+        tmp_path: Path) -> None:
+    """Issue 17: a 28 KB document (33 chunks) failed with embedding_failed/deadline on
+    a slow local embedder. The connection's ``embedding`` settings bound the batches
+    and the deadline; batches adapt below them; a stored connection saved before the
+    settings existed gets the defaults; a bad setting is a 422 naming the field."""
+    text = "\n\n".join(f"# Part {i}\n\n" + f"Paragraph {i} says something. " * 29
+                       for i in range(33))
+    assert 27_000 < len(text) < 29_000
+    with slow_server(per_text=0.03) as served:
+        w = world(tmp_path, served.url, spec={
+            "embedding": {"max_batch": 6, "timeout_seconds": 1.5}})
+        base = w.base()
+        doc, _, stats = w.service.put_document(ALICE, w.space_id, base.base_id, "big.md",
+                                               text.encode())
+        assert stats.embedded == doc.chunks >= 30
+        assert max(n for _, n in served.log) <= 6  # the connection's max_batch
+        # a connection stored before the settings existed: the defaults
+        pk, sk = f"space#{w.space_id}", f"model#{w.connection_id}"
+        from agentloom.platform.domain import ModelConnectionRecord
+        from agentloom.platform.store.items import put
+        found = w.store.items.get(pk, sk, ModelConnectionRecord)
+        assert found is not None and found.value.spec["embedding"]["max_batch"] == 6
+        old = found.value.model_copy(update={"spec": {
+            k: v for k, v in found.value.spec.items() if k != "embedding"}})
+        w.store.items.transact([put(pk, sk, old, found.version)])
+        assert w.service.reindex(ALICE, w.space_id, base.base_id) == doc.chunks
+    with pytest.raises(Invalid) as bad:
+        w.admin.create_model_connection(ALICE, w.space_id, "Bad", {
+            "provider": "openai_compatible", "base_url": served.url,
+            "model_id": "chat-model", "embedding": {"max_batch": 0}})
+    assert bad.value.details["fields"][0]["field"] == "spec.embedding.max_batch"

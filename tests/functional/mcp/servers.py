@@ -1,7 +1,9 @@
 """Real MCP servers on 127.0.0.1 for the tests: the SDK's ``MCPServer`` served by
 uvicorn in a thread (Streamable HTTP — both the 2025-11-25 handshake and the stateless
 2026-07-28 core — or legacy SSE), with tools that answer, fail, hang, return too much,
-an image, and one whose schema the test can change. ``calls`` counts what ran."""
+an image, one whose schema the test can change, one that requires MCP tasks, one that
+echoes the request's credential; a middleware that forgets sessions on demand.
+``calls`` counts what ran."""
 
 from __future__ import annotations
 
@@ -30,11 +32,35 @@ class State:
     release: threading.Event = field(default_factory=threading.Event)
     entered: threading.Event = field(default_factory=threading.Event)
     auth_seen: list[str] = field(default_factory=list)
+    forget: int = 0  # how many more tools/call POSTs answer 404 "Session not found"
+    forgotten: int = 0
+
+
+class _Server(MCPServer):
+    """Lists ``long_job`` as a tool that requires MCP tasks (2025-11-25
+    ``execution.taskSupport``)."""
+
+    async def list_tools(self) -> list[types.Tool]:
+        tools = await super().list_tools()
+        required = types.ToolExecution(task_support="required")
+        return [t.model_copy(update={"execution": required}) if t.name == "long_job" else t
+                for t in tools]
 
 
 def build(state: State) -> MCPServer:
-    server = MCPServer("agentloom-test", log_level="ERROR")
+    server = _Server("agentloom-test", log_level="ERROR")
     read_only = types.ToolAnnotations(read_only_hint=True)
+
+    @server.tool()
+    def long_job(items: int) -> str:
+        """A job the server runs only as an MCP task."""
+        state.calls.append(("long_job", {"items": items}))
+        return "done"
+
+    @server.tool()
+    def whoami() -> str:
+        """The Authorization header this request carried (a server echoing a secret)."""
+        return state.auth_seen[-1] if state.auth_seen else "nobody"
 
     @server.tool(annotations=read_only)
     def add(a: int, b: int) -> int:
@@ -139,6 +165,43 @@ class RequireBearer:
         await self.app(scope, receive, send)
 
 
+class ForgetSessions:
+    """ASGI middleware: while ``state.forget`` > 0, a tools/call POST that carries an
+    ``Mcp-Session-Id`` answers 404 "Session not found" (what the SDK's session manager
+    answers for a session it no longer has, e.g. after a restart) without running."""
+
+    def __init__(self, app: ASGIApp, state: State) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or [])
+        if scope["type"] != "http" or scope["method"] != "POST" \
+                or b"mcp-session-id" not in headers or self.state.forget <= 0:
+            await self.app(scope, receive, send)
+            return
+        messages, body = [], b""
+        while True:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if b'"tools/call"' in body and self.state.forget > 0:
+            self.state.forget -= 1
+            self.state.forgotten += 1
+            error = (b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+                     b'"message":"Session not found"}}')
+            await send({"type": "http.response.start", "status": 404,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": error})
+            return
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
 @dataclass
 class Running:
     url: str
@@ -153,6 +216,7 @@ def serve(kind: str = "http", *, auth: bool = False) -> Iterator[Running]:
     state = State()
     server = build(state)
     app: ASGIApp = server.sse_app() if kind == "sse" else server.streamable_http_app()
+    app = ForgetSessions(app, state)
     if auth:
         app = RequireBearer(app, state)
     sock = socket.socket()

@@ -5,7 +5,9 @@ MCP server and completes. The credential is never returned nor stored in clear."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +23,12 @@ from agentloom.capabilities import Capabilities
 from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.mcp import McpPolicy, embedded_capability
 from agentloom.platform.identity import Principal
+from agentloom_runtime.contracts import ModelGateway, ModelRequest
 from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 ALICE = Principal("alice", "token")
+ModelFactory = Callable[[AgentSnapshot], ModelGateway]
 
 
 class World:
@@ -41,10 +46,15 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
+    with _world(tmp_path, lambda s: tool_then_answer("calc_add", {"a": 40, "b": 2})) as w:
+        yield w
+
+
+@contextmanager
+def _world(tmp_path: Path, model: ModelFactory) -> Iterator[World]:
     home = tmp_path / "home"
     capability = embedded_capability(home, McpPolicy(allow_loopback=True))
-    platform = EmbeddedPlatform.open(home, model_factory=lambda s: tool_then_answer(
-                                         "calc_add", {"a": 40, "b": 2}),
+    platform = EmbeddedPlatform.open(home, model_factory=model,
                                      capabilities=Capabilities.of([capability]))
     server = ApiServer(build_app(platform.admin, platform.sessions, platform.tokens),
                        platform.sessions).start()
@@ -150,3 +160,48 @@ def test_update_delete_and_errors(world: World) -> None:
     with pytest.raises(Invalid) as refused:
         admin.publish(ALICE, world.space_id, agent.agent_id)
     assert refused.value.details["fields"][0]["field"] == "config.mcp_tools.0.resource_id"
+
+
+def test_a_credential_the_server_echoes_never_reaches_messages_answers_or_history(
+        tmp_path: Path) -> None:
+    """Issue 17: an MCP resource's sealed credential is given to the redactor like a
+    model connection's key: a server (then the model) echoing it puts "[redacted]" in
+    the run's answer, GET …/messages, the events and the next question's history."""
+    requests: list[ModelRequest] = []  # of the second question (no tool call)
+    echo = tool_then_answer("whoami", {})
+
+    def model(snapshot: AgentSnapshot) -> ModelGateway:
+        def reply(request: ModelRequest) -> Any:
+            if not requests and "and now?" not in json.dumps(request.messages):
+                return echo.fn(request)
+            requests.append(request)
+            return (ScriptedModel.verdict("complete") if request.purpose == "verification"
+                    else ScriptedModel.answer("nothing new"))
+        return FunctionModel(reply)
+
+    with _world(tmp_path, model) as world:
+        rid = world.call("POST", "/mcp/resources", body={
+            "name": "Echo", "spec": {"transport": "streamable_http", "url": world.mcp.url},
+            "credential": {"kind": "bearer", "value": TOKEN}}).json()["resource_id"]
+        admin = world.platform.admin
+        agent, _ = admin.create_agent(ALICE, world.space_id, "Echo", {
+            "prompt": "You echo.", "model": {"model": "m"},
+            "mcp_tools": [{"resource_id": rid, "tool": "whoami"}]})
+        admin.publish(ALICE, world.space_id, agent.agent_id)
+        alice = Client(world.url, world.tokens["alice"])
+        try:
+            session = alice.create_session(world.space_id, agent.agent_id).session_id
+            first = alice.ask(session, "who am I?")
+            view = _wait_done(alice, session, first.run_id)
+            assert view.status == "completed", view
+            assert "the tool said: Bearer [redacted]" in str(view.answer)
+            second = _wait_done(alice, session, alice.ask(session, "and now?").run_id)
+            assert second.status == "completed", second
+            texts = [alice.request("GET", f"/sessions/{session}/messages").text,
+                     alice.events(session, first.run_id).model_dump_json(),
+                     json.dumps([r.messages for r in requests], default=str),
+                     str(view.answer)]
+        finally:
+            alice.close()
+    assert "Bearer [redacted]" in texts[0] and "Bearer [redacted]" in texts[2]
+    assert all(TOKEN not in text for text in texts)

@@ -63,13 +63,108 @@ def test_sse_and_bearer_credential(env: Env) -> None:
                            credential={"kind": "bearer", "value": "wrong"})
         with pytest.raises(McpToolFailure) as failed:
             run_sync(env.service.call(env.space_id, binding, {"a": 1, "b": 1}))
-        assert failed.value.code == "mcp_unreachable"
+        assert failed.value.code == "mcp_credential_refused"
+        assert "refused the resource's bearer credential (HTTP 401)" in failed.value.message
         assert "wrong" not in failed.value.message
     # the token is stored sealed: not in the raw SQLite file
     raw = env.path.read_bytes() + (env.path.with_name(env.path.name + "-wal").read_bytes()
                                    if env.path.with_name(env.path.name + "-wal").exists()
                                    else b"")
     assert TOKEN.encode() not in raw and b"wrong" not in raw
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "2025-11-25"])
+def test_a_401_says_the_credential_was_refused(env: Env, protocol: str) -> None:
+    """Streamable HTTP (issue 17): a 401 is "the credential was refused" (or "needs
+    one"), not a generic server error — discovery and calls alike."""
+    from agentloom.mcp.service import McpServerFailed, run_sync
+
+    with serve("http", auth=True) as running:
+        rid = env.service.create(ALICE, env.space_id, "srv", {
+            "transport": "streamable_http", "url": running.url, "protocol": protocol},
+            credential={"kind": "bearer", "value": TOKEN}).resource_id
+        binding = _binding(env, rid, "add")
+        env.service.update(ALICE, env.space_id, rid, revision=1,
+                           credential={"kind": "header", "name": "X-Api-Key",
+                                       "value": "not-the-token"})
+        with pytest.raises(McpToolFailure) as refused:
+            run_sync(env.service.call(env.space_id, binding, {"a": 1, "b": 1}))
+        assert refused.value.code == "mcp_credential_refused"
+        assert refused.value.details == {"status": 401}
+        assert "header credential (HTTP 401)" in refused.value.message
+        assert "not-the-token" not in refused.value.message
+        env.service.update(ALICE, env.space_id, rid, revision=2, clear_credential=True)
+        with pytest.raises(McpServerFailed) as listing:
+            env.service.discover(ALICE, env.space_id, rid)
+        assert listing.value.details["reason"] == "mcp_credential_refused"
+        assert "requires a credential (HTTP 401)" in listing.value.message
+    assert not any(c[0] == "add" for c in running.state.calls)
+
+
+@pytest.mark.parametrize("kind,protocol", [("http", "2025-11-25"), ("sse", "2025-11-25"),
+                                           ("http", "2026-07-28")])
+async def test_a_result_over_1_mib_is_cut_to_max_result_chars_not_refused(
+        env: Env, kind: str, protocol: str) -> None:
+    """Issue 17: a result streamed as one server-sent event over the SDK's 1 MiB event
+    limit ("Server-sent event exceeded the 1048576 byte limit", or mcp_unreachable on
+    legacy SSE) gets the resource's cap instead: cut to max_result_chars."""
+    with serve(kind) as running:
+        transport = "sse" if kind == "sse" else "streamable_http"
+        rid = env.service.create(ALICE, env.space_id, "big", {
+            "transport": transport, "url": running.url, "protocol": protocol}).resource_id
+        value = await env.service.call(env.space_id, _binding(env, rid, "big"),
+                                       {"size": 1_500_000})
+    assert value["truncated"] is True and value["total_chars"] == 1_500_000
+    assert len(value["text"]) == 1_000_000  # the default max_result_chars
+
+
+async def test_a_lost_session_starts_a_new_one_and_runs_the_call_once(
+        env: Env, http_server: Running) -> None:
+    """Issue 17: a 404 for the session id means the server forgot the session (the
+    request never ran); the client starts a new session and sends the call again —
+    once: a server that forgets again fails the call, which ran nowhere."""
+    rid = _register(env, http_server.url, protocol="2025-11-25")
+    binding = _binding(env, rid, "add")
+    http_server.state.forget = 1
+    assert await env.service.call(env.space_id, binding, {"a": 2, "b": 3}) == "5"
+    assert http_server.state.forgotten == 1
+    assert [c for c in http_server.state.calls if c[0] == "add"] == \
+        [("add", {"a": 2, "b": 3})], "run exactly once, in the new session"
+    http_server.state.forget = 5
+    with pytest.raises(McpToolFailure) as lost:
+        await env.service.call(env.space_id, binding, {"a": 1, "b": 1})
+    assert lost.value.code == "mcp_session_lost" and "not run" in lost.value.message
+    assert http_server.state.forgotten == 3  # the call and one retry, nothing more
+    assert len([c for c in http_server.state.calls if c[0] == "add"]) == 1
+
+
+def test_a_tool_that_requires_tasks_is_refused_at_discovery_publish_and_call(
+        env: Env) -> None:
+    """Issue 17: a tool with ``execution.taskSupport: required`` would always fail here
+    (no MCP tasks): discovery marks it with the reason, publish refuses to bind it and
+    a call (a binding made elsewhere) is refused before it is sent."""
+    from agentloom.mcp import McpCapability
+    from agentloom.mcp.service import run_sync, unusable
+
+    with serve("http") as running:
+        rid = _register(env, running.url, protocol="2025-11-25")
+        tools = {t.name: t for t in env.service.discover(ALICE, env.space_id, rid)}
+        reason = unusable(tools["long_job"])
+        assert reason is not None and "requires MCP tasks" in reason
+        assert unusable(tools["add"]) is None
+        with pytest.raises(Invalid) as refused:
+            McpCapability(env.service).pin(env.space_id, {"mcp_tools": [
+                {"resource_id": rid, "tool": "long_job"}]})
+        assert refused.value.details["fields"][0]["field"] == "config.mcp_tools.0.tool"
+        assert "requires MCP tasks" in refused.value.message
+        from agentloom.mcp.service import tool_digest
+        binding = McpToolBinding(resource_id=rid, tool="long_job", alias="long_job",
+                                 parameters=dict(tools["long_job"].input_schema),
+                                 schema_digest=tool_digest(tools["long_job"]))
+        with pytest.raises(McpToolFailure) as unsupported:
+            run_sync(env.service.call(env.space_id, binding, {"items": 3}))
+        assert unsupported.value.code == "mcp_tool_unsupported"
+        assert running.state.calls == []
 
 
 async def test_content_types_errors_and_caps(env: Env, http_server: Running) -> None:
@@ -156,6 +251,10 @@ def test_resource_rules(env: Env) -> None:
             svc.create(ALICE, space, "x", spec)
         if field:
             assert bad.value.details["fields"][0]["field"].startswith(field)
+    with pytest.raises(Invalid) as no_limits:  # sandbox limits are for stdio servers
+        svc.create(ALICE, space, "x", {"transport": "sse", "url": "http://a.example/sse",
+                                       "limits": {"memory_mb": 4096}})
+    assert "limits" in no_limits.value.details["fields"][0]["message"]
     with pytest.raises(Invalid) as bad:
         svc.create(ALICE, space, "x", {"transport": "sse", "url": "http://a.example/sse"},
                    credential={"kind": "header", "name": "Host", "value": "v"})

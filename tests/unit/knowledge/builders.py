@@ -9,7 +9,10 @@ import hashlib
 import json
 import math
 import re
+import select
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -109,6 +112,58 @@ def embeddings_server(embed: Callable[[list[str], str], list[list[float]]],
         server.server_close()
 
 
+@dataclass
+class Slow:
+    url: str
+    log: list[tuple[str, int]] = field(default_factory=list)  # ("done"|"abandoned", size)
+
+
+@contextmanager
+def slow_server(per_text: float) -> Iterator[Slow]:
+    """``POST /v1/embeddings`` on 127.0.0.1 that computes one text at a time, serially
+    (one core), ``per_text`` seconds each, and stops a batch whose client hung up (it
+    watches its connection, as a well-behaved server does). Text ``t<i>`` embeds as
+    ``[1, i]``; any other as ``[1, 0]``."""
+    served = Slow("")
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _gone(self) -> bool:
+            ready, _, _ = select.select([self.connection], [], [], 0)
+            return bool(ready) and self.connection.recv(1, socket.MSG_PEEK) == b""
+
+        def do_POST(self) -> None:
+            texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
+            with lock:
+                for _ in texts:
+                    time.sleep(per_text)
+                    if self._gone():
+                        served.log.append(("abandoned", len(texts)))
+                        return
+                served.log.append(("done", len(texts)))
+            data = [{"index": i, "embedding": [1.0, float(t[1:]) if re.fullmatch(
+                r"t\d+", t) else 0.0]} for i, t in enumerate(texts)]
+            raw = json.dumps({"data": data}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    served.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield served
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def hashing_server(key: str | None = None) -> Any:
     return embeddings_server(lambda texts, model: [hash_vector(t) for t in texts], key)
 
@@ -136,14 +191,16 @@ class World:
 
 def world(tmp_path: Any, base_url: str, *, index: VectorIndex | None = None,
           api_key: str | None = None, store: PlatformStore | None = None,
-          keyring: Any = None) -> World:
+          keyring: Any = None, spec: dict[str, Any] | None = None) -> World:
+    """``spec``: more fields of the model connection's spec."""
     store = store or PlatformStore(InMemoryItemStore())
     keyring = keyring or LocalKeyring(tmp_path / "agentloom.key")
     admin = AdminService(store, secrets=CodecSecrets(keyring, store))
     space = admin.create_space(ALICE, "Team")
     admin.set_member(ALICE, space.space_id, "bob", "member")
     connection = admin.create_model_connection(ALICE, space.space_id, "Embeddings", {
-        "provider": "openai_compatible", "base_url": base_url, "model_id": "chat-model"},
+        "provider": "openai_compatible", "base_url": base_url, "model_id": "chat-model",
+        **(spec or {})},
         api_key=api_key)
     from agentloom.models._addresses import AddressPolicy
 

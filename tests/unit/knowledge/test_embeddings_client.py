@@ -118,3 +118,41 @@ async def test_connect_failure_and_deadline() -> None:
     with pytest.raises(EmbeddingFailed) as err:
         await slow.embed("m", ["a"])
     assert err.value.reason == "deadline"
+
+
+async def test_batches_adapt_to_a_slow_embedder_within_the_deadline() -> None:
+    """Issue 17: 33 chunks (a 28 KB document) went out as one batch under a fixed
+    deadline and failed (deadline) on a slow local embedder. Batches start small and
+    stay where they fit, so the same texts are embedded, in order."""
+    from unit.knowledge.builders import slow_server
+
+    with slow_server(per_text=0.06) as served:  # one batch of 33: 2 s > the deadline
+        client = OpenAIEmbeddings(Endpoint(served.url), timeout=1.5,
+                                  policy=AddressPolicy(allow_loopback=True))
+        result = await client.embed("m", [f"t{i}" for i in range(33)])
+    assert [round(v[1] / v[0]) for v in result.vectors] == list(range(33))
+    assert sum(n for state, n in served.log if state == "done") == 33
+    assert max(n for _, n in served.log) <= 8
+
+
+async def test_an_abandoned_batch_is_cancelled_and_sent_again_in_halves() -> None:
+    """A batch that misses its deadline is abandoned — its connection closed, so a
+    server that watches it stops computing — and its texts go again in halves; one
+    text alone over the deadline fails, naming the setting to raise."""
+    from unit.knowledge.builders import slow_server
+
+    with slow_server(per_text=0.2) as served:
+        client = OpenAIEmbeddings(Endpoint(served.url), timeout=1.0,
+                                  policy=AddressPolicy(allow_loopback=True))
+        result = await client.embed("m", [f"t{i}" for i in range(6)])
+        assert len(result.vectors) == 6
+        assert served.log[0] == ("abandoned", 6), served.log  # stopped, not finished
+        assert next(n for state, n in served.log[1:] if state == "done") == 3
+        assert sum(n for state, n in served.log if state == "done") == 6
+    with slow_server(per_text=2.0) as served:
+        client = OpenAIEmbeddings(Endpoint(served.url), timeout=1.0,
+                                  policy=AddressPolicy(allow_loopback=True))
+        with pytest.raises(EmbeddingFailed) as late:
+            await client.embed("m", ["t1"])
+    assert late.value.reason == "deadline" and late.value.details["texts"] == 1
+    assert "embedding.timeout_seconds" in late.value.message

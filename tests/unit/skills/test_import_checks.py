@@ -58,6 +58,8 @@ def test_optional_fields_are_kept_and_unknown_ones_refused() -> None:
     ("---\nname: [\n---\n", "yaml"),
     ("---\n- a\n---\n", "yaml"),
     ("---\nname: hello\n---\n", "field"),  # no description
+    ("---\nname: hello\ndescription: \"   \"\n---\n", "field"),  # only whitespace
+    ("---\nname: hello\ndescription: \"\\t\\n\"\n---\n", "field"),
     ("---\nname: Hello\ndescription: x\n---\n", "name"),
     ("---\nname: he--llo\ndescription: x\n---\n", "name"),
     ("---\nname: other\ndescription: x\n---\n", "name_mismatch"),
@@ -91,12 +93,28 @@ def test_exactly_one_skill_md(files: dict[str, bytes | str], reason: str) -> Non
     ("hello/-rf", "path_characters"),
     ("hello/sp ace", "path_characters"),
     ("hello/" + "a/" * 7 + "x", "path_depth"),
-    ("hello/" + "a" * 250, "path_length"),
+    ("hello/" + ("a" * 100 + "/") * 2 + "a" * 50, "path_length"),  # 252 inside
 ])
 def test_bad_paths_are_refused_by_name(name: str, reason: str) -> None:
     err = refused(zip_of({"hello/SKILL.md": skill_md(), name: "x"}), SkillFileRefused,
                   reason)
     assert err.details["path"] == name and err.code == "skill_file_refused"
+
+
+def test_path_depth_counts_inside_the_skill_folder_like_a_git_import() -> None:
+    """Issue 17: a zip of the skill's folder counted that folder toward the 6-level
+    depth, so a skill a Git import takes (files 6 deep inside it) was refused as a
+    zip. Depth (and length) count inside the skill, with or without the folder."""
+    deep = "a/b/c/d/e/six.md"  # 6 segments inside the skill: the most allowed
+    for folder in ("hello/", ""):
+        tree = tree_from_zip(hello_zip(folder=folder, **{deep: "deep"}))
+        assert deep in [f.path for f in tree.files]
+        err = refused(hello_zip(folder=folder, **{"a/b/c/d/e/f/seven.md": "x"}),
+                      SkillFileRefused, "path_depth")
+        assert err.details["path"] == f"{folder}a/b/c/d/e/f/seven.md"
+        long = "d" * 120 + "/" + "f" * 119  # 240 characters inside the skill
+        assert long in [f.path for f in tree_from_zip(
+            hello_zip(folder=folder, **{long: "x"})).files]
 
 
 @pytest.mark.parametrize(("mode", "reason"), [
