@@ -221,18 +221,34 @@ class HookBindingSpec(_Frozen):
 _PackagePath = Annotated[str, Field(min_length=1, max_length=4096)]
 
 
+DEFAULT_RUN_TOKENS = 2_000_000
+"""The per-run token cap of a version that sets none (docs/contract.md#call-budgets)."""
+
+
 class Limits(_Frozen):
+    """``max_model_calls`` and ``max_iterations`` are per execution (a resume starts them
+    again); ``max_tokens`` and ``max_cost`` are per run, over every execution."""
+
     max_model_calls: int = Field(default=96, ge=1, le=10_000)
     max_iterations: int = Field(default=64, ge=1, le=10_000)
     max_children: int = Field(default=8, ge=0, le=8)
-    max_tokens: int | None = Field(
-        default=None, ge=1, le=10**12, description="Per-run budget of provider tokens "
-        "(prompt + completion) over every model call: action, compaction, review, all "
-        "sub-agents and executions. Checked before each call; when used up the run "
-        "blocks (budget_exceeded) until an operator resumes it with a raised budget.")
+    max_tokens: int = Field(
+        default=DEFAULT_RUN_TOKENS, ge=1, le=10**12, description="Per-run cap of provider "
+        "tokens (prompt + completion) over every model call: action, compaction, review, "
+        "all sub-agents and executions, so a resume never spends without end. Unset or "
+        "null: 2,000,000 (a version published before the default gets it when loaded). "
+        "Checked before each call against the call's estimated input plus its output "
+        "limit: a call that could cross the cap is not sent and the run blocks "
+        "(budget_exceeded) until an operator resumes it with a raised budget.")
     max_cost: float | None = Field(
         default=None, gt=0, le=10**9, allow_inf_nan=False, description="Per-run cost "
         "budget, from the model connection's prices (which it requires); like max_tokens.")
+
+    @field_validator("max_tokens", mode="before")
+    @classmethod
+    def _default_cap(cls, value: Any) -> Any:
+        """A stored version published before the default cap says null: it gets it."""
+        return DEFAULT_RUN_TOKENS if value is None else value
 
 
 class AgentSnapshot(_Frozen):

@@ -17,8 +17,8 @@ from agentloom.cli import main
 from .conftest import Api, stopped_view
 
 Wait = Callable[..., Any]
-# one action call uses 15 tokens (the test model's usage): the completion review then
-# finds the budget used up and the run blocks before sending it
+# the first action call (its estimated input plus 4,096 output tokens) could cross a cap
+# of 10 tokens: it is not sent, and the run blocks before any call
 LIMITED = {"prompt": "You answer questions.", "model": {"model": "test-model"},
            "limits": {"max_tokens": 10}}
 
@@ -37,6 +37,7 @@ def _blocked(api: Api, user: str, agent_id: str, wait: Wait) -> tuple[Client, st
     view = stopped_view(client, session, run.run_id, wait)
     assert (view.status, view.way_out) == ("blocked", "raise_budget"), view
     assert view.error is not None and view.error["code"] == "budget_exceeded"
+    assert view.usage.calls == 0, "the call that could cross the budget is not sent"
     return client, session, run.run_id
 
 
@@ -64,13 +65,13 @@ def test_a_run_blocked_on_its_token_budget_completes_with_a_raised_budget(
     assert "raise_budget.max_tokens" in bad.message
     assert client.run(session, run_id).status == "blocked", "refused raises change nothing"
 
-    client.resume(session, run_id, raise_tokens=1_000, note="one more review")
+    client.resume(session, run_id, raise_tokens=100_000, note="one more review")
     view = stopped_view(client, session, run_id, wait)
     assert view.status == "completed" and view.answer == "Answer to: Q how far can I go?"
     assert view.usage.total_tokens > 10
     assert view.execution == 2  # the same run, a new execution
 
-    again = _error(lambda: client.resume(session, run_id, raise_tokens=5_000))
+    again = _error(lambda: client.resume(session, run_id, raise_tokens=500_000))
     assert (again.status, again.code) == (409, "run_ended")
 
 
@@ -78,18 +79,18 @@ def test_only_admins_and_owners_raise_and_operators_raise_any_run_of_the_space(
         api: Api, wait: Wait) -> None:
     member, session, run_id = _blocked(api, "bob", _agent(api), wait)
 
-    refused = _error(lambda: member.resume(session, run_id, raise_tokens=1_000))
+    refused = _error(lambda: member.resume(session, run_id, raise_tokens=100_000))
     assert (refused.status, refused.code) == (403, "role_required")
     assert member.run(session, run_id).status == "blocked"
     # the member's own operator route is refused too; outsiders see nothing
     assert _error(lambda: member.operator_resume(api.space_id, run_id,
-                                                 raise_tokens=1_000)).status == 403
+                                                 raise_tokens=100_000)).status == 403
     assert _error(lambda: api.client("eve").operator_resume(
-        api.space_id, run_id, raise_tokens=1_000)).status == 404
+        api.space_id, run_id, raise_tokens=100_000)).status == 404
     # an admin (carol) cannot see bob's session, but operates on the space's runs
     assert _error(lambda: api.client("carol").resume(session, run_id,
-                                                     raise_tokens=1_000)).status == 404
-    view = api.client("carol").operator_resume(api.space_id, run_id, raise_tokens=1_000)
+                                                     raise_tokens=100_000)).status == 404
+    view = api.client("carol").operator_resume(api.space_id, run_id, raise_tokens=100_000)
     assert view.answer is None and view.unknown is None, "an operator sees no content"
     done = stopped_view(member, session, run_id, wait)
     assert done.status == "completed" and done.answer == "Answer to: Q how far can I go?"
@@ -101,6 +102,6 @@ def test_the_remote_cli_resumes_with_a_raised_budget(
     base = ["--api", api.url, "--token", api.tokens["alice"], "resume", session, run_id]
     assert main([*base, "--raise-tokens", "3"]) == 2
     assert "error (budget_raise_invalid): raise_budget.max_tokens" in capsys.readouterr().err
-    assert main([*base, "--raise-tokens", "1000", "--by", "ops"]) == 0
+    assert main([*base, "--raise-tokens", "100000", "--by", "ops"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "Answer to: Q how far can I go?"
     assert client.run(session, run_id).status == "completed"

@@ -8,6 +8,7 @@ and a snapshot it outgrows). Model doubles are the shipped ones
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, Literal, Protocol, cast
 
 from agentloom_runtime.checkpoint import BaseCheckpointStore, InMemoryCheckpointStore
 from agentloom_runtime.context import NoCompaction
+from agentloom_runtime.context.estimators import Utf8BytesEstimator
 from agentloom_runtime.contracts import (
     CompactionPolicy,
     ModelGateway,
@@ -25,7 +27,7 @@ from agentloom_runtime.contracts import (
 )
 from agentloom_runtime.engine import Engine, create_engine
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
-from agentloom_runtime.testing import KeyedScriptModel, ScriptedModel
+from agentloom_runtime.testing import FunctionModel, KeyedScriptModel, ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 from agentloom_runtime.workspace import CommandResult, MarkerStore, WorkspaceProvider
 
@@ -260,3 +262,23 @@ def mailing(request: ModelRequest) -> ModelResponse:
     if k >= MAILS:
         return ScriptedModel.answer(f"sent {MAILS} mails")
     return ScriptedModel.call("send_mail", {"to": f"user{k}@example.com"}, id=f"c{k}")
+
+
+SMALL_OUTPUT = 16  # a connection's smallest output limit: what a call may add beyond its input
+
+
+def estimated(fn: Callable[[ModelRequest], ModelResponse], *,
+              completion: int = 10) -> FunctionModel:
+    """``fn``'s replies with a provider usage that matches the engine's own estimate: the
+    request's UTF-8 bytes estimate as its prompt tokens, ``completion`` as its output
+    (at most ``SMALL_OUTPUT``, the limit of a snapshot with ``model.max_output_tokens``
+    set to it). A token cap then holds exactly when the engine checks it before a call."""
+    estimator = Utf8BytesEstimator()
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        given = estimator.estimate(request.messages, request.tools)
+        return dataclasses.replace(fn(request), usage={
+            "prompt_tokens": given, "completion_tokens": completion,
+            "total_tokens": given + completion})
+
+    return FunctionModel(reply)

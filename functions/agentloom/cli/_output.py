@@ -220,6 +220,23 @@ def run_rows(items: Sequence[Mapping[str, Any]]) -> list[str]:
     return table(("RUN", "SESSION", "STATUS", "CALLS", "TOKENS", "COST", "CREATED"), rows)
 
 
+def space_run_rows(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A space's run index as a table (items: ``RunIndex`` as JSON): who, status, tokens
+    and cost; ``?`` where an entry was indexed before the index carried usage."""
+    if not items:
+        return ["no runs"]
+    rows = []
+    for r in items:
+        usage = r.get("usage")
+        rows.append([r["run_id"], r["user_id"], f"{r['agent_id']} v{r['version']}",
+                     r["status"], usage["calls"] if usage else "?",
+                     f"{usage['total_tokens']:,}" if usage else "?",
+                     money(usage.get("cost")) if usage else "?", when(r.get("updated_at")),
+                     r.get("error_code") or ""])
+    return table(("RUN", "USER", "AGENT", "STATUS", "CALLS", "TOKENS", "COST", "UPDATED",
+                  "ERROR"), rows)
+
+
 def session_rows(items: Sequence[Mapping[str, Any]]) -> list[str]:
     """Sessions as a table (items: session documents, with ``last_status`` and the
     ``usage`` summed over their runs)."""

@@ -16,6 +16,9 @@ from agentloom.api import serve_options
 from agentloom.local import inputs, operator
 
 DEFAULT_HOME = ".agentloom"
+# agentloom.platform.domain.RUN_STATES, without importing the platform (the CLI starts fast)
+RUN_STATES = ("queued", "running", "blocked", "completed", "failed", "cancelled",
+              "interrupted")
 JSON_HELP = "print one JSON document on stdout (for scripts) instead of the transcript"
 
 
@@ -270,8 +273,13 @@ def _reading_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     sessions = sub.add_parser("sessions", parents=j, help="your sessions, their runs and "
                               "tokens")
     sessions.add_argument("--space", help="one space (default: all of yours)")
-    runs = sub.add_parser("runs", parents=j, help="a session's runs: status, tokens, cost")
-    runs.add_argument("session")
+    runs = sub.add_parser("runs", parents=j, help="a session's runs: status, tokens, cost; "
+                          "with --space, every run of the space (admins: no content)")
+    runs.add_argument("session", nargs="?")
+    runs.add_argument("--space", help="the space's run index instead of a session's runs "
+                      "(space admins and owners)")
+    runs.add_argument("--status", choices=RUN_STATES, help="with --space: only runs in "
+                      "this status")
     agent = sub.add_parser("agent", help="create an agent from a file")
     made = agent.add_subparsers(dest="action", required=True).add_parser(
         "create", parents=j, help="an agent from an agent YAML file, published")

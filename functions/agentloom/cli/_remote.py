@@ -12,6 +12,8 @@
     agentloom --api URL messages SESSION [--after N] [--limit N] [--instance I] [--all]
     agentloom --api URL events SESSION RUN [--after N] [--follow]   (long-polls)
     agentloom --api URL spaces | sessions [--space S] | runs SESSION
+    agentloom --api URL runs --space S [--status S]   the space's runs: user, status,
+        tokens, cost (admins and owners; no content)
     agentloom --api URL agent create FILE [--space S] [--name N] [--draft]
     agentloom --api URL session create [--space S] (--agent ID [--version N] |
         --agent-file FILE) [--title TEXT]
@@ -290,10 +292,29 @@ def _sessions(ctx: Ctx) -> int:
 
 
 def _runs(ctx: Ctx) -> int:
-    session = ctx.args.session
+    args = ctx.args
+    if args.space is not None:
+        return _space_runs(ctx, args.space)
+    if args.session is None or args.status is not None:
+        raise ConfigError("give a SESSION, or --space SPACE_ID [--status S] for the "
+                          "space's runs", details={"code": "session_required"})
+    session = args.session
     views = [ctx.client.run(session, r.run_id) for r in ctx.client.runs(session)]
     items = [_doc(ctx, v) for v in sorted(views, key=lambda v: (v.created_at, v.run_id))]
     for line in _output.run_rows(items):
+        ctx.say(line)
+    return ctx.done({"items": items})
+
+
+def _space_runs(ctx: Ctx, space: str) -> int:
+    """The space's run index (admins and owners): status, user, tokens and cost of
+    every run, read from the index (no session content)."""
+    if ctx.args.session is not None:
+        raise ConfigError("give a SESSION or --space, not both",
+                          details={"code": "invalid_arguments"})
+    found = ctx.client.space_runs(space, status=ctx.args.status)
+    items = [r.model_dump(mode="json") for r in found]
+    for line in _output.space_run_rows(items):
         ctx.say(line)
     return ctx.done({"items": items})
 

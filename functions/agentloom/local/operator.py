@@ -152,8 +152,8 @@ def next_commands(prefix: str, run_id: str, way_out: str | None, *, code: str | 
     if way_out == "new_question":
         return [f'{prefix} run --agent AGENT.yaml "a new question"']
     if way_out == "raise_budget":
-        return [f"{prefix} resume {run_id} --raise-tokens N | --raise-cost X   (above "
-                "what is used; see show)"]
+        return [f"{prefix} resume {run_id} --raise-tokens N | --raise-cost X   (at least "
+                "the figure the stop names; see show)"]
     if way_out != "resolve":
         return []
     model = unknown.kind == "model" if unknown is not None else code == "model_outcome_unknown"

@@ -40,7 +40,8 @@ def budget_raise(store: PlatformStore, checkpoints: BaseCheckpointStore, who: Pr
         if old is None:
             raise _invalid(field, f"version {run.version} sets no {name} budget to raise")
         if not new > old:
-            raise _invalid(field, f"must exceed the current budget ({old:g}); got {new:g}")
+            raise _invalid(field, f"must exceed the current budget ({_figure(old)}); got "
+                                  f"{_figure(new)}")
     return RaiseBudget(by=who.user_id, max_tokens=max_tokens, max_cost=max_cost,
                        note=note.strip()[:MAX_NOTE])
 
@@ -52,6 +53,11 @@ def _current(checkpoints: BaseCheckpointStore, run_id: str,
     if isinstance(raised, Mapping):
         return {"max_tokens": raised.get("max_tokens"), "max_cost": raised.get("max_cost")}
     return {"max_tokens": snapshot.limits.max_tokens, "max_cost": snapshot.limits.max_cost}
+
+
+def _figure(value: float) -> str:
+    """A budget figure as people read it: tokens with separators, a cost as it is."""
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
 
 
 def _invalid(field: str, message: str) -> Invalid:

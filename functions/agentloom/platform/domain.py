@@ -128,7 +128,9 @@ class Session(Record):
 
 
 class Usage(BaseModel):
-    """Provider usage summed over a run's model calls, all purposes and sub-agents."""
+    """Provider usage summed over a run's model calls, all purposes and sub-agents, and
+    its cost (the sum of the calls' costs, from the version's connection prices; None
+    while no call had one: a connection without prices)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -136,18 +138,23 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    cost: float | None = None
     by_purpose: dict[str, dict[str, int]] = Field(default_factory=dict)
 
-    def add(self, purpose: str, usage: Any) -> Usage:
+    def add(self, purpose: str, usage: Any, cost: Any = None) -> Usage:
+        """With one more call: its provider ``usage`` and ``cost`` (as its record keeps
+        them; anything but a number is no cost)."""
         tokens = usage_tokens(usage)
         part = dict(self.by_purpose.get(purpose) or {"calls": 0, "input_tokens": 0,
                                                      "output_tokens": 0})
         part["calls"] += 1
         part["input_tokens"] += tokens[0]
         part["output_tokens"] += tokens[1]
+        priced = isinstance(cost, int | float) and not isinstance(cost, bool)
+        total = self.cost if not priced else round((self.cost or 0.0) + float(cost), 9)
         return Usage(calls=self.calls + 1, input_tokens=self.input_tokens + tokens[0],
                      output_tokens=self.output_tokens + tokens[1],
-                     total_tokens=self.total_tokens + tokens[2],
+                     total_tokens=self.total_tokens + tokens[2], cost=total,
                      by_purpose={**self.by_purpose, purpose: part})
 
 
@@ -185,7 +192,11 @@ class Run(Record):
 
 
 class RunIndex(Record):
-    """A run in the space's status index (operators list runs by status)."""
+    """A run in the space's status index (operators list runs by status): ids, status,
+    and its usage and cost — never content. ``usage`` is written with the run's record
+    in the commits that add to it (``store.sessions.record_writes``), so listing reads
+    no checkpoint; None on an entry indexed before the index carried usage (a run that
+    has not changed since)."""
 
     run_id: str
     session_id: str
@@ -196,6 +207,7 @@ class RunIndex(Record):
     status: RunState
     updated_at: float
     error_code: str | None = None
+    usage: Usage | None = None
 
 
 class Token(Record):

@@ -133,9 +133,11 @@ def _check_grants(snap: AgentSnapshot, registry: ToolRegistry) -> None:
 
 
 def _verifiers(registry: ToolRegistry, hooks: HookManager | None,
-               workspace_provider: WorkspaceProvider | None) -> dict[str, Verifier]:
+               workspace_provider: WorkspaceProvider | None,
+               limits: ExecutionLimits) -> dict[str, Verifier]:
     """Each binding is verified by its owner on resume (one path, the tested one)."""
-    verifiers: dict[str, Verifier] = {"tools": registry.check_catalog}
+    verifiers: dict[str, Verifier] = {"tools": registry.check_catalog,
+                                      "limits": limits.verify_binding}
     if workspace_provider is not None:
         verifiers["workspace"] = workspace_provider.verify_binding
     if hooks is not None:
@@ -208,7 +210,7 @@ def create_engine(
                     bindings=bindings, snapshot=snap, tools=runtime,
                     host=HostPorts(workspace=workspace, commands=commands,
                                    services=dict(services or {})),
-                    emit=emit, verifiers=_verifiers(registry, hooks, workspace_provider))
+                    emit=emit, verifiers=_verifiers(registry, hooks, workspace_provider, limits))
     if checkpoint is not None:
         engine.attach(checkpoint)
     return engine

@@ -17,10 +17,12 @@ Usage and budget: each response's provider usage (and its cost, from the connect
 prices) is added to the head's ``usage`` totals in the commit that makes the response
 durable, once (a replayed call is not counted again), whatever the purpose or instance.
 Before a call is sent, the run's token and cost budgets (``limits.max_tokens`` /
-``max_cost``, or an operator's raise in ``head["budget"]``) are checked: a budget used
-up blocks the run with ``budget_exceeded`` (``RunBudgetExceeded``) until it is resumed
-with a raised budget. The call that crosses a budget is not cut short: a budget bounds
-what is *started*.
+``max_cost``, or an operator's raise in ``head["budget"]``) are checked twice: before
+the ``model.chat.before`` hooks, that the budget is not used up; after them, next to
+the window's hard limit, that the call cannot cross it — what is used plus the
+request's estimated input (the compaction policy's estimate, else the conservative
+bytes estimator) plus its output limit. Either blocks the run with ``budget_exceeded``
+(``RunBudgetExceeded``) until it is resumed with a raised budget; the call is not sent.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentloom_runtime._json import digest, storable
+from agentloom_runtime.context.estimators import Utf8BytesEstimator
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.errors import (
     BudgetExceeded,
@@ -38,10 +41,13 @@ from agentloom_runtime.errors import (
     ModelTransportError,
     ResumeMismatch,
 )
+from agentloom_runtime.snapshot import DEFAULT_RUN_TOKENS
 
 from ._context import BlockRun, StepContext, now
 from ._hooks import HookRunner
 from ._state import Head, ModelOp, UsageTotals, model_op
+
+_FALLBACK_ESTIMATOR = Utf8BytesEstimator()
 
 
 class RunBudgetExceeded(BudgetExceeded):
@@ -111,25 +117,87 @@ def run_usage(ctx: StepContext) -> RunUsage:
                     max_tokens=max_tokens, max_cost=max_cost)
 
 
-def check_budget(ctx: StepContext) -> None:
-    """Block before a model call when the run's token or cost budget is used up."""
+@dataclass(frozen=True)
+class NextCall:
+    """What a model call about to be sent may use at most: its estimated input plus its
+    output limit, in tokens, and their cost at the connection's prices (None: no
+    prices)."""
+
+    purpose: str
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def next_call(ctx: StepContext, request: ModelRequest, estimate: int | None) -> NextCall:
+    """The most ``request`` may use: ``estimate`` (the policy's, else the bytes
+    estimator's, which over-counts) and the output limit the gateway applies."""
+    model = ctx.snapshot.model
+    given = estimate if estimate is not None else \
+        _FALLBACK_ESTIMATOR.estimate(request.messages, request.tools)
+    asked = request.options.get("max_output_tokens")
+    output = min(asked, model.max_output_tokens) if isinstance(asked, int) \
+        and not isinstance(asked, bool) and asked > 0 else model.max_output_tokens
+    cost = call_cost(ctx, {"prompt_tokens": given, "completion_tokens": output})
+    return NextCall(purpose=request.purpose, input_tokens=given, output_tokens=output,
+                    cost=cost)
+
+
+def check_budget(ctx: StepContext, call: NextCall | None = None) -> None:
+    """Block before a model call when the run's token or cost budget is used up or,
+    given ``call``, when sending it could cross the budget."""
     usage = run_usage(ctx)
     spent: list[str] = []
-    if usage.max_tokens is not None and usage.total_tokens >= usage.max_tokens:
+    need, need_cost = (call.tokens, call.cost or 0.0) if call else (0, 0.0)
+    if usage.max_tokens is not None and (usage.total_tokens + need > usage.max_tokens
+                                         if call else usage.total_tokens >= usage.max_tokens):
         spent.append(f"tokens: {usage.total_tokens:,} used of {usage.max_tokens:,}")
-    if usage.max_cost is not None and (usage.cost or 0.0) >= usage.max_cost:
-        spent.append(f"cost: {usage.cost or 0.0:.6g} used of {usage.max_cost:.6g}")
+    used_cost = usage.cost or 0.0
+    if usage.max_cost is not None and (used_cost + need_cost > usage.max_cost
+                                       if call else used_cost >= usage.max_cost):
+        spent.append(f"cost: {used_cost:.6g} used of {usage.max_cost:.6g}")
     if not spent:
         return
     which = [part.split(":")[0] for part in spent]
     raise BlockRun(RunBudgetExceeded(
-        f"the run's budget is used up ({'; '.join(spent)}; all model calls of every "
-        "purpose and sub-agent count): it goes on only with a raised budget "
-        f"({' and '.join(f'max_{w}' for w in which)} above what is used); otherwise the "
-        "question is asked again in a new run",
+        _budget_message(ctx, spent, which, call, usage),
         details={"budget": which, "used_tokens": usage.total_tokens,
                  "max_tokens": usage.max_tokens, "used_cost": usage.cost,
-                 "max_cost": usage.max_cost}))
+                 "max_cost": usage.max_cost,
+                 "next_call": None if call is None else {
+                     "purpose": call.purpose, "input_tokens": call.input_tokens,
+                     "output_tokens": call.output_tokens, "cost": call.cost}}))
+
+
+def _budget_message(ctx: StepContext, spent: list[str], which: list[str],
+                    call: NextCall | None, usage: RunUsage) -> str:
+    source = "an operator's raise" if ctx.head.get("budget") is not None else \
+        f"version {ctx.snapshot.version}'s limits (max_tokens defaults to " \
+        f"{DEFAULT_RUN_TOKENS:,})"
+    if call is None:
+        what = f"the run's budget is used up ({'; '.join(spent)})"
+        above = "above what is used"
+    else:
+        what = (f"the next {call.purpose} call was not sent: it may use up to "
+                f"{call.tokens:,} tokens ({call.input_tokens:,} estimated input + "
+                f"{call.output_tokens:,} output limit"
+                + (f", cost up to {call.cost:.6g}" if call.cost is not None else "")
+                + f"), which could cross the run's budget ({'; '.join(spent)})")
+        wanted = []
+        if "tokens" in which:
+            wanted.append(f"max_tokens of at least {usage.total_tokens + call.tokens:,}")
+        if "cost" in which:
+            wanted.append(f"max_cost of at least "
+                          f"{(usage.cost or 0.0) + (call.cost or 0.0):.6g}")
+        above = " and ".join(wanted)
+    return (f"{what}; the budget is {source}, and all model calls of every purpose, "
+            f"sub-agent and execution count. It goes on only with a raised budget "
+            f"({above}), or the question is asked again in a new run of a version with "
+            "higher limits")
 
 
 def count_usage(ctx: StepContext, usage: Any) -> float | None:
@@ -190,7 +258,13 @@ class ModelCaller:
         if retry is not None and retry["purpose"] != request.purpose:
             retry = None  # the retried call is not this one (it is sent when reached)
         request, final_input = await self._before_chat(request, retry)
-        self._validate(request)
+        try:
+            estimate = self._validate(request)
+            check_budget(ctx, next_call(ctx, request, estimate))
+        except BlockRun:
+            if retry is not None:  # the verdict's retry stays for the resume
+                head["retry_op"] = retry
+            raise
         op_id = retry["id"] if retry else f"m{head['execution']}-{head['total_calls'] + 1}"
         op = model_op(op_id=op_id, execution=head["execution"], purpose=request.purpose,
                       instance=request.instance, index=index, request_hash=checked,
@@ -305,11 +379,14 @@ class ModelCaller:
         self._ctx.head["step_ops"] = []
         self._ctx.head.pop("step_done", None)
 
-    def _validate(self, request: ModelRequest) -> None:
+    def _validate(self, request: ModelRequest) -> int | None:
+        """The request's estimate (None: the policy does not measure, or gives no
+        count); a request over the window's hard limit blocks the run."""
         try:
-            self._ctx.modules.compaction.validate_request(request)
+            size = self._ctx.modules.compaction.validate_request(request)
         except BudgetExceeded as err:
             raise BlockRun(err) from None
+        return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _apply_input(request: ModelRequest, delta: dict[str, Any]) -> ModelRequest:

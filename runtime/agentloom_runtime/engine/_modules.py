@@ -28,6 +28,7 @@ from agentloom_runtime.contracts import (
 )
 from agentloom_runtime.errors import ConfigError, ResumeMismatch
 from agentloom_runtime.hook_contracts import HookManager
+from agentloom_runtime.snapshot import DEFAULT_RUN_TOKENS
 
 Verifier = Callable[[Any], None]
 """Checks a saved binding against the current module; raises ``ResumeMismatch``."""
@@ -52,6 +53,20 @@ class ExecutionLimits:
         if self.max_cost is not None:
             data["max_cost"] = self.max_cost
         return data
+
+    def verify_binding(self, saved: Any) -> None:
+        """The saved limits must equal these, except that a run started before versions
+        had a default token cap (no ``max_tokens`` saved) resumes under the default:
+        its total over every execution is capped from then on."""
+        current = self.to_dict()
+        if isinstance(saved, dict) and "max_tokens" not in saved \
+                and self.max_tokens == DEFAULT_RUN_TOKENS:
+            saved = {**saved, "max_tokens": DEFAULT_RUN_TOKENS}
+        if saved == current:
+            return
+        before = saved if isinstance(saved, dict) else {}
+        diff = sorted(k for k in set(before) | set(current) if before.get(k) != current.get(k))
+        raise ResumeMismatch(f"the limits differ ({', '.join(diff)})")
 
 
 def module_binding(module: Module) -> JSON:

@@ -93,7 +93,8 @@ def raise_budget(ctx: StepContext, change: RaiseBudget) -> None:
             raise ConfigError(f"the run has no {name} budget to raise",
                               details={"code": "budget_raise_invalid", "field": name})
         if isinstance(new, bool) or not new > old:
-            raise ConfigError(f"{name} must exceed the current budget ({old:g}); got "
+            current = f"{old:,}" if isinstance(old, int) else f"{old:g}"
+            raise ConfigError(f"{name} must exceed the current budget ({current}); got "
                               f"{new!r}", details={"code": "budget_raise_invalid",
                                                    "field": name})
     used = run_usage(ctx)

@@ -13,22 +13,25 @@ from typing import Any
 import pytest
 from support.engine import (
     COMPACTING,
+    SMALL_OUTPUT,
     Crash,
     CrashingStore,
     SideEffects,
     build_engine,
     drive,
+    estimated,
     mailing,
     make_snapshot,
     saved_head,
 )
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.context.estimators import Utf8BytesEstimator
 from agentloom_runtime.contracts import ModelRequest, ModelResponse, Verdict
 from agentloom_runtime.engine import read_run
 from agentloom_runtime.engine._resolve import RaiseBudget
 from agentloom_runtime.errors import ConfigError, SnapshotError
-from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
+from agentloom_runtime.snapshot import DEFAULT_RUN_TOKENS, AgentSnapshot, parse_snapshot
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
 SUBS = [{"id": "counter", "name": "Counter", "duty": "count words", "tools": ["count_words"]},
@@ -55,7 +58,8 @@ def by_instance(request: ModelRequest) -> ModelResponse:
 
 
 TOKENS = {"action": (100, 10), "compaction": (50, 5), "verification": (20, 2)}
-PRICED = {"model": "m", "input_price_per_million": 2.0, "output_price_per_million": 8.0}
+PRICED = {"model": "m", "input_price_per_million": 2.0, "output_price_per_million": 8.0,
+          "max_output_tokens": SMALL_OUTPUT}
 
 
 def metered(fn: Callable[[ModelRequest], ModelResponse]) -> FunctionModel:
@@ -98,7 +102,8 @@ async def test_usage_is_summed_over_actions_reviews_compaction() -> None:
     assert (usage.calls, usage.input_tokens, usage.output_tokens) == (
         len(calls(model)), given, produced)
     assert usage.total_tokens == given + produced
-    assert usage.cost is None and usage.max_tokens is None  # no prices, no budget
+    assert usage.cost is None  # no prices
+    assert usage.max_tokens == DEFAULT_RUN_TOKENS  # the version sets none: the default cap
     assert saved_head(store, run_id)["usage"]["calls"] == len(calls(model))
 
 
@@ -116,10 +121,32 @@ async def test_usage_and_cost_include_sub_agents_and_each_record_carries_its_cos
     assert child[0]["call"]["cost"] == pytest.approx((100 * 2.0 + 10 * 8.0) / 1e6)
 
 
+async def reference_calls(snapshot: AgentSnapshot,
+                          fn: Callable[[ModelRequest], ModelResponse]) -> list[int]:
+    """The tokens of each model call of the run without a cap (to set caps from)."""
+    model = estimated(fn)
+    engine = build_engine(snapshot=snapshot, model=model, tools=SideEffects().tools())
+    await engine.start("count then mail")
+    assert (await drive(engine)).status == "completed"
+    return [call_tokens(model, i) for i in range(len(model.requests))]
+
+
+UNUSED_OUTPUT = SMALL_OUTPUT - 10  # of a call's output limit, what ``estimated`` leaves
+
+
+def call_tokens(model: FunctionModel, index: int) -> int:
+    request = model.requests[index]
+    return Utf8BytesEstimator().estimate(request.messages, request.tools) + 10
+
+
 async def test_a_token_budget_blocks_and_a_raised_budget_completes() -> None:
-    model, store, effects = metered(by_instance), InMemoryCheckpointStore(), \
+    per_call = await reference_calls(priced(), by_instance)
+    # three calls fit (each is checked with its whole output limit); the fourth could
+    # cross the cap
+    cap = sum(per_call[:3]) + UNUSED_OUTPUT
+    model, store, effects = estimated(by_instance), InMemoryCheckpointStore(), \
         SideEffects()
-    engine = build_engine(store=store, snapshot=priced(max_tokens=300), model=model,
+    engine = build_engine(store=store, snapshot=priced(max_tokens=cap), model=model,
                           tools=effects.tools())
     run_id = await engine.start("count then mail")
     result = await drive(engine)
@@ -127,8 +154,10 @@ async def test_a_token_budget_blocks_and_a_raised_budget_completes() -> None:
     assert engine.way_out() == "raise_budget"
     assert engine.error is not None
     message = engine.error["message"]
-    assert "tokens: 330 used of 300" in message and "raised budget" in message
-    assert engine.usage().total_tokens == 330  # three action calls, then the check
+    used = sum(per_call[:3])
+    assert f"tokens: {used:,} used of {cap:,}" in message and "raised budget" in message
+    assert "was not sent" in message and "publish a version with higher limits" in message
+    assert engine.usage().total_tokens == used <= cap  # three calls, never past the cap
     assert read_run(store, run_id).way_out == "raise_budget"  # type: ignore[union-attr]
 
     # A resume without a raise stays blocked, with the same clear message, and no call.
@@ -141,35 +170,40 @@ async def test_a_token_budget_blocks_and_a_raised_budget_completes() -> None:
 
     # A raise that does not raise is refused and changes nothing.
     with pytest.raises(ConfigError, match="must exceed"):
-        await engine.begin_execution(raise_budget=RaiseBudget(by="ops", max_tokens=200))
+        await engine.begin_execution(raise_budget=RaiseBudget(by="ops", max_tokens=cap - 1))
     with pytest.raises(ConfigError, match="no max_cost budget"):
         await engine.begin_execution(raise_budget=RaiseBudget(by="ops", max_cost=1.0))
 
     # A fresh attachment (another process) resumes with a raised budget and completes.
-    other = build_engine(store=store, snapshot=priced(max_tokens=300), model=model,
+    other = build_engine(store=store, snapshot=priced(max_tokens=cap), model=model,
                          tools=effects.tools(), run_id=run_id)
     await other.begin_execution(raise_budget=RaiseBudget(by="ops@example.com",
-                                                         max_tokens=10_000, note="ok"))
+                                                         max_tokens=1_000_000, note="ok"))
     assert (await drive(other)).status == "completed"
-    assert other.usage().max_tokens == 10_000
+    assert other.usage().max_tokens == 1_000_000
     assert effects.calls == ["ops@example.com"]
     raised = [e.body for e in store.read(run_id, "budgets")]
     assert len(raised) == 1
-    assert raised[0]["by"] == "ops@example.com" and raised[0]["after"]["max_tokens"] == 10_000
-    assert raised[0]["before"]["max_tokens"] == 300 and raised[0]["used"]["tokens"] == 330
+    assert raised[0]["by"] == "ops@example.com" and raised[0]["after"]["max_tokens"] == 1_000_000
+    assert raised[0]["before"]["max_tokens"] == cap and raised[0]["used"]["tokens"] == used
 
 
 async def test_a_cost_budget_blocks_naming_cost_and_a_raise_completes() -> None:
-    model, store = metered(by_instance), InMemoryCheckpointStore()
-    # each action call costs 0.00028; the third one crosses 0.0005
-    engine = build_engine(store=store, snapshot=priced(max_cost=0.0005), model=model,
-                          tools=SideEffects().tools())
+    per_call = await reference_calls(priced(), by_instance)
+    # two calls fit the cost budget (input at 2 per million, 10 output tokens at 8; the
+    # second checked with its whole output limit)
+    cost_of_two = ((sum(per_call[:2]) - 20) * 2.0 + 20 * 8.0) / 1e6
+    model, store = estimated(by_instance), InMemoryCheckpointStore()
+    cap = cost_of_two + UNUSED_OUTPUT * 8.0 / 1e6 + 1e-9
+    engine = build_engine(store=store, snapshot=priced(max_cost=cap),
+                          model=model, tools=SideEffects().tools())
     await engine.start("count then mail")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("blocked", "budget_exceeded")
     assert engine.error is not None and "cost: " in engine.error["message"]
     assert "tokens:" not in engine.error["message"]
-    assert engine.usage().cost == pytest.approx(2 * 0.00028)
+    assert len(calls(model)) == 2
+    assert engine.usage().cost == pytest.approx(cost_of_two)
     await engine.begin_execution(raise_budget=RaiseBudget(by="ops", max_cost=1.0))
     assert (await drive(engine)).status == "completed"
 
@@ -236,20 +270,31 @@ async def test_a_crash_at_any_commit_neither_loses_nor_double_counts_usage() -> 
 
 
 async def test_the_budget_also_stops_a_review_and_holds_across_attachments() -> None:
-    """The action's 110 tokens exhaust a 100-token budget: the completion review is not
+    """The action fits a budget its review could cross: the completion review is not
     sent; a plain resume in another attachment stays blocked; a raise sends it."""
-    model = metered(lambda r: ScriptedModel.verdict("complete")
-                    if r.purpose == "verification" else ScriptedModel.answer("42"))
-    store, snapshot = InMemoryCheckpointStore(), make_snapshot(limits={"max_tokens": 100})
-    engine = build_engine(store=store, snapshot=snapshot, model=model)
+    def fn(request: ModelRequest) -> ModelResponse:
+        return ScriptedModel.verdict("complete") if request.purpose == "verification" \
+            else ScriptedModel.answer("42")
+
+    snapshot = make_snapshot(model={"model": "m", "max_output_tokens": SMALL_OUTPUT})
+    reference = estimated(fn)
+    engine = build_engine(snapshot=snapshot, model=reference)
+    await engine.start("Q answer at once")
+    assert (await drive(engine)).status == "completed"
+    action = call_tokens(reference, 0)
+    model, store = estimated(fn), InMemoryCheckpointStore()
+    capped = make_snapshot(model={"model": "m", "max_output_tokens": SMALL_OUTPUT},
+                           limits={"max_tokens": action + UNUSED_OUTPUT})
+    engine = build_engine(store=store, snapshot=capped, model=model)
     run_id = await engine.start("Q answer at once")
     assert (await drive(engine)).error_code == "budget_exceeded"
     assert [p for p, _ in calls(model)] == ["action"]
-    again = build_engine(store=store, snapshot=snapshot, model=model, run_id=run_id)
-    assert again.way_out() == "raise_budget" and again.usage().total_tokens == 110
+    assert engine.error is not None and "next verification call" in engine.error["message"]
+    again = build_engine(store=store, snapshot=capped, model=model, run_id=run_id)
+    assert again.way_out() == "raise_budget" and again.usage().total_tokens == action
     await again.begin_execution()
     assert (await drive(again)).error_code == "budget_exceeded"
-    await again.begin_execution(raise_budget=RaiseBudget(by="ops", max_tokens=1_000))
+    await again.begin_execution(raise_budget=RaiseBudget(by="ops", max_tokens=100_000))
     assert (await drive(again)).status == "completed"
     assert [p for p, _ in calls(model)] == ["action", "verification"]
-    assert again.usage().total_tokens == 132
+    assert again.usage().total_tokens == action + call_tokens(model, 1)

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from support.engine import build_engine, drive
+from support.engine import build_engine, drive, make_snapshot
 
 from agentloom_runtime.checkpoint import BaseCheckpointStore, InMemoryCheckpointStore
 from agentloom_runtime.contracts import ModelRequest
@@ -18,6 +18,8 @@ from agentloom_runtime.testing import FunctionModel, ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
 SIZES = {"100KB": 100_000, "1MB": 1_000_000, "4MB": 4_000_000}
+# requests of several MB are estimated at millions of tokens: above the default cap
+UNCAPPED = make_snapshot(limits={"max_tokens": 10**12})
 KINDS = ("answer", "arguments", "result")
 HEAD_BYTES = 2_048
 
@@ -73,7 +75,8 @@ async def run_big(store: BaseCheckpointStore, kind: str, size: int) -> str:
     text = big_text(size)
     received: list[str] = []
     model = model_for(kind, text)
-    engine = build_engine(store=store, model=model, tools=tools(received, text))
+    engine = build_engine(store=store, model=model, tools=tools(received, text),
+                          snapshot=UNCAPPED)
     run_id = await engine.start(f"produce {size} bytes of {kind}")
     result = await drive(engine)
     assert (result.status, result.error_code) == ("completed", None), engine.error
@@ -109,7 +112,7 @@ async def test_large_data_completes_in_memory_with_a_small_head(kind: str, size:
 async def test_a_large_question_completes_with_a_small_head(size: int) -> None:
     store = InMemoryCheckpointStore()
     model = model_for("answer", "ok")
-    engine = build_engine(store=store, model=model)
+    engine = build_engine(store=store, model=model, snapshot=UNCAPPED)
     task = big_text(size)
     run_id = await engine.start(task)
     assert (await drive(engine)).status == "completed", engine.error

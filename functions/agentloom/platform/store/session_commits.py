@@ -14,10 +14,11 @@ crash leaves the run's head *and* what it implies for the session, or neither:
 - the stream head (seq, cursors) conditioned on the version read — a concurrent writer
   (a status record, another process) makes the join fail with ``CompanionConflict``
   and the checkpoint store asks again;
-- the run's usage totals (provider usage of the commit's model calls: an action's on
-  its assistant record, a compaction's or review's in ``ops``), and one ``model.usage``
-  event per call (the run's event counter conditioned on its version: an event appended
-  meanwhile is a ``CompanionConflict``, and the commit asks again);
+- the run's usage totals and cost (provider usage of the commit's model calls: an
+  action's on its assistant record, a compaction's or review's in ``ops``), on the run
+  item and on its entry in the space's run index (what operators list), and one
+  ``model.usage`` event per call (the run's event counter conditioned on its version:
+  an event appended meanwhile is a ``CompanionConflict``, and the commit asks again);
 - a status record when the run failed or was cancelled (once per execution and status),
   and the run's leaving the stream's ``open`` set once it completed, failed or was
   cancelled;
@@ -186,9 +187,9 @@ def _add_usage(store: PlatformStore, session_id: str, run_id: str,
         return
     total = stored.value.usage
     for purpose, instance, call in calls:
-        total = total.add(purpose, call.get("usage"))
-        given, produced, _ = usage_tokens(call.get("usage"))
         cost = call.get("cost")
+        total = total.add(purpose, call.get("usage"), cost)
+        given, produced, _ = usage_tokens(call.get("usage"))
         found.usage_events.append((run_id, {
             "op_id": call.get("op_id"), "purpose": purpose, "instance": instance,
             "input_tokens": given, "output_tokens": produced,

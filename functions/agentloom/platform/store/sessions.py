@@ -97,7 +97,7 @@ def run_index(run: Run) -> RunIndex:
     return RunIndex(run_id=run.run_id, session_id=run.session_id, space_id=run.space_id,
                     user_id=run.user_id, agent_id=run.agent_id, version=run.version,
                     status=run.status, updated_at=run.updated_at,
-                    error_code=(run.error or {}).get("code"))
+                    error_code=(run.error or {}).get("code"), usage=run.usage)
 
 
 class Runs:
@@ -279,7 +279,8 @@ def record_writes(head: Versioned[StreamHead], new_head: StreamHead,
                   records: Sequence[SessionRecord],
                   runs: Iterable[tuple[Versioned[Run], Run]] = ()) -> list[Write]:
     """The writes of an append to a session's record stream: the head conditioned on the
-    version read, the records in batches (all of them and per instance), the runs."""
+    version read, the records in batches (all of them and per instance), the runs with
+    their index entries (same status: the entry's key stays)."""
     sid = new_head.session_id
     writes = [put(f"session#{sid}", "stream", new_head, head.version)]
     by_instance: dict[str, list[SessionRecord]] = {}
@@ -292,8 +293,9 @@ def record_writes(head: Versioned[StreamHead], new_head: StreamHead,
         for batch in _batches([r.model_dump(mode="json") for r in group]):
             writes.append(put(pk, seq_key("rec", batch[-1]["seq"]), {"records": batch},
                               ABSENT))
-    for old, new in runs:
+    for old, new in runs:  # the run (its usage) and its index entry (operators read it)
         writes.append(put(f"session#{sid}", f"run#{new.run_id}", new, old.version))
+        writes.append(put(f"space#{new.space_id}", _index_sk(new), run_index(new)))
     return writes
 
 
