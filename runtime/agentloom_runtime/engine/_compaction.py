@@ -122,7 +122,7 @@ async def compaction_step(ctx: StepContext, hooks: HookRunner, model: ModelCalle
         payload = {"instance": inst, "messages": ctx.context.model_messages(data.messages),
                    "counters": dict(frame.get("counters", {})), "reason": str(trigger)}
         _, rejected = await hooks.run("context.compact.before", payload, instance=inst,
-                                      key=key)
+                                      key=key, operation_id=key)
         if rejected is not None:
             return False  # a hook vetoed this compaction: view and baselines untouched
     result = await policy.compact(data, model, memory=memory)
@@ -165,7 +165,7 @@ async def _compact_after(hooks: HookRunner, frame: Frame, result: CompactionResu
     payload = {"instance": inst, "messages": [dict(m) for m in result.messages],
                "summary": result.summary, "metrics": dict(result.metrics)}
     payload, _ = await hooks.run("context.compact.after", payload, instance=inst,
-                                 key=f"{key}:after")
+                                 key=f"{key}:after", operation_id=key)
     new = str(payload["summary"])
     if new == result.summary:
         return result
