@@ -25,6 +25,8 @@ platform's errors hang under the same root (``agentloom.platform.errors`` draws 
     │   │   └── ResultNotFound          (engine._results) read_result: no such result
     │   ├── BudgetExceeded          call / iteration / context budgets
     │   │   ├── RunBudgetExceeded       (engine._model_call) the run's tokens or cost
+    │   │   ├── ReviewTooLarge          (engine._review) a review request over the hard
+    │   │   │                           budget, refused unsent: smaller copies are tried
     │   │   └── ContextOverBudget       the view cannot be brought under the input budget:
     │   │                               a resume would stop the same way (way out: a new
     │   │                               question)

@@ -42,8 +42,12 @@ def _size(ctx: StepContext, data: ContextInput, messages: list[Message]) -> int:
     return int(size) if size is not None else _BYTES.estimate(messages, data.tools)
 
 
-def check_result(ctx: StepContext, data: ContextInput, result: CompactionResult) -> str | None:
-    """The host's own checks, then the policy's; a reason to refuse, or None."""
+def check_result(ctx: StepContext, data: ContextInput, result: CompactionResult, *,
+                 over: bool = False) -> str | None:
+    """The host's own checks, then the policy's; a reason to refuse, or None. ``over``:
+    the view was over the hard budget (a request never sent), so a smaller result is
+    progress even when it still triggers, or is still over: the next preparation goes
+    on from it."""
     new = [dict(m) for m in result.messages]
     problems = protocol_violations(ctx.context.model_messages(new))
     if problems:
@@ -56,8 +60,8 @@ def check_result(ctx: StepContext, data: ContextInput, result: CompactionResult)
         "baseline_user_turns": counters.get("user_turns", 0),
         "baseline_model_steps": counters.get("model_steps", 0)}
     counters.update({k: int(v) for k, v in baselines.items()})
-    if ctx.modules.compaction.should_compact(dataclasses.replace(
-            data, messages=tuple(new), counters=counters)):  # a trigger name: still over
+    replaced = dataclasses.replace(data, messages=tuple(new), counters=counters)
+    if not over and ctx.modules.compaction.should_compact(replaced):  # a trigger: still over
         return "the compacted view still triggers compaction"
     return ctx.modules.compaction.validate_compaction_result(old, new, data.tools)
 
@@ -92,7 +96,8 @@ def _stuck(ctx: StepContext, frame: Frame, memory: CompactionFailureMemory,
     return BlockRun(ContextOverBudget(
         f"{size}, and compaction cannot bring it under: {reason}. A resume would stop "
         "the same way: ask a new question instead (the session's next question inherits "
-        "this run's history with oversized values capped)", details=details))
+        "this run's history, oversized values capped and summarised to fit)",
+        details=details))
 
 
 async def compaction_step(ctx: StepContext, hooks: HookRunner, model: ModelCaller,
@@ -129,7 +134,7 @@ async def compaction_step(ctx: StepContext, hooks: HookRunner, model: ModelCalle
     problem = None
     if result is not None:
         result = await _compact_after(hooks, frame, result, key)
-        problem = check_result(ctx, data, result)
+        problem = check_result(ctx, data, result, over=over is not None)
     if problem is not None:
         ctx.emit("context.compaction_refused", {"instance": inst, "reason": problem})
         memory.record_failure(estimate=_size(ctx, data, list(data.messages)),
