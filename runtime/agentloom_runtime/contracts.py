@@ -164,33 +164,19 @@ class TokenEstimator(Module, Protocol):
 
 
 class CompactionPolicy(Module, Protocol):
-    """What the engine calls on a compaction policy. Subclass
-    ``agentloom_runtime.context.CompactionPolicyBase`` for the optional capabilities'
-    defaults; ``NoCompaction`` is the explicit "never compact"."""
-
-    def should_compact(self, context: ContextInput) -> str | Literal[False] | None:
-        """The trigger that fired ("budget", "user_turns", ...); False when none does;
-        None when the policy does not decide up front (``compact`` decides)."""
-        ...
+    """What a compaction policy must implement: ``compact`` (docs/contract.md#modules).
+    The optional capabilities the engine also calls — ``should_compact``, ``estimate``,
+    ``validate_request`` (the hard limit), ``validate_compaction_result`` — are methods of
+    ``agentloom_runtime.context.CompactionPolicyBase``, which supplies their defaults:
+    subclass it to implement any of them. The engine wraps a policy that does not derive
+    from it in one that does (``context.policy.with_defaults``), so a bare policy gets the
+    defaults (no up-front decision, no estimate, no hard limit, nothing to object to).
+    ``NoCompaction`` is the explicit "never compact"."""
 
     async def compact(self, context: ContextInput, call: ModelCall, *,
                       memory: Any = None) -> CompactionResult | None:
         """A smaller view, or None (skipped, deferred or failed). ``memory`` is the
         JSON-serializable failure memory the host keeps across resumes."""
-        ...
-
-    def validate_request(self, request: ModelRequest) -> Any:
-        """Raise ``BudgetExceeded`` for a request over the hard input budget."""
-        ...
-
-    def validate_compaction_result(self, original: Sequence[Message],
-                                   replacement: Sequence[Message],
-                                   tools: Sequence[ToolSchema]) -> str | None:
-        """A reason to refuse a compaction result, or None."""
-        ...
-
-    def estimate(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> int | None:
-        """The policy's size of a request, or None when it has no estimator."""
         ...
 
 

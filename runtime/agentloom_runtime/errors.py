@@ -24,7 +24,12 @@ platform's errors hang under the same root (``agentloom.platform.errors`` draws 
     │   │   │   └── SandboxUnavailable      no usable sandbox, never a host shell
     │   │   └── ResultNotFound          (engine._results) read_result: no such result
     │   ├── BudgetExceeded          call / iteration / context budgets
-    │   │   └── RunBudgetExceeded       (engine._model_call) the run's tokens or cost
+    │   │   ├── RunBudgetExceeded       (engine._model_call) the run's tokens or cost
+    │   │   ├── ReviewTooLarge          (engine._review) a review request over the hard
+    │   │   │                           budget, refused unsent: smaller copies are tried
+    │   │   └── ContextOverBudget       the view cannot be brought under the input budget:
+    │   │                               a resume would stop the same way (way out: a new
+    │   │                               question)
     │   ├── PersistenceError        a save failed: the run stops (alias: ToolPersistenceError)
     │   │   ├── CheckpointConflict      the head version moved: a stale or duplicate step
     │   │   └── CompanionConflict       (checkpoint.store) the host's writes of a commit
@@ -142,6 +147,12 @@ class ToolOutcomeUnknown(ToolError):
 
 class BudgetExceeded(RunError):
     code = "budget_exceeded"
+
+
+class ContextOverBudget(BudgetExceeded):
+    """What the model must be shown does not fit its input budget and compaction cannot
+    make it fit; the same run would stop the same way again, so its way out is a new
+    question (which inherits the history with oversized values capped)."""
 
 
 class PersistenceError(RunError):

@@ -17,7 +17,13 @@ from .contracts import Module
 class HookScope:
     """Where an operation runs. The manager sets ``point``; ``purpose`` is the model
     request purpose (``action``, ``compaction``, ``verification``) or the embedding
-    purpose (``document``, ``query``); ``tool`` is the tool name at ``tool.*``."""
+    purpose (``document``, ``query``); ``tool`` is the tool name at ``tool.*``.
+    ``session_id`` is the run's session (the host's ``session`` label; None for a run
+    outside a session). ``operation_id`` names the durable operation the stage belongs
+    to: the model call (``m<execution>-<n>``, also for ``context.prepare.*`` before its
+    action call), the tool call (``t:<request_id>``, also for the hooks a tool runs and
+    for ``subagent.*`` of its delegation), the compaction (``compact:<instance>:<n>``)
+    or the run (``run:<run_id>`` at ``run.*``); at ``operation.*`` the payload's."""
 
     run_id: str = ""
     instance: str = "main"

@@ -45,7 +45,7 @@ from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint import BaseCheckpointStore, Commit, InMemoryCheckpointStore
 from agentloom_runtime.checkpoint.store import LogEntry
-from agentloom_runtime.context.history import SKIPPED_KINDS
+from agentloom_runtime.context.history import SKIPPED_KINDS, inherited
 from agentloom_runtime.engine import Engine, MainView
 from agentloom_runtime.errors import CheckpointConflict
 from agentloom_runtime.testing import KeyedScriptModel, ScriptedModel
@@ -376,8 +376,10 @@ def test_a_1_mb_reusable_view_on_dynamodb(joint_dynamodb: Joint) -> None:
                                     [LogEntry("src:main", 2, answer)]))
     (ref,) = joint.platform.streams.views(session.session_id)
     assert ref.watermark == 2 and ref.run_id == run.run_id
-    history = joint.tracker.history(session.session_id)
-    assert history.messages[:2] == big and history.view_run_id == run.run_id
+    assert json.loads(joint.checkpoints.get_blob(ref.run_id, ref.blob)) == big
+    history = joint.tracker.history(session.session_id)  # inherited as capped copies
+    assert history.messages[:2] == [inherited(m) for m in big]
+    assert history.view_run_id == run.run_id
     assert len(json.dumps(big).encode()) > 1_000_000
 
 

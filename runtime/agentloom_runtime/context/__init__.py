@@ -4,7 +4,8 @@ Public surface (the ``JournalContextManager`` lives in ``context.manager``):
 
 - estimators: ``Utf8BytesEstimator``, ``OpenAIEstimator``, ``DeepSeekEstimator``,
   ``estimator_for``;
-- policies: ``CompactionPolicyBase`` (every capability the host calls, with defaults),
+- policies: ``CompactionPolicyBase`` (every capability the host calls, with defaults;
+  ``with_defaults`` wraps a bare policy in one),
   ``BudgetCompactionPolicy`` (``budget-handoff/v1``), ``CharacterCompactionPolicy``
   (``character-handoff/v1``), ``NoCompaction`` (``no-compaction/v1``),
   ``CompactionFailureMemory``, ``with_summary`` (re-render a hook-rewritten summary);
@@ -18,7 +19,7 @@ from .budget import BudgetCompactionPolicy
 from .character import CharacterCompactionPolicy
 from .estimators import DeepSeekEstimator, OpenAIEstimator, Utf8BytesEstimator, estimator_for
 from .failures import CompactionFailureMemory
-from .policy import CompactionPolicyBase, Decision, NoCompaction
+from .policy import CompactionPolicyBase, Decision, NoCompaction, with_defaults
 
 __all__ = [
     "BudgetCompactionPolicy",
@@ -34,5 +35,6 @@ __all__ = [
     "protocol_violations",
     "public_messages",
     "strip_private",
+    "with_defaults",
     "with_summary",
 ]

@@ -10,11 +10,20 @@
 3. pack: serialize the compressible units, oldest first, into pieces of material that
    fit one summary request; an oversized unit becomes ordered fragments, each a piece;
    at most ``max_compaction_calls`` pieces; a unit that does not fit entirely stays
-   verbatim (and so does everything after it): no tail is ever dropped;
+   verbatim (and so does everything after it): no tail is ever dropped. Only over the
+   hard budget — where the alternative is a request that is never sent — is the oldest
+   unit, when alone it needs more calls than allowed, summarised from a capped copy:
+   the fragments the calls allow, and a note of how much was left out (the source
+   records keep it whole);
 4. summarize: one rolling summary, one call per piece, each given the summary so far;
 5. assemble: the covered units are replaced by one summary message, placed where the
    last covered unit was; everything else keeps its order and its identity;
 6. check: the protocol holds, the view shrank and is below the size trigger.
+
+A view over the hard budget is a request that can never be sent, so there any progress
+counts (``_over``): what must stay (a long task, say) need only fit the hard budget, not
+the trigger, and a result need only be smaller — it may still be over the hard budget
+when one preparation's calls cannot fold enough; the next preparation goes on from it.
 """
 
 from __future__ import annotations
@@ -45,6 +54,9 @@ SIZE_TRIGGERS = ("budget", "characters")
 _BODY = ("group", "single", "orphan")
 _KEEP_ANYWAY = ("pending", "pinned")
 _FRAGMENT = "[part {i}/{n} of one oversized message group; the parts follow in order]\n"
+_LEFT_OUT = ("\n[the rest of this message group, {n:,} characters, is left out: it needs "
+             "more summary calls than are allowed. Say in the summary that it was cut; the "
+             "whole text stays in the source records]")
 
 
 class Measure(Protocol):
@@ -194,12 +206,19 @@ class HandoffPolicy(CompactionPolicyBase):
         after = self._measure().total(replacement, tools)
         if after >= before:
             return after, f"not smaller ({after} >= {before})"
+        if self._over(before):
+            return after, None  # progress towards a request that can be sent
         if after >= self._threshold():
             return after, f"not below the trigger ({after} >= {self._threshold():.0f})"
         hard = self._hard_limit()
         if hard is not None and after > hard:
             return after, f"over the hard budget ({after} > {hard})"
         return after, None
+
+    def _over(self, size: int) -> bool:
+        """Over the hard budget: a request of this size is never sent."""
+        hard = self._hard_limit()
+        return hard is not None and size > hard
 
     async def compact(self, context: ContextInput, call: ModelCall, *,
                       memory: CompactionFailureMemory | None = None
@@ -221,12 +240,14 @@ class HandoffPolicy(CompactionPolicyBase):
             memory.note("deferred", "waiting for growth or steps after a failed compaction")
             return None
         selection = self._select(context, trigger, before, costs)
-        pieces = selection if isinstance(selection, str) else self._pack(context, selection)
+        pieces = selection if isinstance(selection, str) else self._pack(
+            context, selection, capped=self._over(before))  # a capped copy beats no request
         if isinstance(selection, str) or isinstance(pieces, str):
             memory.note("skipped", str(pieces))
             return None
         freed = sum(selection.unit_costs[k] for k in pieces.covered)
-        if before - freed + self._summary_floor() >= self._threshold():
+        if before - freed + self._summary_floor() >= (
+                before if self._over(before) else self._threshold()):
             memory.note("skipped", "what fits in the allowed summary calls cannot bring the "
                         "view below the trigger")
             return None
@@ -256,7 +277,9 @@ class HandoffPolicy(CompactionPolicyBase):
         body = sum([c for u, c in zip(units, unit_costs, strict=True) if u.kind in _BODY])
         fixed = before - body
         allowance = self._summary_allowance()
-        if fixed + allowance >= self._threshold():
+        hard = self._hard_limit()
+        if fixed + allowance >= (self._threshold() if not self._over(before) or hard is None
+                                 else hard + 1):
             return "pinned messages, tools and pending calls leave no room below the trigger"
         room = self._tail_room(fixed=fixed, allowance=allowance, body=body, trigger=trigger)
         boundary, kept = len(units), 0
@@ -276,7 +299,10 @@ class HandoffPolicy(CompactionPolicyBase):
             return "too little compressible history to gain from a summary"
         return Selection(units, compressible, task, unit_costs)
 
-    def _pack(self, context: ContextInput, selection: Selection) -> Pieces | str:
+    def _pack(self, context: ContextInput, selection: Selection, *,
+              capped: bool = False) -> Pieces | str:
+        """``capped``: the oldest unit may be summarised from the fragments the calls
+        allow when it needs more (over the hard budget only)."""
         capacity = self._material_capacity(context)
         measure = self._measure()
         header = measure.text(_FRAGMENT.format(i=99, n=99))
@@ -307,7 +333,9 @@ class HandoffPolicy(CompactionPolicyBase):
             elif cost > capacity:
                 fragments = split_text(joined, capacity - header, measure.text)
                 if len(pieces) + len(fragments) > self.max_compaction_calls:
-                    break
+                    if not capped or covered:
+                        break
+                    fragments = self._head_fragments(joined, capacity - header)
                 pieces.extend([_FRAGMENT.format(i=i, n=len(fragments)) + fragment]
                               for i, fragment in enumerate(fragments, 1))
                 used = 0  # a fragment piece takes nothing more
@@ -320,6 +348,16 @@ class HandoffPolicy(CompactionPolicyBase):
         if not covered:
             return "the oldest compressible history does not fit the allowed summary calls"
         return Pieces(["\n".join(piece) for piece in pieces], covered, chars / max(1, spent))
+
+    def _head_fragments(self, text: str, capacity: int) -> list[str]:
+        """The first ``max_compaction_calls`` fragments of ``text``, the last ending with
+        a note of how much is left out."""
+        measure = self._measure()
+        note = measure.text(_LEFT_OUT.format(n=len(text)))
+        fragments = split_text(text, max(1, capacity - note), measure.text)
+        kept = fragments[:self.max_compaction_calls]
+        left = len(text) - sum(len(f) for f in kept)
+        return [*kept[:-1], kept[-1] + _LEFT_OUT.format(n=left)]
 
     async def _summarize(self, context: ContextInput, pieces: Pieces,
                          call: ModelCall) -> str | tuple[str, int]:

@@ -10,8 +10,10 @@ After a failed attempt (the summary call failed, the summary was empty, or the n
 did not shrink below the trigger) the next attempt waits until the view estimate has
 grown by ``growth_ratio`` × 2^(failures-1) **or** ``model_steps`` has advanced by
 ``step_gap`` × 2^(failures-1) (the exponent is capped). A success resets the memory.
-The wait never applies once a view exceeds the hard budget: then the only alternative
-to trying is a refused request. ``record_failure`` needs only a reason: the growth and
+A policy does not wait once a view exceeds the hard budget (the only alternative to
+trying is a refused request); the host backs off there instead: one attempt per
+execution, then the run blocks with the reason (``engine._compaction``).
+``record_failure`` needs only a reason: the growth and
 step gaps default to the policies' defaults, and a failure recorded without an estimate
 (or without a step count) is not gated on it — with neither, the next attempt is allowed.
 """

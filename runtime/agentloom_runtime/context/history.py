@@ -7,7 +7,10 @@ instance (``is_main``); a child's internals are never inherited.
 
 - What is projected is what the model was shown: ``record.get("visible") or
   record["message"]`` — a capped tool result, an answer as ``model.chat.after`` hooks
-  left it (a masked secret stays masked for every later question).
+  left it (a masked secret stays masked for every later question) — and of a value
+  longer than ``_caps.VIEW_CHARS`` (an answer, tool-call arguments, an earlier question)
+  a capped copy (``inherited``): the records keep it whole, and no earlier value wedges
+  the next question.
 - ``build_run_history(records, views)``: the highest compliant ``SessionView`` plus the
   projection (``project_history``) of the main records after its watermark, and the
   counters of the new run.
@@ -37,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentloom_runtime.contracts import Message
 
 from . import _projection
+from ._caps import ALL_ROLES, capped
 from ._projection import (
     MAIN,
     SKIPPED_KINDS,
@@ -51,7 +55,8 @@ from ._protocol import merge_ranges, to_ranges
 __all__ = [
     "MAIN", "SKIPPED_KINDS", "STATUS_KIND", "STEP_KINDS", "TERMINAL_KINDS", "TURN_KINDS",
     "RunHistory", "SessionView", "ViewCheck", "build_run_history", "can_save_view",
-    "choose_view", "is_main", "make_view", "project_history", "run_status_record",
+    "choose_view", "inherited", "is_main", "make_view", "project_history",
+    "run_status_record",
     "session_counters", "shown",
 ]
 
@@ -104,11 +109,19 @@ def shown(record: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**record, "message": visible} if visible else record
 
 
+def inherited(message: Message) -> Message:
+    """An inherited message as a new run is shown it: oversized values capped."""
+    seq = message.get("_session_seq")
+    where = f"session record {seq}" if seq is not None else "the session's records"
+    return capped(message, where, roles=ALL_ROLES)
+
+
 def project_history(records: Iterable[Mapping[str, Any]]) -> list[Message]:
     """Model messages for a new run from session records (what the model was shown, see
-    ``shown``): call ids rewritten, unknown placeholders, late results as material,
-    child internals left out (``_projection.project_history``)."""
-    return _projection.project_history(shown(r) for r in records)
+    ``shown``; oversized values capped, see ``inherited``): call ids rewritten, unknown
+    placeholders, late results as material, child internals left out
+    (``_projection.project_history``)."""
+    return [inherited(m) for m in _projection.project_history(shown(r) for r in records)]
 
 
 def run_status_record(run_id: str, status: str, *, code: str = "", message: str = "",
@@ -173,7 +186,7 @@ def build_run_history(records: Iterable[Mapping[str, Any]],
     seqs = [int(r["seq"]) for r in main]
     view = choose_view(views, seqs)
     watermark = view.watermark if view else 0
-    messages = [dict(m) for m in view.messages] if view else []
+    messages = [dict(inherited(m)) for m in view.messages] if view else []
     messages += project_history(main[bisect_right(seqs, watermark):])
     return RunHistory(messages=messages, history_watermark=seqs[-1] if seqs else 0,
                       inherited_seqs=to_ranges(seqs),

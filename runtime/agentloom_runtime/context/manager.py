@@ -18,6 +18,14 @@ A view entry is one of
   record's (a capped tool result, a hook-processed answer, rewritten call ids); ``n`` is
   about the size of the source message (absent in older checkpoints: unknown).
 
+What the model is shown of an oversized value (an assistant's answer or tool-call
+arguments, a tool result a hook left large) is a capped copy (``_caps.capped``): the
+entry is then an ``of`` entry holding the copy, the source record keeps the value whole
+(``visible`` stays what the model would have seen uncapped: sessions project it and cap
+it by the same rule). ``restore`` and ``create`` apply the same rule, so a view from
+an older checkpoint or an uncapped history is capped too, and a restored view equals
+the one built step by step.
+
 ``restore`` reads the snapshot, the view entries after it, and only the source records
 of ``{"src": seq}`` entries, by exact seqs in ranges. Two ranges are read as one when the
 records between them are known to be small (the sources of inlined or small ``of``
@@ -42,12 +50,20 @@ from agentloom_runtime.contracts import (
     ToolSchema,
 )
 
+from ._caps import capped
 from ._protocol import dumps, to_ranges
 
 COUNTERS = ("user_turns", "baseline_user_turns", "model_steps", "baseline_model_steps")
 INLINE_CHARS = 4_096  # a message about this small is copied into its view entry
 SMALL_CHARS = 8_192  # a source record this small is read in passing (never spilled)
 GAP_CHARS = 32_768  # two source ranges are read as one across at most this much
+
+
+HISTORY = "the session's records"  # where the whole values of inherited history are
+
+
+def _where(instance: str, seq: int) -> str:
+    return f"source record {instance}#{seq}"
 
 
 def _strip_private(message: Message) -> Message:
@@ -123,7 +139,7 @@ class JournalContextManager:
                 "message": {"role": "system", "content": f"[{len(messages)} messages of "
                             "session history]"}})
             journal.append(f"view:{inst}", {"src": seq, "many": len(messages)})
-            self._views[inst].extend({**m, "_seq": seq} for m in messages)
+            self._views[inst].extend({**capped(m, HISTORY), "_seq": seq} for m in messages)
         self.append(journal, frame, "user", {"role": "user", "content": task})
         if inst == "main":
             frame["counters"]["user_turns"] += 1
@@ -136,7 +152,8 @@ class JournalContextManager:
         snap_seq, base = frame["view"]["snapshot"], frame["view"]["base"]
         if snap_seq:
             snap = journal.read(f"snap:{inst}", snap_seq - 1, 1)[0].body
-            view = [dict(m) for m in snap["messages"]]
+            view = [dict(capped(m, _where(inst, m["_seq"]) if isinstance(
+                m.get("_seq"), int) else HISTORY)) for m in snap["messages"]]
         entries = journal.read(f"view:{inst}", base)
         sources: dict[int, Message] = {}
         sources_many: dict[int, list[Message]] = {}
@@ -150,7 +167,7 @@ class JournalContextManager:
             body = entry.body
             if "many" in body:  # the inherited history, one record
                 seq = body["src"]
-                view.extend({**m, "_seq": seq} for m in sources_many[seq])
+                view.extend({**capped(m, HISTORY), "_seq": seq} for m in sources_many[seq])
                 continue
             if "message" not in body:
                 seq = body["src"]
@@ -158,6 +175,8 @@ class JournalContextManager:
             else:
                 seq = body.get("src", body.get("of"))
                 message = body["message"]
+            if seq is not None:  # an entry of an older checkpoint may hold it uncapped
+                message = capped(message, _where(inst, seq))
             # a new dict: bodies of entries not yet committed are the journal's own
             view.append({**message, "_seq": seq} if seq is not None else dict(message))
         self._views[inst] = view
@@ -200,13 +219,13 @@ class JournalContextManager:
         if visible is not None and visible != message:
             record["visible"] = visible  # what the model saw: sessions project this
         seq = journal.append(f"src:{inst}", record)
-        if visible is None or visible == message:
-            shown = message
+        same = visible is None or visible == message
+        shown = capped(message if visible is None or same else visible, _where(inst, seq))
+        if same and shown is message:
             journal.append(f"view:{inst}", {"src": seq, "message": message}
                            if _size(message) <= INLINE_CHARS else {"src": seq})
-        else:
-            shown = visible
-            journal.append(f"view:{inst}", {"of": seq, "message": visible,
+        else:  # hook-processed, rewritten or capped: the entry holds what the model sees
+            journal.append(f"view:{inst}", {"of": seq, "message": shown,
                                             "n": _size(message)})
         view.append({**shown, "_seq": seq})
         return seq

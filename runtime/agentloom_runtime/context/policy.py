@@ -18,7 +18,12 @@ overrides what it can do better than the default:
   replacement may be committed, else the reason it may not (the host runs its own
   protocol and size checks as well).
 
-``NoCompaction`` (``no-compaction/v1``) never compacts.
+``NoCompaction`` (``no-compaction/v1``) never compacts. ``with_defaults`` is how the
+engine takes a bare policy — one that implements only what ``contracts.CompactionPolicy``
+requires (``compact``, ``module_id``, ``checkpoint_config``) without deriving from the
+base: it is wrapped in ``BarePolicy``, which calls its ``compact`` and gives the base's
+defaults for the rest. Such a policy that also defines an optional method by name is
+refused (``ConfigError``), so a hard limit it wrote is never silently not called.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Literal
 
 from agentloom_runtime.contracts import (
     JSON,
+    CompactionPolicy,
     CompactionResult,
     ContextInput,
     Message,
@@ -36,6 +42,7 @@ from agentloom_runtime.contracts import (
     ModelRequest,
     ToolSchema,
 )
+from agentloom_runtime.errors import ConfigError
 
 from .failures import CompactionFailureMemory
 
@@ -88,3 +95,38 @@ class NoCompaction(CompactionPolicyBase):
     async def compact(self, context: ContextInput, call: ModelCall, *,
                       memory: CompactionFailureMemory | None = None) -> None:
         return None
+
+
+OPTIONAL = ("should_compact", "estimate", "validate_request", "validate_compaction_result")
+
+
+class BarePolicy(CompactionPolicyBase):
+    """A policy that implements only ``compact``, with the base's defaults for the
+    optional capabilities (``with_defaults``). Its identity and configuration are the
+    wrapped policy's, so a run's bindings do not change with the wrapping."""
+
+    def __init__(self, policy: CompactionPolicy) -> None:
+        self.policy = policy
+        self.module_id = policy.module_id
+
+    def checkpoint_config(self) -> JSON:
+        return self.policy.checkpoint_config()
+
+    async def compact(self, context: ContextInput, call: ModelCall, *,
+                      memory: CompactionFailureMemory | None = None
+                      ) -> CompactionResult | None:
+        return await self.policy.compact(context, call, memory=memory)
+
+
+def with_defaults(policy: CompactionPolicy) -> CompactionPolicyBase:
+    """The policy as the engine calls it: itself when it derives from
+    ``CompactionPolicyBase``, else wrapped in ``BarePolicy``."""
+    if isinstance(policy, CompactionPolicyBase):
+        return policy
+    defined = [name for name in OPTIONAL if hasattr(policy, name)]  # misuse check only
+    if defined:
+        raise ConfigError(
+            f"compaction policy {type(policy).__name__} defines {', '.join(defined)} but "
+            "does not derive from agentloom_runtime.context.CompactionPolicyBase: derive "
+            "from it so the engine calls them (a bare policy implements only compact)")
+    return BarePolicy(policy)

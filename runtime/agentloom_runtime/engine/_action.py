@@ -15,7 +15,7 @@ from agentloom_runtime.contracts import Message, ModelRequest, ModelResponse
 from ._context import StepContext
 from ._frames import frame_view, tool_allowed
 from ._hooks import HookRunner
-from ._model_call import ModelCaller
+from ._model_call import ModelCaller, next_op_id
 from ._state import Frame, PendingCall
 
 INLINE_ARGUMENTS = 512  # longer arguments are read from the source record
@@ -41,7 +41,8 @@ async def action_step(ctx: StepContext, hooks: HookRunner, model: ModelCaller,
     tools = visible_schemas(ctx, frame)
     messages = ctx.context.model_view(ctx.journal, frame)
     messages = await hooks.prepare_context(inst, messages, tools, frame.get("counters", {}),
-                                           key=f"prepare:{inst}:{ctx.head['total_calls'] + 1}")
+                                           key=f"prepare:{inst}:{ctx.head['total_calls'] + 1}",
+                                           operation_id=next_op_id(ctx.head))
     request = ModelRequest(messages=messages, tools=tools, purpose="action", instance=inst,
                            options=request_options(ctx))
     raw, response = await model.op(request)

@@ -53,8 +53,10 @@ async def after_stage(ctx: StepContext, hooks: HookRunner, frame: Frame) -> None
         if frame["parent"] is not None:
             payload.update(parent_instance=frame["parent"]["instance"],
                            subagent_id=frame["template"])
+        parent = frame["parent"]  # a child closes its parent's delegate_task call
+        operation = f"t:{parent['request_id']}" if parent else f"run:{ctx.run_id}"
         payload, _ = await hooks.run(point, payload, instance=frame["instance"],
-                                     key=f"close:{frame['instance']}")
+                                     key=f"close:{frame['instance']}", operation_id=operation)
         outcome["annotations"] = payload.get("annotations") or {}
     ctx.head.pop("closing", None)
     if _reopen_for_supplements(ctx, frame):

@@ -42,7 +42,8 @@ async def open_delegation(ctx: StepContext, hooks: HookRunner, frame: Frame,
                    "subagent_id": template.id, "task": str(arguments["task"]),
                    "run_id": ctx.run_id}
         _, rejected = await hooks.run("subagent.before", payload, instance=frame["instance"],
-                                      key=f"subagent:{call['request_id']}")
+                                      key=f"subagent:{call['request_id']}",
+                                      operation_id=f"t:{call['request_id']}")
         if rejected is not None:
             failure = failure_outcome("subagent_rejected_by_hook", rejected.reason,
                                       status="rejected")

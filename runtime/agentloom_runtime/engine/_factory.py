@@ -14,6 +14,7 @@ from agentloom_runtime.checkpoint.memory import InMemoryCheckpointStore
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
 from agentloom_runtime.completion import EvidenceReviewPolicy
 from agentloom_runtime.context.manager import JournalContextManager
+from agentloom_runtime.context.policy import CompactionPolicyBase, with_defaults
 from agentloom_runtime.contracts import (
     CommandMarkers,
     CompactionPolicy,
@@ -64,7 +65,7 @@ def delegate_tool(snapshot: AgentSnapshot) -> ToolDefinition:
         available=lambda config, instance: instance == "main")
 
 
-def default_compaction(snapshot: AgentSnapshot) -> CompactionPolicy:
+def default_compaction(snapshot: AgentSnapshot) -> CompactionPolicyBase:
     """The budget policy for snapshots with a context_policy (every new configuration);
     the character policy only for legacy versions without one (docs/contract.md#compaction)."""
     from agentloom_runtime.context import BudgetCompactionPolicy, CharacterCompactionPolicy
@@ -196,7 +197,7 @@ def create_engine(
     modules = RuntimeModules(
         model=model_gateway or default_gateway(snap, decrypt),
         compaction=default_compaction(snap) if compaction_policy == DEFAULT
-        else compaction_policy,
+        else with_defaults(compaction_policy),
         completion=completion_policy or EvidenceReviewPolicy(),
         strategy=strategy or strategy_for(snap.mode),
         context=context_manager or JournalContextManager(),

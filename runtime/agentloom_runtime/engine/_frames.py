@@ -86,12 +86,15 @@ def end_frame(frame: Frame, status: RunStatus, answer: int | None, reason: str) 
 
 
 def answer_text(ctx: StepContext, frame: Frame, view_seq: int | None) -> str | None:
-    """The text of a view entry (the hook-processed answer the model gave)."""
+    """The whole answer of a view entry, as the model.chat.after hooks left it: an
+    inline entry holds it; else its source record (``visible`` when hooks changed it),
+    never the view's capped copy of a long answer."""
     if view_seq is None:
         return None
     inst = frame["instance"]
     entry = ctx.journal.read(f"view:{inst}", view_seq - 1, 1)[0].body
-    if "message" in entry:
+    if "src" in entry and "message" in entry:
         return str(entry["message"].get("content") or "")
-    record = ctx.journal.read(f"src:{inst}", entry["src"] - 1, 1)[0].body
-    return str(record["message"].get("content") or "")
+    seq = int(entry["src"] if "src" in entry else entry["of"])
+    record = ctx.journal.read(f"src:{inst}", seq - 1, 1)[0].body
+    return str((record.get("visible") or record["message"]).get("content") or "")

@@ -35,10 +35,13 @@ class HookRunner:
         self._ctx = ctx
 
     def _scope(self, point: str, instance: str, **fields: Any) -> HookScope:
-        snap = self._ctx.snapshot
-        return HookScope(run_id=self._ctx.run_id, instance=instance, point=point,
+        """The scope of a stage: the run's identities (its session from the host's
+        ``session`` label) and the operation the caller names (``operation_id``)."""
+        ctx, snap = self._ctx, self._ctx.snapshot
+        return HookScope(run_id=ctx.run_id, instance=instance, point=point,
                          space_id=snap.space_id, agent_id=snap.agent_id,
-                         agent_version=str(snap.version), **fields)
+                         agent_version=str(snap.version),
+                         session_id=ctx.head["labels"].get("session"), **fields)
 
     def has(self, point: str, instance: str, **fields: Any) -> bool:
         hooks = self._ctx.modules.hooks
@@ -108,10 +111,12 @@ class HookRunner:
     async def observe(self, point: str, payload: dict[str, Any], *, instance: str,
                       **fields: Any) -> None:
         """Read-only stages (operation.error/finally, *.after observers): failures are
-        diagnostics; nothing is persisted and nothing can change the outcome."""
+        diagnostics; nothing is persisted and nothing can change the outcome. The scope's
+        operation is the payload's ``operation_id`` unless the caller names one."""
         hooks = self._ctx.modules.hooks
         if hooks is None:
             return
+        fields.setdefault("operation_id", payload.get("operation_id"))
         scope = self._scope(point, instance, **fields)
         if not hooks.stage(point, scope):
             return
@@ -121,19 +126,21 @@ class HookRunner:
 
     async def prepare_context(self, instance: str, messages: list[dict[str, Any]],
                               tools: list[dict[str, Any]], counters: dict[str, int],
-                              key: str) -> list[dict[str, Any]]:
+                              key: str, operation_id: str) -> list[dict[str, Any]]:
         """context.prepare.before may add labelled, temporary user material (this request
-        only, never saved to the view); context.prepare.after observes."""
+        only, never saved to the view); context.prepare.after observes. Both run in the
+        scope of the action call they prepare (``operation_id``)."""
         if self.has("context.prepare.before", instance):
             payload: dict[str, Any] = {"instance": instance, "messages": messages,
                                        "tools": tools, "extra_messages": []}
             payload, _ = await self.run("context.prepare.before", payload,
-                                        instance=instance, key=key)
+                                        instance=instance, key=key,
+                                        operation_id=operation_id)
             messages = messages + [
                 {"role": "user", "content": f"[material from {m['source']}]\n{m['content']}"}
                 for m in payload["extra_messages"]]
         if self.has("context.prepare.after", instance):
             await self.observe("context.prepare.after", {
                 "instance": instance, "messages": messages, "tools": tools,
-                "counters": dict(counters)}, instance=instance)
+                "counters": dict(counters)}, instance=instance, operation_id=operation_id)
         return messages

@@ -213,6 +213,11 @@ def count_usage(ctx: StepContext, usage: Any) -> float | None:
     return cost
 
 
+def next_op_id(head: Head) -> str:
+    """The id the next new model operation of this execution gets."""
+    return f"m{head['execution']}-{head['total_calls'] + 1}"
+
+
 def request_hash(request: ModelRequest) -> str:
     return digest([list(request.messages), list(request.tools), request.purpose,
                    dict(request.options)])
@@ -257,7 +262,8 @@ class ModelCaller:
         retry = head.pop("retry_op", None)
         if retry is not None and retry["purpose"] != request.purpose:
             retry = None  # the retried call is not this one (it is sent when reached)
-        request, final_input = await self._before_chat(request, retry)
+        op_id = retry["id"] if retry else next_op_id(head)
+        request, final_input = await self._before_chat(request, retry, op_id)
         try:
             estimate = self._validate(request)
             check_budget(ctx, next_call(ctx, request, estimate))
@@ -265,7 +271,6 @@ class ModelCaller:
             if retry is not None:  # the verdict's retry stays for the resume
                 head["retry_op"] = retry
             raise
-        op_id = retry["id"] if retry else f"m{head['execution']}-{head['total_calls'] + 1}"
         op = model_op(op_id=op_id, execution=head["execution"], purpose=request.purpose,
                       instance=request.instance, index=index, request_hash=checked,
                       attempts=(retry["attempts"] if retry else 0) + 1, started_at=now(),
@@ -308,7 +313,7 @@ class ModelCaller:
         # Text from a model is made storable here, at the boundary (lone surrogates).
         return ModelResponse.from_dict(storable(response.to_dict()))
 
-    async def _before_chat(self, request: ModelRequest, retry: Any
+    async def _before_chat(self, request: ModelRequest, retry: Any, op_id: str
                            ) -> tuple[ModelRequest, dict[str, Any] | None]:
         """Apply model.chat.before; a retried operation reuses its saved final input
         instead of running the stage again."""
@@ -323,7 +328,7 @@ class ModelCaller:
         key = f"chat:{request.instance}:{self._ctx.head['total_calls'] + 1}"
         payload, _ = await self._hooks.run("model.chat.before", payload,
                                            instance=request.instance, key=key,
-                                           purpose=request.purpose)
+                                           purpose=request.purpose, operation_id=op_id)
         delta = {"extra_messages": payload["extra_messages"], "options": payload["options"]}
         return _apply_input(request, delta), delta
 
@@ -343,7 +348,8 @@ class ModelCaller:
             payload, _ = await self._hooks.run("model.chat.after", payload,
                                                instance=request.instance,
                                                key=f"chat-after:{op['id']}",
-                                               purpose=request.purpose)
+                                               purpose=request.purpose,
+                                               operation_id=op["id"])
             effective = dataclasses.replace(raw, content=payload["content"])
             seq = ctx.journal.append("ops", {
                 "op_id": op["id"], "raw_seq": op["ops_seq"],

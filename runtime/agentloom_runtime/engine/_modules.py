@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentloom_runtime._json import digest
+from agentloom_runtime.context.policy import BarePolicy, CompactionPolicyBase
 from agentloom_runtime.contracts import (
     JSON,
-    CompactionPolicy,
     CompletionPolicy,
     ContextManager,
     ExecutionStrategy,
@@ -85,7 +85,7 @@ def module_binding(module: Module) -> JSON:
 @dataclass(frozen=True)
 class RuntimeModules:
     model: ModelGateway
-    compaction: CompactionPolicy
+    compaction: CompactionPolicyBase  # a bare policy arrives wrapped (with_defaults)
     completion: CompletionPolicy
     strategy: ExecutionStrategy
     context: ContextManager
@@ -107,7 +107,9 @@ class RuntimeModules:
         """Closing order (docs/contract.md#closing), each object once."""
         seen: set[int] = set()
         order = []
-        for obj in (self.strategy, self.completion, self.context, self.compaction,
+        compaction = (self.compaction.policy if isinstance(self.compaction, BarePolicy)
+                      else self.compaction)  # the host's object: closed once, as itself
+        for obj in (self.strategy, self.completion, self.context, compaction,
                     self.model, self.hooks):
             if obj is not None and id(obj) not in seen:
                 seen.add(id(obj))

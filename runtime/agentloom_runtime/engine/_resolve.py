@@ -133,6 +133,9 @@ def way_out(head: Head) -> str | None:
     if code == "budget_exceeded" and head["error"] and \
             head["error"]["type"] == "RunBudgetExceeded":
         return "raise_budget"
+    if code == "budget_exceeded" and head["error"] and \
+            head["error"]["type"] == "ContextOverBudget":
+        return "new_question"  # a resume would stop the same way
     return WAYS_OUT.get(code, "resume")
 
 

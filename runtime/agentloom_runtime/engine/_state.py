@@ -104,6 +104,7 @@ class Frame(ContextFrame):
     outcome: Outcome | None
     task_src: NotRequired[int]  # the full task's source record, when ``task`` is a preview
     compaction_memory: NotRequired[dict[str, Any]]
+    compaction_failed_in: NotRequired[int]  # the execution of the last failed attempt
 
 
 class ModelOp(TypedDict):

@@ -61,10 +61,12 @@ class ToolHooks:
 
     async def run(self, point: str, payload: dict[str, Any],
                   **fields: Any) -> tuple[dict[str, Any], Any]:
+        fields.setdefault("operation_id", f"t:{self._request_id}")  # inside the tool call
         return await self._runner.run(point, payload, instance=self._instance,
                                       key=f"{point}:{self._request_id}", **fields)
 
     async def observe(self, point: str, payload: dict[str, Any], **fields: Any) -> None:
+        fields.setdefault("operation_id", f"t:{self._request_id}")
         await self._runner.observe(point, payload, instance=self._instance, **fields)
 
 
@@ -90,7 +92,8 @@ async def prepare_call(ctx: StepContext, hooks: HookRunner, frame: Frame, call: 
                "name": call["name"], "arguments": prepared.arguments, "instance": inst,
                "uncertain": uncertain}
     payload, rejected = await hooks.run("tool.before", payload, instance=inst,
-                                        key=f"tool:{call['request_id']}", tool=call["name"])
+                                        key=f"tool:{call['request_id']}", tool=call["name"],
+                                        operation_id=f"t:{call['request_id']}")
     if rejected is not None:
         return failure_outcome("tool_rejected_by_hook", rejected.reason, status="rejected")
     if payload["arguments"] != prepared.arguments:
@@ -139,7 +142,8 @@ async def finish_tool(ctx: StepContext, hooks: HookRunner, frame: Frame, call: P
                    "evidence_arguments": dict(outcome.evidence_arguments),
                    "error_code": outcome.error_code, "annotations": {}}
         payload, _ = await hooks.run("tool.after", payload, instance=inst,
-                                     key=f"tool-after:{call['request_id']}", tool=call["name"])
+                                     key=f"tool-after:{call['request_id']}", tool=call["name"],
+                                     operation_id=f"t:{call['request_id']}")
         outcome = dataclasses.replace(outcome, value=payload["value"])
         annotations = dict(payload.get("annotations") or {})
     record_tool(ctx, frame, call, outcome, full=_full_text(raw), annotations=annotations)

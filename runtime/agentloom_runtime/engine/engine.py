@@ -419,7 +419,7 @@ class Engine:
             payload = {"run_id": ctx.run_id, "instance": "main", "task": task_text(ctx, main),
                        "mode": self._snapshot.mode}
             _, rejected = await hooks.run("run.before", payload, instance="main",
-                                          key="run.before")
+                                          key="run.before", operation_id=f"run:{ctx.run_id}")
             if rejected is not None:
                 raise BlockRun(HookRejected(f"run.before hook {rejected.hook_id} rejected "
                                             f"the run: {rejected.reason}"))

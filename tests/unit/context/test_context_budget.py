@@ -220,11 +220,50 @@ async def test_an_oversized_group_that_needs_too_many_calls_stays_verbatim() -> 
     text = "word " * 12_000  # 60,000 characters: more pieces than one call allows
     view = [SYSTEM, {"role": "user", "content": TASK}, assistant_calls("big"),
             tool("big", text), *conversation(6, seqs=False)[2:]]
-    p = policy(context_window=40_000, max_compaction_calls=1)
+    p = policy(context_window=75_000, max_compaction_calls=1)
+    assert p.trigger_tokens <= p.estimate(view, []) <= p.effective_budget
     fake = Summarizer()
     result = await p.compact(context(view), fake)
     assert fake.requests == []  # the oldest unit does not fit: nothing is half-summarised
     assert result is None
+
+
+async def test_over_the_hard_budget_an_oversized_group_is_summarised_from_its_head() -> None:
+    """The same group in a view over the hard budget: staying verbatim would leave a
+    request that is never sent (issue 17), so it is summarised from the fragments the
+    calls allow, with a note of what was left out; the source records keep it whole."""
+    text = "word " * 12_000
+    view = [SYSTEM, {"role": "user", "content": TASK}, assistant_calls("big"),
+            tool("big", text), *conversation(6, seqs=False)[2:]]
+    p = policy(context_window=40_000, max_compaction_calls=1)
+    assert p.estimate(view, []) > p.effective_budget
+    fake = Summarizer()
+    result = await p.compact(context(view), fake)
+    assert result is not None and len(fake.requests) == 1
+    [material] = fake.materials
+    assert "characters, is left out" in material and "[part 1/1 " in material
+    assert p.estimate(result.messages, []) < p.trigger_tokens
+    assert not any(m.get("tool_call_id") == "big" for m in result.messages)
+    assert protocol_violations(result.messages) == []
+
+
+async def test_over_the_hard_budget_a_smaller_view_is_progress_even_if_still_over() -> None:
+    """Seven groups of 5,000 characters and one summary call per preparation: no single
+    preparation can bring the view within the budget, so each commits what it folded and
+    the next goes on from there (before: skipped every time, a request never sent)."""
+    view = [SYSTEM, {"role": "user", "content": TASK}]
+    for k in range(7):
+        view += [assistant_calls(f"g{k}"), tool(f"g{k}", f"result {k} " + "r" * 5_000)]
+    p = policy(context_window=16_000, max_compaction_calls=1)
+    sizes = [p.estimate(view, [])]
+    while sizes[-1] > p.effective_budget:
+        result = await p.compact(context(view), Summarizer())
+        assert result is not None, "a preparation over the hard budget makes progress"
+        view = list(result.messages)
+        sizes.append(p.estimate(view, []))
+        assert sizes[-1] < sizes[-2] and protocol_violations(view) == []
+    assert len(sizes) > 2, "it took more than one preparation"
+    assert any(m.get("content") == TASK for m in view)
 
 
 async def test_a_pending_group_at_the_end_is_never_summarised() -> None:

@@ -25,6 +25,7 @@ from agentloom_runtime.hooks import (
     Continue,
     HookDefinition,
     HookRegistry,
+    HookScope,
     PatchInput,
     PatchOutput,
     Reject,
@@ -38,12 +39,14 @@ SUBS = [{"id": "counter", "name": "Counter", "duty": "count words",
 class Recorder:
     def __init__(self) -> None:
         self.seen: list[tuple[str, dict[str, Any]]] = []
+        self.scopes: list[HookScope] = []
         self.results: dict[str, Any] = {}
         self.fail: set[str] = set()
 
     def handler(self, point: str):
         async def hook(ctx, payload):
             self.seen.append((point, payload))
+            self.scopes.append(ctx.scope)
             if point in self.fail:
                 self.fail.discard(point)
                 raise Crash(f"process died inside the {point} hook")
@@ -108,6 +111,32 @@ async def test_every_point_runs_with_a_valid_payload() -> None:
     seen = {p for p, _ in recorder.seen}
     assert seen >= set(POINTS) - {"operation.error"}
     assert effects.calls == ["ops@example.com"]
+
+
+async def test_every_point_names_its_session_and_operation_in_the_scope() -> None:
+    """``HookScope.session_id`` / ``operation_id`` used to be always None."""
+    recorder = Recorder()
+    store = InMemoryCheckpointStore()
+    engine = build_engine(store=store, model=child_model(), tools=SideEffects().tools(),
+                          **hooked(recorder))
+    run_id = await engine.start("delegate, then mail", labels={"session": "s-1"})
+    assert (await drive(engine)).status == "completed", engine.error
+    assert {s.session_id for s in recorder.scopes} == {"s-1"}
+    ops = {r["call"]["op_id"] for inst in ("main", "sub-1")
+           for r in records(store, run_id, "assistant", instance=inst)}
+    ops |= {e.body["op_id"] for e in store.read(run_id, "ops") if "op_id" in e.body}
+    calls = {r["request_id"] for inst in ("main", "sub-1")
+             for r in records(store, run_id, "tool_result", instance=inst)}
+    for scope, (point, payload) in zip(recorder.scopes, recorder.seen, strict=True):
+        operation = scope.operation_id
+        if point.startswith(("model.chat", "context.prepare")):
+            assert operation in ops, (point, operation)
+        elif point.startswith(("tool.", "subagent.")):
+            assert operation is not None and operation[2:] in calls, (point, operation)
+        elif point.startswith("run."):
+            assert operation == f"run:{run_id}"
+        else:
+            assert operation == payload["operation_id"], point
 
 
 async def test_tool_before_patch_is_revalidated_and_reject_is_a_result() -> None:

@@ -1,14 +1,24 @@
 """Compaction never wedges a run (issue 9): a ``context.compact.after`` rewrite that
 fails validation is refused like any bad result (the view stays, the failure memory
 records it, the run goes on), and the host validates every result itself — smaller,
-protocol-valid, no longer triggering — whatever the policy says."""
+protocol-valid, no longer triggering — whatever the policy says. A policy that implements
+only ``compact`` (all the contract asks) runs with the base's defaults (issue 17)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
-from support.engine import COMPACTING, MAILED, SideEffects, build_engine, mailing, make_snapshot
+from support.engine import (
+    COMPACTING,
+    MAILED,
+    SideEffects,
+    build_engine,
+    drive,
+    mailing,
+    make_snapshot,
+)
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.context import CompactionFailureMemory, CompactionPolicyBase, Decision
@@ -18,6 +28,7 @@ from agentloom_runtime.contracts import (
     Message,
     ModelCall,
 )
+from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.hooks import Continue, HookDefinition, HookRegistry, PatchOutput
 from agentloom_runtime.testing import FunctionModel
 
@@ -141,3 +152,57 @@ async def test_the_host_refuses_a_bad_compaction_result_whatever_the_policy_says
     assert refusals[0]["memory"]["failures"] == 1
     assert effects.calls == EXPECTED
     assert "context.compacted" not in events.topics()
+
+
+class OnlyCompact:
+    """Only what the contract asks of a compaction policy: ``compact`` (and a module's
+    ``module_id`` / ``checkpoint_config``), no base class. Once the view has 9 messages,
+    everything between the task and the last call group becomes one summary."""
+
+    module_id = "only-compact/v1"
+
+    def __init__(self) -> None:
+        self.compacted = 0
+        self.closed = 0
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {}
+
+    async def compact(self, context: ContextInput, call: ModelCall, *,
+                      memory: Any = None) -> CompactionResult | None:
+        messages = list(context.messages)
+        if len(messages) < 9:
+            return None
+        self.compacted += 1
+        mailed = sorted(set(re.findall(r"user\d+@example\.com", str(messages))))
+        summary: Message = {"role": "user", "content": f"[summary] mailed {mailed}"}
+        return CompactionResult(messages=[*messages[:2], summary, *messages[-2:]],
+                                summary=summary["content"])
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+async def test_a_policy_that_implements_only_compact_runs_with_the_base_defaults() -> None:
+    """Before: ``step()`` raised AttributeError (``should_compact``) on the first step."""
+    store, effects, policy = InMemoryCheckpointStore(), SideEffects(), OnlyCompact()
+    engine = build_engine(store=store, model=FunctionModel(mailing), tools=effects.tools(),
+                          compaction=policy)  # type: ignore[arg-type]
+    run_id = await engine.start("mail everyone")
+    assert (await drive(engine)).status == "completed", engine.error
+    assert effects.calls == EXPECTED
+    assert policy.compacted and store.read(run_id, "snap:main"), "its views were committed"
+    await engine.close()
+    assert policy.closed == 1, "the host's own object is closed, once"
+
+
+def test_a_bare_policy_that_defines_an_optional_method_is_refused() -> None:
+    """A hard limit written on a policy outside the base would never be called: the
+    engine refuses it rather than drop it silently."""
+
+    class Limited(OnlyCompact):
+        def validate_request(self, request: Any) -> None:
+            return None
+
+    with pytest.raises(ConfigError, match="CompactionPolicyBase"):
+        build_engine(compaction=Limited())  # type: ignore[arg-type]
