@@ -81,7 +81,7 @@ def _stuck(ctx: StepContext, frame: Frame, memory: CompactionFailureMemory,
            over: BudgetExceeded, *, attempted: bool) -> BlockRun:
     """The block of a view over the hard budget that compaction did not bring under it:
     after failed attempts a resume tries once more; without an attempt it cannot help."""
-    inst, run = frame["instance"], ctx.run_id
+    inst = frame["instance"]
     size = (f"the {inst} view is estimated at {over.details.get('estimate')}, over the "
             f"effective input budget {over.details.get('budget')}")
     reason = memory.last_reason or "the compaction policy made no smaller view"
@@ -90,8 +90,8 @@ def _stuck(ctx: StepContext, frame: Frame, memory: CompactionFailureMemory,
         return BlockRun(BudgetExceeded(
             f"{size}, and compacting it failed {memory.failures} time(s) in a row (last: "
             f"{reason}); this execution does not pay for the same attempt again. "
-            f"`agentloom resume {run}` makes one more attempt (after a provider error, "
-            "say); if it fails the same way, ask a new question instead",
+            "A resume makes one more attempt (after a provider error, say); if it fails "
+            "the same way, a new question moves the session on",
             details=details))
     return BlockRun(ContextOverBudget(
         f"{size}, and compaction cannot bring it under: {reason}. A resume would stop "
