@@ -22,7 +22,8 @@ from agentloom.platform.errors import Invalid
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.secrets import _StoreKeySlots as StoreKeySlots
 from agentloom.platform.store import PlatformStore, SqliteItemStore
-from agentloom.stores.layout import DATABASE, KEY_FILE
+from agentloom.stores import layout
+from agentloom.stores.layout import KEY_FILE
 
 from .capability import KnowledgeCapability
 from .embeddings import ConnectionEmbedder, Embedder, Endpoint, OpenAIEmbeddings
@@ -76,8 +77,9 @@ def embedded_knowledge(home: Path, *, allow_loopback: bool = False) -> Knowledge
     ``EmbeddedPlatform.open(capabilities=Capabilities.of([..., embedded_knowledge(home)]))``."""
     from .sqlite_index import SqliteIndex  # numpy: embedded only (not in the Lambda bundle)
 
+    database = layout.prepare(home)  # owner-only before SQLite opens it
     keyring = LocalKeyring(home / KEY_FILE)
-    store = PlatformStore(SqliteItemStore(home / DATABASE))
+    store = PlatformStore(SqliteItemStore(database))
     return KnowledgeCapability(knowledge_service(
-        store, keyring, SqliteIndex(home / DATABASE),
+        store, keyring, SqliteIndex(database),
         policy=AddressPolicy(allow_loopback=allow_loopback)))

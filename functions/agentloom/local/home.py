@@ -11,7 +11,6 @@ records, usage, events and reusable view are one SQLite transaction, and a
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from agentloom.platform.redaction import Redactor
 from agentloom.platform.store import PlatformStore, SqliteItemStore
 from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
+from agentloom.stores import layout
 from agentloom.stores.layout import DATABASE as DATABASE
 from agentloom.stores.layout import KEY_FILE as KEY_FILE
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
@@ -51,16 +51,13 @@ def open_home(home: Path, redactor: Redactor) -> Home:
 
 
 def open_checkpoint_store(home: Path) -> SqliteCheckpointStore:
-    """The embedded checkpoint store: ``home/agentloom.sqlite3`` (mode 0600), encrypted
+    """The embedded checkpoint store: ``home/agentloom.sqlite3`` (mode 0600, made so by
+    ``agentloom.stores.layout.prepare`` before SQLite opens it), encrypted
     with the envelope codec under the local key file ``home/agentloom.key`` (created 0600
     on first use; ``ConfigError`` when it is unreadable, not ours or open to group or
     others). State written before encryption became the default is refused, naming the
     file: the codec reads no plaintext (docs/encryption.md, "Embedded mode")."""
-    # Others may traverse (a sandbox running as nobody must reach its workspace) but not
-    # list; the database holding conversations is owner-only (SQLite gives its -wal/-shm
-    # files the database file's mode).
-    home.mkdir(mode=0o711, parents=True, exist_ok=True)
-    path, key = home / DATABASE, home / KEY_FILE
+    path, key = layout.prepare(home), home / KEY_FILE  # owner-only, never reopened
     if not key.exists() and _holds_runs(path):
         raise ConfigError(
             f"{path} holds runs stored without encryption (written before embedded mode "
@@ -68,7 +65,6 @@ def open_checkpoint_store(home: Path) -> SqliteCheckpointStore:
             f"plaintext runs are not mixed in one store: move {path} and its -wal/-shm "
             "files aside to start afresh (or read them with the earlier version)",
             details={"code": "unencrypted_state", "path": str(path)})
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     codec = EnvelopeCodec(LocalKeyring(key), scope=fixed_scope(space="local"))
     return SqliteCheckpointStore(path, codec=codec)
 

@@ -44,8 +44,8 @@ def embedded_capability(home: Path, policy: McpPolicy | None = None) -> McpCapab
     from agentloom.crypto import LocalKeyring
     from agentloom.platform.secrets import CodecSecrets
     from agentloom.platform.store import SqliteItemStore
-    from agentloom.stores.layout import DATABASE, KEY_FILE
+    from agentloom.stores import layout
+    from agentloom.stores.layout import KEY_FILE
 
-    home.mkdir(parents=True, exist_ok=True)
-    store = PlatformStore(SqliteItemStore(home / DATABASE))
+    store = PlatformStore(SqliteItemStore(layout.prepare(home)))  # owner-only first
     return mcp_capability(store, CodecSecrets(LocalKeyring(home / KEY_FILE), store), policy)

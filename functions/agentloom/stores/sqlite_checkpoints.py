@@ -6,7 +6,8 @@ Layout (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
     log(run_id, stream, seq, body)  PK(run_id, stream, seq)   append-only entries
     blobs(run_id, key, data)        PK(run_id, key)           content-addressed bytes
 
-The file is in WAL mode, so readers never block the writer. A commit is one
+The file is in WAL mode, so readers never block the writer. Opening a file that holds
+the schema already writes nothing (a store on a full disk still opens and reads). A commit is one
 ``BEGIN IMMEDIATE`` transaction: it takes the write lock first (waiting up to
 ``busy_timeout``), then compares-and-sets the head and inserts the rows; any clash rolls
 the whole transaction back and raises ``CheckpointConflict``. The lock is SQLite's own,
@@ -136,12 +137,11 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         mode = self._enable_wal(conn)
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: cannot use WAL mode (journal_mode={mode})")
+        if self._schema_found(conn):
+            return  # nothing to write: a store on a full disk still opens and reads
         conn.execute("BEGIN IMMEDIATE")
         try:
-            found = conn.execute("PRAGMA user_version").fetchone()[0]
-            if found not in (0, SCHEMA_VERSION):
-                raise ConfigError(f"{self.path}: checkpoint schema version {found}, "
-                                  f"this code reads version {SCHEMA_VERSION}")
+            self._schema_found(conn)  # the version check again, under the write lock
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -149,6 +149,17 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         except BaseException:
             _rollback(conn)
             raise
+
+    def _schema_found(self, conn: sqlite3.Connection) -> bool:
+        """Whether the file holds this schema already (``ConfigError`` for another
+        version); a read, no write."""
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found not in (0, SCHEMA_VERSION):
+            raise ConfigError(f"{self.path}: checkpoint schema version {found}, "
+                              f"this code reads version {SCHEMA_VERSION}")
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return found == SCHEMA_VERSION and {"heads", "log", "blobs"} <= tables
 
     def close(self) -> None:
         """Close every connection. Call it once no operation is in flight."""

@@ -72,23 +72,33 @@ class SqliteItemStore(ItemStore):
                 time.sleep(0.01)
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: cannot use WAL mode (journal_mode={mode})")
+        if self._schema_found(conn):
+            return  # nothing to write: a store on a full disk still opens and reads
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA:
                 conn.execute(statement)
-            row = conn.execute("SELECT version FROM platform_schema WHERE name = 'items'"
-                               ).fetchone()
-            if row is None:
+            if not self._schema_found(conn):
                 conn.execute("INSERT INTO platform_schema VALUES ('items', ?)",
                              (SCHEMA_VERSION,))
-            elif int(row[0]) != SCHEMA_VERSION:
-                raise ConfigError(f"{self.path}: platform schema version {row[0]}, this "
-                                  f"code reads version {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _schema_found(self, conn: sqlite3.Connection) -> bool:
+        """Whether the file holds this schema (``ConfigError`` for another version)."""
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"platform_schema", "platform_items"} <= tables:
+            return False
+        row = conn.execute("SELECT version FROM platform_schema WHERE name = 'items'"
+                           ).fetchone()
+        if row is not None and int(row[0]) != SCHEMA_VERSION:
+            raise ConfigError(f"{self.path}: platform schema version {row[0]}, this "
+                              f"code reads version {SCHEMA_VERSION}")
+        return row is not None
 
     def close(self) -> None:
         self._pool.close()
