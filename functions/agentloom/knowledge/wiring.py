@@ -21,7 +21,8 @@ from agentloom.platform.domain import ModelConnectionRecord
 from agentloom.platform.errors import Invalid
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.secrets import _StoreKeySlots as StoreKeySlots
-from agentloom.platform.store import PlatformStore, SqliteItemStore
+from agentloom.platform.store import PlatformStore
+from agentloom.platform.store.sealed import embedded_items
 from agentloom.stores import layout
 from agentloom.stores.layout import KEY_FILE
 
@@ -77,9 +78,9 @@ def embedded_knowledge(home: Path, *, allow_loopback: bool = False) -> Knowledge
     ``EmbeddedPlatform.open(capabilities=Capabilities.of([..., embedded_knowledge(home)]))``."""
     from .sqlite_index import SqliteIndex  # numpy: embedded only (not in the Lambda bundle)
 
-    database = layout.prepare(home)  # owner-only before SQLite opens it
+    items = embedded_items(home)  # owner-only before SQLite opens it, bodies sealed
     keyring = LocalKeyring(home / KEY_FILE)
-    store = PlatformStore(SqliteItemStore(database))
+    store = PlatformStore(items)
     return KnowledgeCapability(knowledge_service(
-        store, keyring, SqliteIndex(database),
+        store, keyring, SqliteIndex(home / layout.DATABASE),
         policy=AddressPolicy(allow_loopback=allow_loopback)))

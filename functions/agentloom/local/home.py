@@ -2,11 +2,11 @@
 
 ``home/agentloom.sqlite3`` (mode 0600) holds the checkpoint store (runs, encrypted under
 ``home/agentloom.key``) and the platform store (sessions, runs, the session record
-streams, events …). ``open_home`` wires them the one way both hosts use — the CLI
-(``LocalApp``) and ``agentloom serve`` (``EmbeddedPlatform``): the platform's companion
-``SessionCommits`` attached to the checkpoint store, so a run's commit, its session
-records, usage, events and reusable view are one SQLite transaction, and a
-``RunTracker`` over both.
+streams, events …; its bodies sealed under the same key file: ``embedded_items``).
+``open_home`` wires them the one way both hosts use — the CLI (``LocalApp``) and
+``agentloom serve`` (``EmbeddedPlatform``): the platform's companion ``SessionCommits``
+attached to the checkpoint store, so a run's commit, its session records, usage, events
+and reusable view are one SQLite transaction, and a ``RunTracker`` over both.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 
 from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
 from agentloom.platform.redaction import Redactor
-from agentloom.platform.store import PlatformStore, SqliteItemStore
+from agentloom.platform.store import PlatformStore
+from agentloom.platform.store.sealed import embedded_items
 from agentloom.platform.store.session_commits import SessionCommits
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores import layout
@@ -43,7 +44,7 @@ class Home:
 
 def open_home(home: Path, redactor: Redactor) -> Home:
     checkpoints = open_checkpoint_store(home)
-    platform = PlatformStore(SqliteItemStore(home / DATABASE))
+    platform = PlatformStore(embedded_items(home))  # bodies sealed under the key file
     commits = SessionCommits(platform, redactor=redactor)  # one transaction, one file
     checkpoints.attach(commits)
     tracker = RunTracker(platform, checkpoints, redactor=redactor, commits=commits)

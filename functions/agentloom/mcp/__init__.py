@@ -43,9 +43,8 @@ def embedded_capability(home: Path, policy: McpPolicy | None = None) -> McpCapab
     ``home`` (its own connection to the same database)."""
     from agentloom.crypto import LocalKeyring
     from agentloom.platform.secrets import CodecSecrets
-    from agentloom.platform.store import SqliteItemStore
-    from agentloom.stores import layout
+    from agentloom.platform.store.sealed import embedded_items
     from agentloom.stores.layout import KEY_FILE
 
-    store = PlatformStore(SqliteItemStore(layout.prepare(home)))  # owner-only first
+    store = PlatformStore(embedded_items(home))  # owner-only, bodies sealed
     return mcp_capability(store, CodecSecrets(LocalKeyring(home / KEY_FILE), store), policy)

@@ -314,7 +314,7 @@ class BubblewrapRunner:
                 self.launch_argv(bwrap_argv, owner_pid, writer), stdin=reader,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(writer,),
                 env=self._host_env(), start_new_session=True, close_fds=True,
-                **self._user_kwargs())
+                umask=0o077, **self._user_kwargs())  # what a command creates: its own
         finally:  # the owner keeps no end: the gate tells of the launcher alone
             os.close(reader)
             os.close(writer)
