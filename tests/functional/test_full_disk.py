@@ -122,6 +122,31 @@ cli("resolve", run_id, "--ran", "--output", "filled", "--exit-code", "0")
 """
 
 
+CLOSED_THEN_FULL = r"""
+import json, subprocess, sys
+from pathlib import Path
+home, agent = sys.argv[1], sys.argv[2]
+def cli(*args):
+    done = subprocess.run([sys.executable, "-m", "agentloom.cli", "--home", home, *args],
+                          capture_output=True, text=True, timeout=120)
+    print(json.dumps({"args": args, "rc": done.returncode, "out": done.stdout,
+                      "err": done.stderr}), flush=True)
+    return done
+ran = cli("run", "--agent", agent, "note it")
+run_id = next(l.split()[2] for l in ran.stdout.splitlines() if l.startswith("▶ run "))
+with open(Path(home).parent / "fill", "wb") as fill:  # the disk fills after the run
+    try:
+        while True:
+            fill.write(b"\0" * 65536)
+            fill.flush()
+    except OSError:
+        pass
+print(json.dumps({"wal": sorted(p.name for p in Path(home).glob("*-wal"))}), flush=True)
+cli("show", run_id)
+cli("runs")
+"""
+
+
 def _sized_tmpfs() -> bool:
     """Whether bubblewrap can mount a size-limited tmpfs here (root, or user namespaces)."""
     if not has_bwrap():
@@ -167,3 +192,28 @@ def test_a_disk_that_fills_during_a_command_is_read_by_show_and_recovered(
     assert "interrupted: no process drives it" in shown["out"]
     assert resumed["rc"] == 3 and "■ blocked (tool_outcome_unknown)" in resumed["out"]
     assert resolved["rc"] == 0 and "■ completed" in resolved["out"], resolved
+
+
+@pytest.mark.skipif(not _sized_tmpfs(), reason="bubblewrap cannot mount a sized tmpfs here")
+def test_show_reads_a_home_whose_disk_filled_after_it_was_closed(tmp_path: Path) -> None:
+    """No process has the home open (SQLite removed its -wal and -shm at the last close):
+    reading it must size a new -shm, which the full disk refuses; a reader then opens the
+    database read-only without one."""
+    import json
+    import subprocess
+    import sys
+
+    agent = write_agent(tmp_path / "agent", agent_id="notes", tools=["workspace"],
+                        demo_replies=[{"answer": "noted"}])
+    with state_dir() as disk:
+        done = subprocess.run(
+            ["bwrap", "--dev-bind", "/", "/", "--perms", "0711", "--size", "8000000",
+             "--tmpfs", str(disk), sys.executable, "-c", CLOSED_THEN_FULL,
+             str(disk / "home"), str(agent)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    ran, closed, shown, listed = (json.loads(line) for line in done.stdout.splitlines())
+    assert ran["rc"] == 0, ran
+    assert closed["wal"] == []  # the last close checkpointed and removed it
+    assert shown["rc"] == 0, shown["err"]
+    assert "status: completed" in shown["out"] and "note it" in shown["out"]
+    assert listed["rc"] == 0 and "completed" in listed["out"], listed

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from agentloom_runtime.engine import RunSummary
     from agentloom_runtime.snapshot import AgentSnapshot
 
+READERS = ("show", "sessions", "runs")  # they only read: a full disk still opens
 NOT_SHOWN = {"driver"}  # a session's lease holder: the platform's business (as in the API)
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -434,7 +435,7 @@ def main(args: argparse.Namespace, way: Way) -> int:
     if args.command in ("resume", "resolve"):
         transcript.run_id = args.run_id
     interrupts = _Interrupts(transcript, as_json=as_json)
-    app = LocalApp(home, emit=transcript)
+    app = LocalApp(home, emit=transcript, reader=args.command in READERS)
     command = COMMANDS[" ".join(filter(None, (args.command, getattr(args, "action", None))))]
     try:
         return asyncio.run(interrupts.guard(command(Ctx(app, args, transcript.say, way,

@@ -42,16 +42,17 @@ class Home:
         self.checkpoints.close()
 
 
-def open_home(home: Path, redactor: Redactor) -> Home:
-    checkpoints = open_checkpoint_store(home)
-    platform = PlatformStore(embedded_items(home))  # bodies sealed under the key file
+def open_home(home: Path, redactor: Redactor, *, reader: bool = False) -> Home:
+    """``reader``: for a process that only reads (a full disk: ``stores.sqlite_connections``)."""
+    checkpoints = open_checkpoint_store(home, reader=reader)
+    platform = PlatformStore(embedded_items(home, reader=reader))  # sealed bodies
     commits = SessionCommits(platform, redactor=redactor)  # one transaction, one file
     checkpoints.attach(commits)
     tracker = RunTracker(platform, checkpoints, redactor=redactor, commits=commits)
     return Home(checkpoints, platform, commits, tracker)
 
 
-def open_checkpoint_store(home: Path) -> SqliteCheckpointStore:
+def open_checkpoint_store(home: Path, *, reader: bool = False) -> SqliteCheckpointStore:
     """The embedded checkpoint store: ``home/agentloom.sqlite3`` (mode 0600, made so by
     ``agentloom.stores.layout.prepare`` before SQLite opens it), encrypted
     with the envelope codec under the local key file ``home/agentloom.key`` (created 0600
@@ -67,7 +68,7 @@ def open_checkpoint_store(home: Path) -> SqliteCheckpointStore:
             "files aside to start afresh (or read them with the earlier version)",
             details={"code": "unencrypted_state", "path": str(path)})
     codec = EnvelopeCodec(LocalKeyring(key), scope=fixed_scope(space="local"))
-    return SqliteCheckpointStore(path, codec=codec)
+    return SqliteCheckpointStore(path, codec=codec, reader=reader)
 
 
 def _holds_runs(path: Path) -> bool:

@@ -87,11 +87,12 @@ class SqliteCheckpointStore(BaseCheckpointStore):
     ``"NORMAL"`` is faster but may lose the last commits on power loss (never on a
     process crash) — never a torn one. ``codec``: encrypt what is stored with it
     (``None``: plaintext). ``companion``: the host's writes joined to every commit.
+    ``reader``: a process that only reads (``stores.sqlite_connections``: a full disk).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0,
                  synchronous: Synchronous = "FULL", codec: RecordCodec | None = None,
-                 companion: CommitCompanion | None = None) -> None:
+                 companion: CommitCompanion | None = None, reader: bool = False) -> None:
         super().__init__(codec=codec, companion=companion)
         text = os.fspath(path)
         if not text or text == ":memory:" or text.startswith("file:"):
@@ -105,7 +106,8 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         self._busy_ms = int(busy_timeout * 1000)
         self._synchronous = synchronous
         self._pool = ThreadConnections(self.path, busy_ms=self._busy_ms,
-                                       synchronous=synchronous, what="checkpoint store")
+                                       synchronous=synchronous, what="checkpoint store",
+                                       reader=reader)
         self._counter_lock = threading.Lock()
         self.bytes_written = 0
         self.blob_bytes_written = 0
@@ -134,6 +136,10 @@ class SqliteCheckpointStore(BaseCheckpointStore):
             delay = min(delay * 2, 0.1)
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
+        if self._pool.immutable:  # a reader on a full disk: the schema must be there
+            if not self._schema_found(conn):
+                raise ConfigError(f"{self.path} holds no checkpoint store")
+            return
         mode = self._enable_wal(conn)
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: cannot use WAL mode (journal_mode={mode})")

@@ -39,11 +39,13 @@ DOCUMENT = "platform"
 KEYS_PK = f"seal#{DOCUMENT}"
 
 
-def embedded_items(home: Path) -> SealedItemStore:
+def embedded_items(home: Path, *, reader: bool = False) -> SealedItemStore:
     """The platform items of an embedded home: ``home/agentloom.sqlite3`` (owner-only
-    first: ``agentloom.stores.layout.prepare``), sealed under ``home/agentloom.key``."""
+    first: ``agentloom.stores.layout.prepare``), sealed under ``home/agentloom.key``.
+    ``reader``: for a process that only reads (``SqliteItemStore``)."""
     database = layout.prepare(home)
-    return SealedItemStore(SqliteItemStore(database), LocalKeyring(home / layout.KEY_FILE))
+    return SealedItemStore(SqliteItemStore(database, reader=reader),
+                           LocalKeyring(home / layout.KEY_FILE))
 
 
 class _KeySlots:

@@ -42,7 +42,9 @@ _SCHEMA = (
 
 
 class SqliteItemStore(ItemStore):
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0,
+                 reader: bool = False) -> None:
+        """``reader``: a process that only reads (``stores.sqlite_connections``)."""
         text = os.fspath(path)
         if not text or text == ":memory:" or text.startswith("file:"):
             raise ConfigError("SqliteItemStore needs a file path; use "
@@ -51,7 +53,7 @@ class SqliteItemStore(ItemStore):
         self._file = self.path.resolve()
         self._busy_ms = int(busy_timeout * 1000)
         self._pool = ThreadConnections(self.path, busy_ms=self._busy_ms, synchronous="FULL",
-                                       what="platform store")
+                                       what="platform store", reader=reader)
         self._init_schema(self._conn())
 
     # -- connections ---------------------------------------------------------------------
@@ -60,6 +62,10 @@ class SqliteItemStore(ItemStore):
         return self._pool.get()
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
+        if self._pool.immutable:  # a reader on a full disk: the schema must be there
+            if not self._schema_found(conn):
+                raise ConfigError(f"{self.path} holds no platform store")
+            return
         deadline = time.monotonic() + self._busy_ms / 1000
         while True:  # switching to WAL may race another opener of a fresh file
             try:
