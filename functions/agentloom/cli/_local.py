@@ -416,10 +416,11 @@ def _error(err: AgentLoomError, way: Way, *, as_json: bool, home: Path,
     given = err.details.get("next")
     commands = [str(c) for c in given] if isinstance(given, list) else []
     if code == "no_space" and run_id is not None:  # the run stopped at its last commit
-        message += (f"; free space on the disk that holds {home}, then continue the run (a "
-                    "command whose result was not saved stops it for a verdict: "
-                    f"`{way.prefix} resolve {run_id} --ran` with what it printed, "
-                    "--did-not-run or --run-again)")
+        message += f"; free space on the disk that holds {home}, then continue the run"
+        if err.details.get("request_id"):  # it ran: its outcome is the operator's to tell
+            message += (" (it stops on this command for a verdict: `"
+                        f"{way.prefix} resolve {run_id} --ran` with what it printed, "
+                        "--did-not-run or --run-again)")
         commands = [way.resume(run_id)]
     return _output.error(str(code), message, as_json=as_json, next_commands=commands)
 
