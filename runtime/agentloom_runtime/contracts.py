@@ -305,6 +305,11 @@ class CommandMarkers(Protocol):
         """Remove the marker, after an operator's verdict was committed."""
         ...
 
+    def forget(self, request_id: str) -> None:
+        """The command's result is held by a commit now: remove the host's copy of it
+        (idempotent). A marker still there keeps it (the marker's own rules clear both)."""
+        ...
+
 
 # ---------------------------------------------------------------- completion / strategy
 

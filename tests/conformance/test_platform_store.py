@@ -1,5 +1,6 @@
 """The platform store port, one suite for every adapter (in-memory reference, SQLite,
-DynamoDB on moto in-process; one test runs DynamoDB over HTTP on a moto server).
+SQLite with sealed bodies as an embedded home has it, DynamoDB on moto in-process; one
+test runs DynamoDB over HTTP on a moto server).
 
 The primitives (conditional writes, all-or-nothing transactions, ordered prefix
 queries) and the operations built on them: membership changes serialized on the space
@@ -18,6 +19,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from agentloom.crypto import LocalKeyring
 from agentloom.platform.domain import (
     Agent,
     AgentVersion,
@@ -47,11 +49,12 @@ from agentloom.platform.store import (
 )
 from agentloom.platform.store.dynamodb import MAX_ITEM_BYTES, create_table
 from agentloom.platform.store.items import Write, put
+from agentloom.platform.store.sealed import SealedItemStore
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint.store import Commit
 from agentloom_runtime.errors import PersistenceError
 
-ADAPTERS = ["memory", "sqlite", "dynamodb"]
+ADAPTERS = ["memory", "sqlite", "sealed", "dynamodb"]  # sealed: the embedded home's
 TABLE = "agentloom-platform-test"
 
 
@@ -67,6 +70,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PlatformSt
         return
     if request.param == "memory":
         backend = InMemoryItemStore()
+    elif request.param == "sealed":
+        backend = SealedItemStore(SqliteItemStore(tmp_path / "agentloom.sqlite3"),
+                                  LocalKeyring(tmp_path / "agentloom.key"))
     else:
         backend = SqliteItemStore(tmp_path / "agentloom.sqlite3")
     store = PlatformStore(backend)

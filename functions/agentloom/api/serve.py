@@ -10,7 +10,9 @@ defined once in ``agentloom.api.serve_options`` and call ``execute``.
     serve openapi                                             print the OpenAPI document
 
 State lives in ``--home`` (default ``$AGENTLOOM_HOME`` or ``./.agentloom``), the same
-directory the CLI uses. Tokens are printed once and stored as their sha256 only.
+directory the CLI uses; a serving process holds the home's ``serve.lock`` (a second
+server on it is refused; the CLI names this server's API for the runs it drives:
+``agentloom.local.served``). Tokens are printed once and stored as their sha256 only.
 Model keys come from the server's environment: an agent's ``model.api_key_ref`` may name
 only the variables ``--key-env`` allows (default ``OPENAI_API_KEY``, ``DEEPSEEK_API_KEY``).
 ``--model-factory`` names trusted Python that builds each run's model gateway from its
@@ -37,6 +39,7 @@ from agentloom.api.serve_options import parser
 from agentloom.api.server import ApiServer, check_loopback
 from agentloom.local.capabilities import embedded_capabilities
 from agentloom.local.embedded import EmbeddedPlatform
+from agentloom.local.served import ServerLock
 from agentloom.platform.agents import DEFAULT_KEY_REFS, DraftRules
 from agentloom.platform.errors import PlatformError
 from agentloom.platform.identity import BearerTokens, Principal
@@ -46,8 +49,9 @@ from agentloom_runtime.errors import AgentLoomError, ConfigError
 DEFAULT_HOME = ".agentloom"
 
 
-def _home(value: str | None) -> Path:
-    return Path(value or os.environ.get("AGENTLOOM_HOME") or DEFAULT_HOME)
+def _home(args: argparse.Namespace) -> Path:
+    given = getattr(args, "sub_home", None) or getattr(args, "home", None)
+    return Path(given or os.environ.get("AGENTLOOM_HOME") or DEFAULT_HOME)
 
 
 def load_factory(spec: str) -> ModelFactory:
@@ -68,7 +72,7 @@ def open_platform(args: argparse.Namespace) -> EmbeddedPlatform:
         key_refs=frozenset(args.key_env) if args.key_env is not None else DEFAULT_KEY_REFS,
         hook_roots=tuple(Path(d).resolve() for d in args.hook_root))
     factory = load_factory(args.model_factory) if args.model_factory else None
-    home = _home(getattr(args, "sub_home", None) or getattr(args, "home", None))
+    home = _home(args)
     tools = embedded_capabilities(home, allow_loopback=bool(getattr(args,
                                                                      "allow_loopback_tools",
                                                                      False)))
@@ -105,6 +109,15 @@ def token_command(tokens: BearerTokens, args: argparse.Namespace) -> Any:
 
 def serve(args: argparse.Namespace, *, ready: threading.Event | None = None) -> int:
     check_loopback(args.host)
+    lock = ServerLock.acquire(_home(args))  # one server per home
+    try:
+        return _serve(args, lock, ready)
+    finally:
+        lock.release()
+
+
+def _serve(args: argparse.Namespace, lock: ServerLock,
+           ready: threading.Event | None) -> int:
     platform = open_platform(args)
     try:
         recovered = platform.sessions.recover()
@@ -115,6 +128,7 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None) -> 
             if threading.current_thread() is threading.main_thread():
                 signal.signal(sig, lambda *_: stop.set())
         server.start()
+        lock.announce(server.url)  # the CLI names it (agentloom.local.served)
         print(f"agentloom serve: {server.url}/api/v1 (state in {platform.home}; "
               f"{recovered} interrupted run(s) found)", flush=True)
         if ready is not None:

@@ -285,7 +285,8 @@ class StepService:
 
     def _clear_markers(self, attached: _Attached) -> None:
         """Markers whose task is over: a result was written and the engine no longer
-        waits for it (recorded), so file tools and new commands are not refused."""
+        waits for it (recorded), so file tools and new commands are not refused; the
+        result file goes with the marker (the run's commit holds it)."""
         try:
             waiting: str | None = attached.engine.command_spec()["request_id"]
         except ConfigError:
@@ -296,6 +297,7 @@ class StepService:
             if request_id and request_id != waiting and \
                     (markers.results / f"{request_id}.json").exists():
                 markers.remove(request_id)
+                markers.forget(request_id)  # its commit holds the output
 
     # -- a failed step (RecordFailure) ---------------------------------------------------
 

@@ -28,6 +28,7 @@ from . import _output, _store
 from ._commands import Way
 from ._output import Output, Transcript
 from ._parser import DEFAULT_HOME, verdict_output
+from ._served import refuse_if_served
 
 if TYPE_CHECKING:
     from agentloom.local.app import LocalApp, RunReport
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from agentloom_runtime.engine import RunSummary
     from agentloom_runtime.snapshot import AgentSnapshot
 
+READERS = ("show", "sessions", "runs")  # they only read: a full disk still opens
 NOT_SHOWN = {"driver"}  # a session's lease holder: the platform's business (as in the API)
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -170,6 +172,7 @@ async def _resume(ctx: Ctx) -> int:
     snapshot, gateway, banner = operator.restored(app, args.run_id)
     if summary.way_out == "new_question":  # it ended: say how, resume nothing
         return await _ended(ctx, summary, snapshot, gateway)
+    refuse_if_served(app, args, ctx.way)  # a served session's run: the server drives it
     ctx.say(banner)
     raised = None
     if args.raise_tokens is not None or args.raise_cost is not None:
@@ -206,6 +209,7 @@ async def _resolve(ctx: Ctx) -> int:
     app, args, way = ctx.app, ctx.args, ctx.way
     verdict = _verdict(args)
     _open_store(app, new=False)
+    refuse_if_served(app, args, way)  # a served session's run: the server drives it
     if verdict is None:  # what is unknown (a killed run is first brought to its block)
         await operator.describe(app, args.run_id, ctx.say, prefix=way.prefix)
         return ctx.done(await run_document(ctx, args.run_id)) if ctx.json else 0
@@ -405,9 +409,20 @@ class _Interrupts:
         return 130 if name == "SIGINT" else 143
 
 
-def _error(err: AgentLoomError, way: Way, *, as_json: bool) -> int:
+def _error(err: AgentLoomError, way: Way, *, as_json: bool, home: Path,
+           run_id: str | None) -> int:
     code = err.details.get("code") if isinstance(err.details.get("code"), str) else err.code
-    return _output.error(str(code), way.reword(err.message), as_json=as_json)
+    message = way.reword(err.message)
+    given = err.details.get("next")
+    commands = [str(c) for c in given] if isinstance(given, list) else []
+    if code == "no_space" and run_id is not None:  # the run stopped at its last commit
+        message += f"; free space on the disk that holds {home}, then continue the run"
+        if err.details.get("request_id"):  # it ran: its outcome is the operator's to tell
+            message += (" (it stops on this command for a verdict: `"
+                        f"{way.prefix} resolve {run_id} --ran` with what it printed, "
+                        "--did-not-run or --run-again)")
+        commands = [way.resume(run_id)]
+    return _output.error(str(code), message, as_json=as_json, next_commands=commands)
 
 
 def main(args: argparse.Namespace, way: Way) -> int:
@@ -421,13 +436,13 @@ def main(args: argparse.Namespace, way: Way) -> int:
     if args.command in ("resume", "resolve"):
         transcript.run_id = args.run_id
     interrupts = _Interrupts(transcript, as_json=as_json)
-    app = LocalApp(home, emit=transcript)
+    app = LocalApp(home, emit=transcript, reader=args.command in READERS)
     command = COMMANDS[" ".join(filter(None, (args.command, getattr(args, "action", None))))]
     try:
         return asyncio.run(interrupts.guard(command(Ctx(app, args, transcript.say, way,
                                                         as_json))))
     except AgentLoomError as err:
-        return _error(err, way, as_json=as_json)
+        return _error(err, way, as_json=as_json, home=home, run_id=transcript.run_id)
     except KeyboardInterrupt:
         return interrupts.report("SIGINT")
     except asyncio.CancelledError:

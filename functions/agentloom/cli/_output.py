@@ -64,12 +64,19 @@ def silence_stdout() -> None:
         os.close(devnull)
 
 
-def error(code: str, message: str, *, as_json: bool = False) -> int:
-    """An error as the CLI reports it: exit status 2."""
+def error(code: str, message: str, *, as_json: bool = False,
+          next_commands: Sequence[str] = ()) -> int:
+    """An error as the CLI reports it: exit status 2; ``next_commands``: what moves the
+    stopped work on (``next: …`` lines, ``"next"`` with ``--json``)."""
     with contextlib.suppress(OSError):
         print(f"error ({code}): {message}", file=sys.stderr)
+        for command in next_commands:
+            print(f"  next: {command}", file=sys.stderr)
     if as_json:
-        Output().document({"error": {"code": code, "message": message}})
+        doc: dict[str, Any] = {"error": {"code": code, "message": message}}
+        if next_commands:
+            doc["next"] = list(next_commands)
+        Output().document(doc)
     return 2
 
 

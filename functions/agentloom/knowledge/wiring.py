@@ -24,8 +24,10 @@ from agentloom.platform.domain import ModelConnectionRecord
 from agentloom.platform.errors import Invalid
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.secrets import _StoreKeySlots as StoreKeySlots
-from agentloom.platform.store import PlatformStore, SqliteItemStore
-from agentloom.stores.layout import DATABASE, KEY_FILE
+from agentloom.platform.store import PlatformStore
+from agentloom.platform.store.sealed import embedded_items
+from agentloom.stores import layout
+from agentloom.stores.layout import KEY_FILE
 
 from .capability import KnowledgeCapability
 from .embeddings import ConnectionEmbedder, Embedder, Endpoint, OpenAIEmbeddings
@@ -81,8 +83,9 @@ def embedded_knowledge(home: Path, *, allow_loopback: bool = False) -> Knowledge
     ``EmbeddedPlatform.open(capabilities=Capabilities.of([..., embedded_knowledge(home)]))``."""
     from .sqlite_index import SqliteIndex  # numpy: embedded only (not in the Lambda bundle)
 
+    items = embedded_items(home)  # owner-only before SQLite opens it, bodies sealed
     keyring = LocalKeyring(home / KEY_FILE)
-    store = PlatformStore(SqliteItemStore(home / DATABASE))
+    store = PlatformStore(items)
     return KnowledgeCapability(knowledge_service(
-        store, keyring, SqliteIndex(home / DATABASE),
+        store, keyring, SqliteIndex(home / layout.DATABASE),
         policy=AddressPolicy(allow_loopback=allow_loopback)))

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ from agentloom_runtime.contracts import (
     Verdict,
 )
 from agentloom_runtime.engine import Engine, RunSummary, cancel_run, read_run
-from agentloom_runtime.errors import CheckpointConflict, ConfigError
+from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 from agentloom_runtime.events import Emit, Topic
 from agentloom_runtime.hooks import HookRegistry
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
@@ -118,20 +119,21 @@ class LocalApp:
     """``home`` holds the database and the workspaces; ``emit`` sees every engine event
     (redacted); ``hooks`` gives the trusted handlers for an agent's hook bindings (by
     default loaded from the hook packages its agent file lists; ``lambda _: registry``
-    for a fixed registry)."""
+    for a fixed registry); ``reader``: this process only reads the home."""
 
     def __init__(self, home: Path, *, emit: Emit | None = None,
-                 hooks: HookLoader = hook_registry) -> None:
+                 hooks: HookLoader = hook_registry, reader: bool = False) -> None:
         self.home = home
         self.emit = emit
         self.hooks = hooks
+        self.reader = reader  # only reads: a full disk still opens (open_home)
         self.redactor = Redactor.from_environment()
         self._home: Home | None = None
         self._host: RunHost | None = None
 
     def _opened(self) -> Home:
         if self._home is None:
-            self._home = open_home(self.home, self.redactor)
+            self._home = open_home(self.home, self.redactor, reader=self.reader)
         return self._home
 
     @property
@@ -386,8 +388,10 @@ class LocalApp:
                 gateway = restore_model(snapshot, meta["bindings"]["model"]).gateway
             engine, _ = self.engine(snapshot, gateway, run_id=run_id,
                                     session=summary.labels.get("session", "cli"))
-        except ConfigError as err:
+        except (ConfigError, PersistenceError) as err:  # e.g. its capabilities, disk full
             return None, f"what is unknown cannot be read here: {err.message}"
+        except sqlite3.Error as err:
+            return None, f"what is unknown cannot be read here: {err}"
         try:
             unknown = engine.unknown()
         finally:

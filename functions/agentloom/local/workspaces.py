@@ -4,9 +4,11 @@ bubblewrap command sandbox.
 The layout and the file tools are the platform's (``SessionWorkspaces``). Commands run in
 bubblewrap; without a usable sandbox the tool is refused, never run on the host. On a
 root host commands run as ``nobody``, and the file tools hand what they create to that
-user, so both work on the same files. The marker store and the file tools use the
-runner's liveness: a marker whose sandbox provably holds nothing no longer blocks the
-session.
+user, so both work on the same files. Everything is its owner's alone: an instance
+directory 0700 (its files 0600, commands run with umask 077), the directories on the way
+to it 0700 (0711 on a root host: ``agentloom.stores.layout.dir_mode``). The marker store
+and the file tools use the runner's liveness: a marker whose sandbox provably holds
+nothing no longer blocks the session.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from agentloom.platform.host import SessionWorkspaces, WorkspacesFactory
 from agentloom.sandbox.bwrap import BubblewrapRunner
+from agentloom.stores import layout
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.workspace import (
     CommandResult,
@@ -41,7 +44,9 @@ class LocalWorkspaces(SessionWorkspaces):
     def __init__(self, root: Path, snapshot: AgentSnapshot, session: str) -> None:
         self._sandbox_user = sandbox_user()
         self._runner = BubblewrapRunner(sandbox_user=self._sandbox_user)
-        super().__init__(WorkspaceProvider(root, store_factory=self._store), snapshot,
+        layout.private_dir(root)  # created so, or tightened (a home made before)
+        super().__init__(WorkspaceProvider(root, store_factory=self._store,
+                                           dir_mode=layout.dir_mode()), snapshot,
                          session, liveness=self._runner.liveness)
 
     @staticmethod
@@ -51,7 +56,7 @@ class LocalWorkspaces(SessionWorkspaces):
 
     def _store(self, root: Path, lock_dir: Path) -> WorkspaceStorage:
         return PosixWorkspaceStore(root, lock_dir, owner=self._sandbox_user,
-                                   liveness=self._runner.liveness)
+                                   liveness=self._runner.liveness, private=True)
 
     def services(self) -> dict[str, Any]:
         return {"command_runner": self}
@@ -73,8 +78,11 @@ class LocalWorkspaces(SessionWorkspaces):
 
     def instance(self, instance: str) -> InstanceWorkspace:
         ws = super().instance(instance)
-        if self._sandbox_user is not None and ws.root.stat().st_uid != self._sandbox_user[0]:
+        found = ws.root.stat()
+        if self._sandbox_user is not None and found.st_uid != self._sandbox_user[0]:
             os.chown(ws.root, *self._sandbox_user)
+        if found.st_mode & 0o077:  # the commands' user alone (a home's files are private)
+            os.chmod(ws.root, 0o700)
         return ws
 
     def runner(self) -> LocalRunner:

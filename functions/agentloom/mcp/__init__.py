@@ -47,9 +47,8 @@ def embedded_capability(home: Path, policy: McpPolicy | None = None) -> McpCapab
     ``home`` (its own connection to the same database)."""
     from agentloom.crypto import LocalKeyring
     from agentloom.platform.secrets import CodecSecrets
-    from agentloom.platform.store import SqliteItemStore
-    from agentloom.stores.layout import DATABASE, KEY_FILE
+    from agentloom.platform.store.sealed import embedded_items
+    from agentloom.stores.layout import KEY_FILE
 
-    home.mkdir(parents=True, exist_ok=True)
-    store = PlatformStore(SqliteItemStore(home / DATABASE))
+    store = PlatformStore(embedded_items(home))  # owner-only, bodies sealed
     return mcp_capability(store, CodecSecrets(LocalKeyring(home / KEY_FILE), store), policy)

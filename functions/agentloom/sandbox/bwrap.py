@@ -69,6 +69,7 @@ from agentloom_runtime.workspace import (
     MarkerStore,
     OutputCapture,
     SandboxUnavailable,
+    WorkspaceError,
     split_path,
     storage_call,
 )
@@ -279,7 +280,15 @@ class BubblewrapRunner:
             sandbox.kill()  # the marker stays (no result: the fate is unknown) ...
             self._mark_exited(markers, spec.request_id, owner, sandbox)  # ... owner done
             raise
-        markers.write_result(result)  # before the marker goes: "done" never looks "absent"
+        try:
+            markers.write_result(result)  # before the marker goes: "done" never looks "absent"
+        except WorkspaceError as err:  # a full disk: the marker stays (the outcome unknown)
+            self._mark_exited(markers, spec.request_id, owner, sandbox)
+            raise WorkspaceError(err.code, f"command {spec.request_id} ran (exit "
+                                 f"{result.exit_code}), but its result could not be saved: "
+                                 f"{err.message}", details={**err.details,
+                                                            "request_id": spec.request_id}
+                                 ) from err
         if self._confirm_gone(nonce, self.confirm_timeout_s):
             markers.remove(spec.request_id)  # only now: the sandbox is confirmed gone
         else:  # the liveness check decides later whether it still blocks
@@ -305,7 +314,7 @@ class BubblewrapRunner:
                 self.launch_argv(bwrap_argv, owner_pid, writer), stdin=reader,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(writer,),
                 env=self._host_env(), start_new_session=True, close_fds=True,
-                **self._user_kwargs())
+                umask=0o077, **self._user_kwargs())  # what a command creates: its own
         finally:  # the owner keeps no end: the gate tells of the launcher alone
             os.close(reader)
             os.close(writer)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentloom.crypto import LocalKeyring
-from agentloom.stores.layout import DATABASE, KEY_FILE
+from agentloom.stores import layout
+from agentloom.stores.layout import KEY_FILE
 
 from .capability import SkillsCapability
 from .git import GitPolicy
@@ -22,7 +23,7 @@ def embedded_skills(home: Path, *, allow_local_git: bool = False) -> SkillsCapab
     """``allow_local_git``: Git imports may read file:// URLs and local paths (tests, or
     an operator importing from this machine's disk); never the default."""
     home = Path(home)
-    home.mkdir(mode=0o711, parents=True, exist_ok=True)
-    store = SkillStore(SqliteSkillItems(home / DATABASE), LocalKeyring(home / KEY_FILE))
+    database = layout.prepare(home)  # owner-only before SQLite opens it
+    store = SkillStore(SqliteSkillItems(database), LocalKeyring(home / KEY_FILE))
     return SkillsCapability(store, home / "workspaces",
                             git=GitPolicy(allow_local=allow_local_git))

@@ -6,7 +6,8 @@ Layout (``PRAGMA user_version`` = ``SCHEMA_VERSION``)::
     log(run_id, stream, seq, body)  PK(run_id, stream, seq)   append-only entries
     blobs(run_id, key, data)        PK(run_id, key)           content-addressed bytes
 
-The file is in WAL mode, so readers never block the writer. A commit is one
+The file is in WAL mode, so readers never block the writer. Opening a file that holds
+the schema already writes nothing (a store on a full disk still opens and reads). A commit is one
 ``BEGIN IMMEDIATE`` transaction: it takes the write lock first (waiting up to
 ``busy_timeout``), then compares-and-sets the head and inserts the rows; any clash rolls
 the whole transaction back and raises ``CheckpointConflict``. The lock is SQLite's own,
@@ -86,11 +87,12 @@ class SqliteCheckpointStore(BaseCheckpointStore):
     ``"NORMAL"`` is faster but may lose the last commits on power loss (never on a
     process crash) — never a torn one. ``codec``: encrypt what is stored with it
     (``None``: plaintext). ``companion``: the host's writes joined to every commit.
+    ``reader``: a process that only reads (``stores.sqlite_connections``: a full disk).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0,
                  synchronous: Synchronous = "FULL", codec: RecordCodec | None = None,
-                 companion: CommitCompanion | None = None) -> None:
+                 companion: CommitCompanion | None = None, reader: bool = False) -> None:
         super().__init__(codec=codec, companion=companion)
         text = os.fspath(path)
         if not text or text == ":memory:" or text.startswith("file:"):
@@ -104,7 +106,8 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         self._busy_ms = int(busy_timeout * 1000)
         self._synchronous = synchronous
         self._pool = ThreadConnections(self.path, busy_ms=self._busy_ms,
-                                       synchronous=synchronous, what="checkpoint store")
+                                       synchronous=synchronous, what="checkpoint store",
+                                       reader=reader)
         self._counter_lock = threading.Lock()
         self.bytes_written = 0
         self.blob_bytes_written = 0
@@ -133,15 +136,18 @@ class SqliteCheckpointStore(BaseCheckpointStore):
             delay = min(delay * 2, 0.1)
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
+        if self._pool.immutable:  # a reader on a full disk: the schema must be there
+            if not self._schema_found(conn):
+                raise ConfigError(f"{self.path} holds no checkpoint store")
+            return
         mode = self._enable_wal(conn)
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: cannot use WAL mode (journal_mode={mode})")
+        if self._schema_found(conn):
+            return  # nothing to write: a store on a full disk still opens and reads
         conn.execute("BEGIN IMMEDIATE")
         try:
-            found = conn.execute("PRAGMA user_version").fetchone()[0]
-            if found not in (0, SCHEMA_VERSION):
-                raise ConfigError(f"{self.path}: checkpoint schema version {found}, "
-                                  f"this code reads version {SCHEMA_VERSION}")
+            self._schema_found(conn)  # the version check again, under the write lock
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -149,6 +155,17 @@ class SqliteCheckpointStore(BaseCheckpointStore):
         except BaseException:
             _rollback(conn)
             raise
+
+    def _schema_found(self, conn: sqlite3.Connection) -> bool:
+        """Whether the file holds this schema already (``ConfigError`` for another
+        version); a read, no write."""
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found not in (0, SCHEMA_VERSION):
+            raise ConfigError(f"{self.path}: checkpoint schema version {found}, "
+                              f"this code reads version {SCHEMA_VERSION}")
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return found == SCHEMA_VERSION and {"heads", "log", "blobs"} <= tables
 
     def close(self) -> None:
         """Close every connection. Call it once no operation is in flight."""

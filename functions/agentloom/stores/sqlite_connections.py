@@ -5,6 +5,13 @@ in it (checkpoints, platform records).
 ``check_same_thread=False`` only so that ``close()`` may close every thread's
 connection; each connection is otherwise used by its own thread alone. Connections of
 threads that have ended are closed when a new one is opened.
+
+``reader=True`` (a process that only reads, e.g. ``agentloom show``): to read a file in
+WAL mode SQLite must create and size its ``-shm`` index, which a full disk refuses
+(``SQLITE_IOERR_SHMSIZE``). When that happens and the WAL holds nothing (every commit is
+in the file), the file is opened ``immutable`` instead: read-only, without the index and
+without locks (``immutable``), so writes fail and another process's later commits may
+not be seen — enough to read a home on a full disk.
 """
 
 from __future__ import annotations
@@ -18,8 +25,11 @@ from agentloom_runtime.errors import ConfigError
 
 
 class ThreadConnections:
-    def __init__(self, path: Path, *, busy_ms: int, synchronous: str, what: str) -> None:
+    def __init__(self, path: Path, *, busy_ms: int, synchronous: str, what: str,
+                 reader: bool = False) -> None:
         self.path = path
+        self.reader = reader
+        self.immutable = False  # reader on a full disk: see the module docstring
         self._busy_ms = busy_ms
         self._synchronous = synchronous
         self._what = what  # "checkpoint store", for the closed error
@@ -51,15 +61,35 @@ class ThreadConnections:
         self._local = threading.local()
 
     def _open(self) -> sqlite3.Connection:
+        if self.immutable:
+            return self._open_immutable()
         conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000,
                                isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            if self.reader:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if not (self.reader and _no_room(exc) and self._wal_empty()):
+                raise
+            self.immutable = True
+            return self._open_immutable()
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _open_immutable(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"{self.path.resolve().as_uri()}?immutable=1", uri=True,
+                               isolation_level=None, check_same_thread=False)
+
+    def _wal_empty(self) -> bool:
+        try:
+            return Path(f"{self.path}-wal").stat().st_size == 0
+        except FileNotFoundError:
+            return True
 
     def _reap_dead_threads(self) -> None:
         alive = []
@@ -70,3 +100,9 @@ class ThreadConnections:
             else:
                 alive.append((ref, conn))
         self._conns = alive
+
+
+def _no_room(exc: sqlite3.OperationalError) -> bool:
+    """SQLite could not make room for the WAL index (or anything): a full disk."""
+    return exc.sqlite_errorcode == sqlite3.SQLITE_IOERR_SHMSIZE or \
+        exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL

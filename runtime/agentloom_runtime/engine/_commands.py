@@ -4,20 +4,29 @@ The step saves the command spec as a ``dispatched`` operation and returns
 ``next=command``; the host runs it (bubblewrap, or ECS RunTask from Step Functions) and
 passes the result to the next ``step(command_result=...)``, or the host's marker store
 has it by request id. A dispatched command whose marker exists but whose result does
-not has an unknown outcome: the run blocks until an operator records a verdict.
+not has an unknown outcome: the run blocks until an operator records a verdict. Once the
+commit recording a command holds its result, the host's copy goes (``forget``).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from agentloom_runtime.errors import CheckpointConflict, ConfigError, ToolOutcomeUnknown
+from agentloom_runtime.errors import (
+    CheckpointConflict,
+    ConfigError,
+    ToolError,
+    ToolOutcomeUnknown,
+)
 from agentloom_runtime.tools import PreparedCall, RawResult
 
 from ._context import BlockRun, StepContext, now
 from ._hooks import HookRunner
 from ._state import CommandOp, Frame, PendingCall, command_op
 from ._tools import finish_tool, pending_call, record_tool, tool_context, tool_request
+
+log = logging.getLogger(__name__)
 
 
 async def dispatch_command(ctx: StepContext, frame: Frame, call: PendingCall,
@@ -73,3 +82,8 @@ async def record_command(ctx: StepContext, hooks: HookRunner, op: CommandOp,
     ctx.head["op"] = None
     await finish_tool(ctx, hooks, frame, call, prepared, RawResult(ok=True, value=result),
                       status="error" if failed else "ok")
+    if ctx.host.commands is not None:  # committed: the host's copy of the output goes
+        try:
+            ctx.host.commands.forget(op["request_id"])
+        except (OSError, ToolError):  # a leftover file, never a failed step
+            log.warning("command %s: its result file was not removed", op["request_id"])

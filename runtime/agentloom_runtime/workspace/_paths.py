@@ -154,15 +154,17 @@ def open_dir(dir_fd: int, name: str, rel: str) -> int:
         os_fail(exc, rel)
 
 
-def walk(root_fd: int, parts: tuple[str, ...], *, create: bool = False) -> int:
-    """Open the directory at ``parts`` (creating it when asked); the caller closes the fd."""
+def walk(root_fd: int, parts: tuple[str, ...], *, create: bool = False,
+         mode: int = 0o755) -> int:
+    """Open the directory at ``parts`` (creating it when asked, with ``mode``); the caller
+    closes the fd."""
     fd = os.dup(root_fd)
     try:
         for i, name in enumerate(parts):
             rel = join(parts[: i + 1])
             if create:
                 try:
-                    os.mkdir(name, 0o755, dir_fd=fd)
+                    os.mkdir(name, mode, dir_fd=fd)
                     os.fsync(fd)  # the new entry must survive a crash like the file below it
                 except FileExistsError:
                     pass

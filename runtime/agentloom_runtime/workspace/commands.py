@@ -10,7 +10,9 @@ Markers (docs/contract.md#markers), in the session lock directory (never mounted
                                            removed by the runner once the sandbox is
                                            confirmed gone, or by the engine after an
                                            operator's verdict (``release``)
-    <lock_dir>/results/<request_id>.json   the CommandResult, written before the marker goes
+    <lock_dir>/results/<request_id>.json   the CommandResult, written before the marker goes;
+                                           removed once the run's commit holds it
+                                           (``forget``: it is the command's output)
 
 While a marker may still have a running sandbox, the store refuses writes, edits,
 deletes, mkdir and new commands (``sandbox_marker_present``); reads still work. No
@@ -332,6 +334,15 @@ class MarkerStore:
 
     def write_result(self, result: CommandResult) -> None:
         write_result(self.results, result)
+
+    def forget(self, request_id: str) -> None:
+        """The engine's, once the commit recording the command holds its result: the
+        result file goes (it holds the command's output in clear). While the marker is
+        there the result stays: it tells the marker's cleaner (the runner, or the AWS
+        step) that the command finished, and that cleaner forgets it then."""
+        check_request_id(request_id)
+        if not (self.markers / f"{request_id}.json").exists():
+            remove_file(self.results, f"{request_id}.json")
 
     def read_result(self, request_id: str) -> CommandResult | None:
         check_request_id(request_id)

@@ -98,11 +98,13 @@ class PosixWorkspaceStore:
 
     def __init__(self, root: str | Path, lock_dir: str | Path, *,
                  limits: StoreLimits | None = None, owner: tuple[int, int] | None = None,
-                 liveness: MarkerLiveness | None = None) -> None:
+                 liveness: MarkerLiveness | None = None, private: bool = False) -> None:
         self.root = os.fspath(root)
         self.lock_dir = Path(lock_dir)
         self.limits = limits or StoreLimits()
         self.owner = owner
+        # private: what the file tools create is the owner's alone (0600 / 0700)
+        self._file_mode, self._dir_mode = (0o600, 0o700) if private else (0o644, 0o755)
         self.markers = MarkerStore(self.lock_dir, liveness=liveness)
         ensure_dir(self.lock_dir)
         os.close(open_root(self.root))  # fail early when the root is missing
@@ -326,7 +328,7 @@ class PosixWorkspaceStore:
     def _write_sync(self, parts: tuple[str, ...], data: bytes, expected: str | None) -> JSONDict:
         rel = join(parts)
         with self._mutation() as root:
-            parent = walk(root, parts[:-1], create=True)
+            parent = walk(root, parts[:-1], create=True, mode=self._dir_mode)
             try:
                 st = lstat_at(parent, parts[-1])
                 if st is not None:
@@ -337,7 +339,7 @@ class PosixWorkspaceStore:
                         self._check_current(parent, parts, expected)
                 elif expected:
                     fail("not_found", rel, "expected_sha256 was given but the file is missing")
-                mode = (st.st_mode & 0o777) if st is not None else 0o644
+                mode = (st.st_mode & 0o777) if st is not None else self._file_mode
                 atomic_write(parent, parts[-1], data, mode, rel)
                 self._own_file(parent, parts[-1], rel)
             finally:
@@ -411,7 +413,7 @@ class PosixWorkspaceStore:
     def _mkdir_sync(self, parts: tuple[str, ...], parents: bool) -> JSONDict:
         rel = join(parts)
         with self._mutation() as root:
-            parent = walk(root, parts[:-1], create=parents)
+            parent = walk(root, parts[:-1], create=parents, mode=self._dir_mode)
             try:
                 st = lstat_at(parent, parts[-1])
                 if st is not None:
@@ -420,7 +422,7 @@ class PosixWorkspaceStore:
                     refuse_kind(st, rel, want="directory")
                     os.close(walk(parent, parts[-1:]))
                     return {"path": rel, "created": False}
-                os.close(walk(parent, parts[-1:], create=True))
+                os.close(walk(parent, parts[-1:], create=True, mode=self._dir_mode))
             finally:
                 os.close(parent)
             self._own_dirs(root, parts)

@@ -76,10 +76,12 @@ class WorkspaceProvider:
 
     def __init__(self, root: str | Path, *, mode: Mode = "local", volume_id: str | None = None,
                  store_factory: StoreFactory = PosixWorkspaceStore,
-                 detached: bool = False) -> None:
+                 detached: bool = False, dir_mode: int = 0o755) -> None:
         """``detached`` (``shared_posix`` only): the volume's binding on a host that does not
         mount it — resume checks compare the same binding, every file access is refused
-        with ``volume_unavailable``."""
+        with ``volume_unavailable``. ``dir_mode``: of the directories created on the way
+        to an instance workspace (the lock area is 0700 whatever it is)."""
+        self.dir_mode = dir_mode
         if mode not in ("local", "shared_posix"):
             raise ConfigError(f"unknown workspace mode {mode!r}")
         if detached and mode != "shared_posix":
@@ -99,7 +101,7 @@ class WorkspaceProvider:
             if volume_id is not None:
                 check_identity("volume", volume_id)
             self.root = Path(root).absolute()
-            self.root.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(mode=dir_mode, parents=True, exist_ok=True)
 
     def _verify_volume(self) -> None:
         """The mount and its marker must be there: never create an empty stand-in."""
@@ -150,6 +152,8 @@ class WorkspaceProvider:
             check_identity(kind, value)
         if self.detached:
             self._verify_volume()
+        if self.mode == "local":  # never mounted into a sandbox: the host's alone
+            (self.root / LOCKS_DIR).mkdir(mode=0o700, exist_ok=True)
         path = self.root / LOCKS_DIR / session_scope_hash(space, agent, session)
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         return path
@@ -165,7 +169,7 @@ class WorkspaceProvider:
         parts += ("main",) if instance == "main" else ("runs", run, "children", instance)
         root_fd = open_root(os.fspath(self.root))
         try:
-            os.close(walk(root_fd, parts, create=True))  # O_NOFOLLOW at every level
+            os.close(walk(root_fd, parts, create=True, mode=self.dir_mode))  # O_NOFOLLOW
         finally:
             os.close(root_fd)
         return InstanceWorkspace(space, agent, session, run, instance,

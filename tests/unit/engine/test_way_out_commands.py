@@ -45,6 +45,11 @@ class FakeMarkers:
         self.events.append(("release", request_id))
         self.markers.pop(request_id, None)
 
+    def forget(self, request_id: str) -> None:
+        self.events.append(("forget", request_id))
+        if request_id not in self.markers:
+            self.results.pop(request_id, None)
+
 
 class LoggingStore:
     """Logs each commit (with the streams it appends) into the shared ``events``; can

@@ -42,7 +42,9 @@ _SCHEMA = (
 
 
 class SqliteItemStore(ItemStore):
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0,
+                 reader: bool = False) -> None:
+        """``reader``: a process that only reads (``stores.sqlite_connections``)."""
         text = os.fspath(path)
         if not text or text == ":memory:" or text.startswith("file:"):
             raise ConfigError("SqliteItemStore needs a file path; use "
@@ -51,7 +53,7 @@ class SqliteItemStore(ItemStore):
         self._file = self.path.resolve()
         self._busy_ms = int(busy_timeout * 1000)
         self._pool = ThreadConnections(self.path, busy_ms=self._busy_ms, synchronous="FULL",
-                                       what="platform store")
+                                       what="platform store", reader=reader)
         self._init_schema(self._conn())
 
     # -- connections ---------------------------------------------------------------------
@@ -60,6 +62,10 @@ class SqliteItemStore(ItemStore):
         return self._pool.get()
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
+        if self._pool.immutable:  # a reader on a full disk: the schema must be there
+            if not self._schema_found(conn):
+                raise ConfigError(f"{self.path} holds no platform store")
+            return
         deadline = time.monotonic() + self._busy_ms / 1000
         while True:  # switching to WAL may race another opener of a fresh file
             try:
@@ -72,23 +78,33 @@ class SqliteItemStore(ItemStore):
                 time.sleep(0.01)
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: cannot use WAL mode (journal_mode={mode})")
+        if self._schema_found(conn):
+            return  # nothing to write: a store on a full disk still opens and reads
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA:
                 conn.execute(statement)
-            row = conn.execute("SELECT version FROM platform_schema WHERE name = 'items'"
-                               ).fetchone()
-            if row is None:
+            if not self._schema_found(conn):
                 conn.execute("INSERT INTO platform_schema VALUES ('items', ?)",
                              (SCHEMA_VERSION,))
-            elif int(row[0]) != SCHEMA_VERSION:
-                raise ConfigError(f"{self.path}: platform schema version {row[0]}, this "
-                                  f"code reads version {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _schema_found(self, conn: sqlite3.Connection) -> bool:
+        """Whether the file holds this schema (``ConfigError`` for another version)."""
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"platform_schema", "platform_items"} <= tables:
+            return False
+        row = conn.execute("SELECT version FROM platform_schema WHERE name = 'items'"
+                           ).fetchone()
+        if row is not None and int(row[0]) != SCHEMA_VERSION:
+            raise ConfigError(f"{self.path}: platform schema version {row[0]}, this "
+                              f"code reads version {SCHEMA_VERSION}")
+        return row is not None
 
     def close(self) -> None:
         self._pool.close()
