@@ -162,3 +162,25 @@ def test_agent_and_session_from_a_file_then_runs_sessions_and_show_with_cost(
         == [api.space_id]
     assert main(cli(api, "agent", "create", str(agent_file), user="eve")) == 2
     assert capsys.readouterr().err.startswith("error (space_required): ")  # no space
+
+
+def test_ask_following_a_run_that_is_interrupted_returns_with_its_way_out(
+        api: Api, model: Model, wait: Wait, capsys: Capsys) -> None:
+    """Issue 17: `agentloom --api URL ask` following a run whose worker died stops
+    following (exit 3) and prints the resume command — it does not hang."""
+    import threading
+
+    session = api.client("alice").create_session(api.space_id, api.agent_id).session_id
+    codes: list[int] = []
+    asking = threading.Thread(target=lambda: codes.append(
+        main(cli(api, "ask", session, "Q hang please"))), daemon=True)
+    asking.start()
+    wait(lambda: "Q hang please" in model.started, what="the model call")
+    run_id = api.client("alice").runs(session)[0].run_id
+    api.platform.launcher.stop(run_id)  # the worker dies mid-call
+    asking.join(timeout=30)
+    assert not asking.is_alive(), "ask kept following an interrupted run"
+    assert codes == [3]
+    out = capsys.readouterr().out.splitlines()
+    assert f"run {run_id} interrupted; way out: resume" in out
+    assert f"next: agentloom --api {api.url} resume {session} {run_id}" in out

@@ -104,6 +104,7 @@ class EventPage(_View):
     next_after: int
     status: RunState
     done: bool  # the run stopped and every event so far is in this page or before
+    way_out: str | None = None  # when done: what moves it on (``RunView.way_out``)
 
 
 def cap_message(message: dict[str, Any]) -> tuple[dict[str, Any], bool]:
