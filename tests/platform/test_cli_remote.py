@@ -184,3 +184,23 @@ def test_ask_following_a_run_that_is_interrupted_returns_with_its_way_out(
     out = capsys.readouterr().out.splitlines()
     assert f"run {run_id} interrupted; way out: resume" in out
     assert f"next: agentloom --api {api.url} resume {session} {run_id}" in out
+
+
+def test_a_model_the_provider_does_not_have_names_the_model_setting_not_resume(
+        api: Api, capsys: Capsys) -> None:
+    """Issue 17: a provider's 404 for the model: way out `change_model`, and the next
+    command is a new question after fixing the connection's (or the agent's) model —
+    not a resume that would ask for the same model again."""
+    alice = api.client("alice")
+    session = alice.create_session(api.space_id, api.agent_id).session_id
+    assert main(cli(api, "ask", session, "Q no such model")) == 3
+    out = capsys.readouterr().out.splitlines()
+    run_id = alice.runs(session)[0].run_id
+    assert alice.run(session, run_id).way_out == "change_model"
+    assert any(line.startswith(f"run {run_id} blocked (model_not_found: model provider "
+                               "answered HTTP 404") for line in out), out
+    nexts = [line for line in out if line.startswith("next: ")]
+    assert nexts == [f'next: agentloom --api {api.url} ask {session} "the question again"   '
+                     "(after fixing the model of the agent's model connection, or the "
+                     "agent's model.model and publishing it: the provider has no such "
+                     "model, and this run keeps the one it started with)"], nexts

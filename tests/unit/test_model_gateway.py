@@ -14,6 +14,7 @@ from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import (
     ConfigError,
     ModelCredentialsError,
+    ModelNotFound,
     ModelResponseError,
     ModelStatusError,
     ModelTransportError,
@@ -381,7 +382,7 @@ async def test_failures_after_sending_are_not_retried(
     assert error_from_dict(info.value.to_dict()).details["sent"] is True
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+@pytest.mark.parametrize("status", [400, 401, 403, 422])
 async def test_client_errors_are_not_retried(make: Any, sleeps: Sleeps, status: int) -> None:
     body = {"error": {"message": f"{BODY_MARKER} key {KEY}", "type": "invalid_request_error",
                       "code": "context_length_exceeded"}}
@@ -394,6 +395,22 @@ async def test_client_errors_are_not_retried(make: Any, sleeps: Sleeps, status: 
     assert str(err) == f"model provider answered HTTP {status} (context_length_exceeded)"
     assert err.to_dict()["details"] == {"status": status, "retryable": False, "attempts": 1,
                                         "provider_code": "context_length_exceeded"}
+    assert_clean(err)
+
+
+async def test_a_404_is_model_not_found_naming_the_model(make: Any, sleeps: Sleeps) -> None:
+    """Issue 17: a wrong model name is told apart (a resume would ask for it again)."""
+    body = {"error": {"message": f"{BODY_MARKER} key {KEY}", "code": "model_not_found"}}
+    rec = Recorder(lambda r: httpx.Response(404, json=body))
+    with pytest.raises(ModelNotFound) as info:
+        await make(rec).invoke(REQUEST)
+    err = info.value
+    assert len(rec.requests) == 1 and sleeps == [] and not err.retryable
+    assert (err.code, err.status) == ("model_not_found", 404)
+    assert str(err) == ("model provider answered HTTP 404 (model_not_found): it has no "
+                        "model 'm-1' at https://api.example.test/v1 (check the model name "
+                        "and the base URL)")
+    assert isinstance(error_from_dict(err.to_dict()), ModelNotFound)
     assert_clean(err)
 
 

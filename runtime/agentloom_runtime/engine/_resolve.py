@@ -33,7 +33,9 @@ from agentloom_runtime.errors import (
     AgentLoomError,
     ConfigError,
     ModelOutcomeUnknown,
+    ModelTransportError,
     PersistenceError,
+    RunError,
 )
 
 from ._context import BlockRun, StepContext, now
@@ -61,6 +63,7 @@ ARGUMENTS_SHOWN = 4_000
 WAYS_OUT = {
     "tool_outcome_unknown": "resolve", "model_outcome_unknown": "resolve",
     "hook_replay_requires_confirmation": "confirm_hooks",
+    "model_not_found": "change_model",  # a resume would ask for the same model again
 }
 
 
@@ -280,6 +283,23 @@ def resume_model_op(ctx: StepContext, op: Operation) -> None:
             f"`agentloom resolve {ctx.run_id} --treat-as-failed`",
             details={"op_id": op["id"]}))
     _arrange_resend(head, op)
+
+
+def stop_error(ctx: StepContext, error: RunError) -> RunError:
+    """The error a run stops with: a model request that was sent and got no response (a
+    transport error after sending) is an unknown outcome at once — its operation is kept,
+    so ``resolve --send-again`` / ``--treat-as-failed`` is the one decision that moves the
+    run on (a resume would only reach the same block)."""
+    op = ctx.head["op"]
+    if not (isinstance(error, ModelTransportError) and error.details.get("sent")) or \
+            op is None or op["kind"] != "model" or op["phase"] == "raw_saved":
+        return error
+    return ModelOutcomeUnknown(
+        f"model request {op['id']} was sent but no response was received "
+        f"({error.details.get('reason') or 'transport error'}); its outcome is unknown. "
+        f"Send it again (it may be billed twice): `agentloom resolve {ctx.run_id} "
+        f"--send-again`, or `agentloom resolve {ctx.run_id} --treat-as-failed`",
+        details={"op_id": op["id"], "reason": str(error.details.get("reason") or "")})
 
 
 def release_marker(ctx: StepContext) -> None:

@@ -40,6 +40,7 @@ from agentloom_runtime.contracts import JSON, Message, ModelRequest, ModelRespon
 from agentloom_runtime.errors import (
     ConfigError,
     ModelCredentialsError,
+    ModelNotFound,
     ModelResponseError,
     ModelStatusError,
     ModelTransportError,
@@ -488,5 +489,9 @@ class ChatCompletionsGateway:
             if code is not None:
                 message += f" ({code})"
                 details["provider_code"] = code
+        if reply.status == 404:  # the same model is asked for again on a resume
+            raise ModelNotFound(f"{message}: it has no model {self._model!r} at "
+                                f"{self._base_url} (check the model name and the base URL)",
+                                status=404, details=details)
         raise ModelStatusError(message, status=reply.status, retryable=_retryable(reply, key),
                                details=details)
