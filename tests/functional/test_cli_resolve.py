@@ -5,6 +5,7 @@ sandbox; model requests are left hanging on the local OpenAI-compatible server."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -325,3 +326,21 @@ def test_a_request_sent_without_a_response_names_the_one_command_that_moves_it(
         assert "✓ verdict --send-again recorded" in again.stdout
         assert "■ completed" in again.stdout and "answered" in again.stdout
         assert len(server.received) == 3 and request_problems(server.bodies) == []
+
+
+@needs_sandbox
+def test_a_run_again_verdict_appears_in_show(tmp_path: Path) -> None:
+    """Issue 17: a `--run-again` leaves no tool result of its own; `show` lists every
+    verdict of the run's log after the transcript (and `--json show` as `verdicts`)."""
+    with state_dir() as home:
+        run_id = _blocked_on_a_command(home, tmp_path)
+        done = cli(home, "resolve", run_id, "--run-again", "--note", "explicit re-run",
+                   "--by", "ada")
+        assert done.returncode == 0, done.stdout + done.stderr
+        shown = cli(home, "show", run_id)
+        assert shown.returncode == 0, shown.stderr
+        [line] = [ln for ln in shown.stdout.splitlines() if ln.startswith("[verdict]")]
+        assert line.startswith("[verdict] --run-again by ada at ")
+        assert f" on command {run_id}.main." in line and line.endswith(": explicit re-run")
+        doc = json.loads(cli(home, "--json", "show", run_id).stdout)
+        assert [(v["verdict"], v["by"]) for v in doc["verdicts"]] == [("run_again", "ada")]

@@ -136,3 +136,17 @@ def test_a_command_stopped_by_ctrl_c_says_why_it_has_no_exit_code_on_resume(
         assert result.startswith("  ← workspace_command [error] no exit code: stopped when "
                                  "the run was interrupted or cancelled"), result
         assert "None" not in result
+
+
+def test_cancelling_a_live_run_prints_no_raw_log_line_on_the_drivers_stderr() -> None:
+    """Issue 17: the driver's step that the cancel superseded (CheckpointConflict) is the
+    fence working: the driver says "■ cancelled (…)", nothing else reaches its stderr."""
+    with state_dir() as home:
+        live = Live(home, "run", "--agent", AGENT, "--pause", "2", "Write release notes")
+        assert live.line("← update_plan"), live.lines
+        assert live.run_id
+        cancelled = cli(home, "cancel", live.run_id, "--reason", "wrong question")
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        rc, out, err = live.finish()
+        assert rc == 3 and f"■ cancelled (run {live.run_id} was cancelled" in out, out + err
+        assert err == "", err

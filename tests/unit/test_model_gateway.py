@@ -266,13 +266,14 @@ async def test_valid_tool_calls_keep_argument_text(make: Any) -> None:
     ("", ""),
     (None, ""),
     ({"p": 1}, '{"p": 1}'),
-    ('{"p": "\\ud800"}', '{"p": "\ufffd"}'),
+    ('{"p": "\\ud800"}', '{"p": "\\ud800"}'),  # an escape: the tool runtime refuses it
     ('{"p": "\\u00e9 \\ud83d\\ude00"}', '{"p": "\\u00e9 \\ud83d\\ude00"}'),
 ])
 async def test_tool_call_arguments_that_are_not_json_are_kept(
         make: Any, arguments: Any, kept: str) -> None:
     """Only the tool runtime judges arguments (it answers bad ones with a failure result
-    the model can correct); the gateway keeps them, made storable."""
+    the model can correct); the gateway keeps them, made storable (a lone surrogate as
+    its escape, never U+FFFD: issue 17)."""
     call: dict[str, Any] = {"id": "c1", "type": "function", "function": {"name": "read"}}
     if arguments is not None:
         call["function"]["arguments"] = arguments
@@ -282,13 +283,15 @@ async def test_tool_call_arguments_that_are_not_json_are_kept(
 
 
 async def test_lone_surrogates_are_replaced_in_every_text(make: Any) -> None:
+    """Every text but the arguments: there a lone surrogate stays an escape, so the tool
+    runtime refuses the call instead of running it on a name with U+FFFD (issue 17)."""
     calls = [tool_call("id-\ud800", "read\udbff", '{"p": "\ud800"}')]
     rec = Recorder(lambda r: ok({"content": "a\udfffb", "reasoning_content": "\ud800",
                                  "tool_calls": calls}, usage={"note": "\ud800"}))
     resp = await make(rec, dialect="deepseek").invoke(REQUEST)
     assert resp == ModelResponse(content="a\ufffdb", reasoning_content="\ufffd",
                                  tool_calls=(ToolCall("id-\ufffd", "read\ufffd",
-                                                      '{"p": "\ufffd"}'),),
+                                                      '{"p": "\\ud800"}'),),
                                  usage={"note": "\ufffd"})
 
 

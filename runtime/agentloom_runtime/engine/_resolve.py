@@ -28,7 +28,12 @@ from agentloom_runtime._json import storable_text
 from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
 from agentloom_runtime.context import CompactionFailureMemory
-from agentloom_runtime.contracts import ToolOutcome, UnknownOperation, Verdict
+from agentloom_runtime.contracts import (
+    ToolOutcome,
+    UnknownOperation,
+    Verdict,
+    exit_code_problem,
+)
 from agentloom_runtime.errors import (
     AgentLoomError,
     ConfigError,
@@ -179,6 +184,9 @@ def apply(ctx: StepContext, hooks: HookRunner, verdict: Verdict,
                           details={"code": "verdict_not_applicable"})
     if not verdict.by.strip():
         raise ConfigError("a verdict needs the operator's name (by)")
+    problem = exit_code_problem(verdict.exit_code)
+    if problem is not None:
+        raise ConfigError(problem, details={"code": "invalid_exit_code"})
     verdict = dataclasses.replace(  # operator text is made storable (non-UTF-8 argv)
         verdict, by=storable_text(verdict.by), note=storable_text(verdict.note),
         output=None if verdict.output is None else storable_text(verdict.output))
