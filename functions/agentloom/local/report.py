@@ -21,7 +21,8 @@ class RunReport:
     when it is blocked on an operation of unknown outcome, and the way out."""
 
     run: RunSummary
-    way_out: str | None  # resume, resolve, confirm_hooks, new_question; None while driven
+    way_out: str | None  # resume, resolve, confirm_hooks, raise_budget, change_model,
+    # new_question; None while driven
     driver: Liveness | None = None
     unknown: UnknownOperation | None = None
     note: str | None = None  # why ``unknown`` could not be read

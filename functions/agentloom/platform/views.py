@@ -48,9 +48,11 @@ class RunCost(_View):
 class RunView(_View):
     """A run as its creator sees it. ``status`` is the platform's (``queued``,
     ``interrupted`` besides the engine's); ``way_out`` what moves a stopped run on:
-    ``resume``, ``resolve`` (see ``unknown``), ``confirm_hooks``, ``new_question``; null
-    while it runs. ``unknown`` is the operation of unknown outcome that blocks it, with
-    the verdicts that apply. ``usage`` sums provider usage over every model call."""
+    ``resume``, ``resolve`` (see ``unknown``), ``confirm_hooks``, ``raise_budget``,
+    ``change_model`` (the provider has no such model: fix it, ask again),
+    ``new_question``; null while it runs. ``unknown`` is the operation of unknown
+    outcome that blocks it, with the verdicts that apply. ``usage`` sums provider usage
+    over every model call."""
 
     run_id: str
     session_id: str
