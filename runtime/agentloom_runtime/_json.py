@@ -5,7 +5,10 @@
 - ``as_text`` is how a value is shown to a model or a person: strings as they are,
   anything else as compact JSON;
 - ``storable`` makes text from a model or a tool safe to persist: lone surrogates
-  (invalid Unicode a JSON decoder accepts) become U+FFFD.
+  (invalid Unicode a JSON decoder accepts) become U+FFFD;
+- ``escaped_surrogates`` keeps them in a tool call's argument text as ``\\uXXXX``
+  escapes instead (storable ASCII), so the tool runtime sees them and refuses the call
+  (``has_surrogate``) rather than running it on a name with U+FFFD in it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,24 @@ def storable_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 
+def escaped_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate written as its JSON escape (``\\ud800``)."""
+    if not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def has_surrogate(value: Any) -> bool:
+    """Whether a decoded JSON value holds a lone surrogate in a string (keys included)."""
+    if isinstance(value, str):
+        return bool(_SURROGATE.search(value))
+    if isinstance(value, dict):
+        return any(has_surrogate(k) or has_surrogate(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_surrogate(v) for v in value)
+    return False
+
+
 def storable(value: Any) -> Any:
     """A JSON value whose strings (keys included) are all valid Unicode."""
     if isinstance(value, str):
@@ -47,3 +68,17 @@ def storable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [storable(v) for v in value]
     return value
+
+
+def storable_message(message: Any) -> Any:
+    """An assistant message (``ModelResponse.to_dict``) made storable: tool-call argument
+    texts keep lone surrogates as escapes (``escaped_surrogates``), the rest as
+    ``storable``."""
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if not isinstance(calls, list):
+        return storable(message)
+    kept = [{**c, "function": {**c["function"], "arguments": escaped_surrogates(
+        c["function"]["arguments"])}} if isinstance(c, dict) and isinstance(
+        c.get("function"), dict) and isinstance(c["function"].get("arguments"), str) else c
+        for c in calls]
+    return storable({**message, "tool_calls": kept})

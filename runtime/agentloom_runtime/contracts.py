@@ -451,13 +451,27 @@ class UnknownOperation:
 
 
 VerdictKind = Literal["ran", "did_not_run", "run_again", "send_again", "treat_as_failed"]
+EXIT_CODES = range(-64, 256)  # 0..255 an exit status; -N: killed by signal N (returncode)
+
+
+def exit_code_problem(code: object) -> str | None:
+    """What is wrong with a verdict's exit code, or None: it is an exit status (0..255)
+    or a signal (-1..-64, as Python's ``returncode`` gives it). The engine refuses a
+    verdict with another (``ConfigError`` ``invalid_exit_code``), and so do the CLI and
+    the API before sending one."""
+    if code is None or (isinstance(code, int) and not isinstance(code, bool)
+                        and code in EXIT_CODES):
+        return None
+    return f"exit code {code!r}: an exit status 0..255, or -1..-64 for a process killed " \
+        "by that signal"
 
 
 @dataclass(frozen=True)
 class Verdict:
     """An operator's decision on an unknown outcome. ``ran`` / ``did_not_run`` /
     ``run_again`` apply to tools and commands; ``send_again`` / ``treat_as_failed`` to
-    model calls. ``output`` (with ``ran``) is what the operator saw the call produce."""
+    model calls. ``output`` (with ``ran``) is what the operator saw the call produce,
+    ``exit_code`` its exit status or signal (``exit_code_problem``)."""
 
     kind: VerdictKind
     by: str

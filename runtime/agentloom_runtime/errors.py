@@ -12,6 +12,7 @@ platform's errors hang under the same root (``agentloom.platform.errors`` draws 
     │   ├── ModelError              the model call failed
     │   │   ├── ModelTransportError     no response was received (may be retried)
     │   │   ├── ModelStatusError        the provider answered with an error status
+    │   │   │   └── ModelNotFound           HTTP 404: no such model (change the model)
     │   │   ├── ModelResponseError      the response is malformed (validation)
     │   │   ├── ModelCredentialsError   no credential to send it with: never sent
     │   │   └── ModelOutcomeUnknown     the request was sent, no response was saved
@@ -107,6 +108,14 @@ class ModelStatusError(ModelError):
                                            "retryable": retryable})
         self.status = status
         self.retryable = retryable
+
+
+class ModelNotFound(ModelStatusError):
+    """The provider answered 404: it has no such model (or endpoint) at the base URL. The
+    run keeps the model it started with, so a resume asks for it again; the way out is
+    to change the model (the agent's ``model``, or its model connection) and ask again."""
+
+    code = "model_not_found"
 
 
 class ModelCredentialsError(ModelError):

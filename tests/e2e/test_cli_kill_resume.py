@@ -50,6 +50,9 @@ def test_a_private_state_directory_gives_a_clear_sandbox_error(tmp_path: Path) -
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "← workspace_command [error]" in out and "cannot reach" in out
+    # the advice is shown whole, past 200 characters (issue 17)
+    assert "← workspace_command [error] sandbox_unavailable: commands run as uid" in out
+    assert "use a state directory under a traversable path (AGENTLOOM_HOME / --home)" in out
 
 
 def test_sigkill_then_resume_finishes_the_same_run(tmp_path: Path) -> None:

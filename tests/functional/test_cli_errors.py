@@ -150,3 +150,16 @@ def test_hooks_without_a_package_are_a_clear_error(tmp_path: Path) -> None:
     _refused(cli(tmp_path / "home", "run", "--agent", str(agent), "hi"),
              f"hook package {tmp_path / 'missing'} does not exist")
     assert not (tmp_path / "home").exists()
+
+
+def test_an_exit_code_that_is_no_exit_status_or_signal_is_refused(tmp_path: Path) -> None:
+    """Issue 17: `--exit-code` is 0..255 or -1..-64 (a signal); anything else is refused
+    before anything is read, sent or recorded — embedded and against a deployment."""
+    for code in ("99999999999999999999", "256", "-65"):
+        _refused(cli(tmp_path / "home", "resolve", "abc", "--ran", "--exit-code", code),
+                 "error (invalid_exit_code): ", f"exit code {code}: an exit status 0..255, "
+                 "or -1..-64 for a process killed by that signal")
+        assert not (tmp_path / "home").exists()
+        remote = cli(tmp_path, "--api", "http://127.0.0.1:9", "resolve", "s", "r", "--ran",
+                     "--exit-code", code)
+        _refused(remote, "error (invalid_exit_code): ")  # not `unreachable`: never sent

@@ -5,6 +5,7 @@ sandbox; model requests are left hanging on the local OpenAI-compatible server."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from e2e.cli_harness import (
     write_agent,
 )
 
-from agentloom_runtime.testing import OpenAICompatibleServer, Raw
+from agentloom_runtime.testing import Disconnect, OpenAICompatibleServer, Raw
 
 needs_sandbox = pytest.mark.skipif(not has_bwrap(), reason="needs bubblewrap")
 
@@ -300,3 +301,46 @@ def test_resume_retry_unknown_models_is_the_same_as_send_again(tmp_path: Path) -
             assert request_problems(server.bodies) == []
         finally:
             server.stop()
+
+
+def test_a_request_sent_without_a_response_names_the_one_command_that_moves_it(
+        tmp_path: Path) -> None:
+    """Issue 17: a transport error after the request was sent (the provider closed the
+    connection) is an unknown outcome at once: the run names `resolve --send-again |
+    --treat-as-failed`, not a `resume` that would only lead there; one command moves it."""
+    respond = conversation([], "answered")
+    with state_dir() as home, OpenAICompatibleServer([Disconnect(), respond, respond],
+                                                     api_key="sk-crash-test") as server:
+        agent = write_agent(tmp_path, agent_id="ops", base_url=server.base_url)
+        done = cli(home, "run", "--agent", str(agent), "go", env=provider_env())
+        assert done.returncode == 3, done.stdout + done.stderr
+        run_id = done.stdout.split("▶ run ")[1].split()[0]
+        assert "■ blocked (model_outcome_unknown): model request m1-1 was sent but no " \
+               "response was received (RemoteProtocolError)" in done.stdout
+        nexts = [ln.strip() for ln in done.stdout.splitlines() if "next:" in ln]
+        assert f"next: agentloom --home {home} resolve {run_id} --send-again | " \
+               "--treat-as-failed" in nexts
+        assert f"next: agentloom --home {home} resume {run_id}" not in nexts
+        again = cli(home, "resolve", run_id, "--send-again", env=provider_env())
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "✓ verdict --send-again recorded" in again.stdout
+        assert "■ completed" in again.stdout and "answered" in again.stdout
+        assert len(server.received) == 3 and request_problems(server.bodies) == []
+
+
+@needs_sandbox
+def test_a_run_again_verdict_appears_in_show(tmp_path: Path) -> None:
+    """Issue 17: a `--run-again` leaves no tool result of its own; `show` lists every
+    verdict of the run's log after the transcript (and `--json show` as `verdicts`)."""
+    with state_dir() as home:
+        run_id = _blocked_on_a_command(home, tmp_path)
+        done = cli(home, "resolve", run_id, "--run-again", "--note", "explicit re-run",
+                   "--by", "ada")
+        assert done.returncode == 0, done.stdout + done.stderr
+        shown = cli(home, "show", run_id)
+        assert shown.returncode == 0, shown.stderr
+        [line] = [ln for ln in shown.stdout.splitlines() if ln.startswith("[verdict]")]
+        assert line.startswith("[verdict] --run-again by ada at ")
+        assert f" on command {run_id}.main." in line and line.endswith(": explicit re-run")
+        doc = json.loads(cli(home, "--json", "show", run_id).stdout)
+        assert [(v["verdict"], v["by"]) for v in doc["verdicts"]] == [("run_again", "ada")]

@@ -3,12 +3,24 @@ id), and a reader that goes away (``show … | head``) ends the CLI quietly."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
-from e2e.cli_harness import HELLO, Live, argv, cli, cli_env, state_dir
+from e2e.cli_harness import (
+    HELLO,
+    Live,
+    argv,
+    cli,
+    cli_env,
+    markers,
+    state_dir,
+    wait_until,
+    workspace,
+    write_agent,
+)
 
 AGENT = str(HELLO / "agent.yaml")
 
@@ -100,3 +112,41 @@ def test_cancel_stops_a_driven_run_and_the_session_takes_a_new_question() -> Non
         assert f"■ cancelled: wrong question (run {live.run_id} ended; it cannot be " \
                "resumed)" in ended.stdout
         assert 'run --agent AGENT.yaml "a new question"' in ended.stdout
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_a_command_stopped_by_ctrl_c_says_why_it_has_no_exit_code_on_resume(
+        tmp_path: Path) -> None:
+    """Issue 17: SIGINT while a command runs in the sandbox; the resume shows the
+    command's result as stopped (by which signal), never `exit None`."""
+    replies = [{"call": {"name": "workspace_command",
+                         "arguments": {"command": "echo started >> log.txt; sleep 30"}}},
+               {"answer": "done"}]
+    with state_dir() as home:
+        agent = write_agent(tmp_path, agent_id="ops", demo_replies=replies)
+        live = Live(home, "run", "--agent", str(agent), "go")
+        log = workspace(home, "ops") / "log.txt"
+        assert wait_until(lambda: log.exists() and bool(markers(home)), 30), live.lines
+        live.kill(signal.SIGINT)
+        rc, _, _ = live.finish()
+        assert rc == 130 and live.run_id
+        resumed = cli(home, "resume", live.run_id)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        [result] = [ln for ln in resumed.stdout.splitlines() if "← workspace_command" in ln]
+        assert result.startswith("  ← workspace_command [error] no exit code: stopped when "
+                                 "the run was interrupted or cancelled"), result
+        assert "None" not in result
+
+
+def test_cancelling_a_live_run_prints_no_raw_log_line_on_the_drivers_stderr() -> None:
+    """Issue 17: the driver's step that the cancel superseded (CheckpointConflict) is the
+    fence working: the driver says "■ cancelled (…)", nothing else reaches its stderr."""
+    with state_dir() as home:
+        live = Live(home, "run", "--agent", AGENT, "--pause", "2", "Write release notes")
+        assert live.line("← update_plan"), live.lines
+        assert live.run_id
+        cancelled = cli(home, "cancel", live.run_id, "--reason", "wrong question")
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        rc, out, err = live.finish()
+        assert rc == 3 and f"■ cancelled (run {live.run_id} was cancelled" in out, out + err
+        assert err == "", err

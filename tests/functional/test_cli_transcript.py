@@ -27,3 +27,38 @@ def test_resolve_names_no_resolve_commands_for_the_stop_it_is_settling() -> None
                          "✓ verdict --ran recorded (by ada)"]
     assert lines[3] == "  next: agentloom resolve r1   (shows what is unknown and what " \
                        "the host knows)"
+
+
+def test_a_refusals_advice_is_shown_whole_in_the_live_transcript() -> None:
+    """Issue 17: the sandbox's fix advice (past 200 characters) reaches the reader."""
+    import json
+
+    advice = ("commands run as uid 65534 on a root host, and that user cannot reach "
+              "/srv/state/workspaces (/srv is private); run agentloom as a normal user or "
+              "use a state directory under a traversable path (AGENTLOOM_HOME / --home)")
+    assert len(advice) > 200
+    out = io.StringIO()
+    Transcript(out)("tool.completed", {
+        "name": "workspace_command", "status": "error",
+        "result": json.dumps({"error": {"code": "sandbox_unavailable", "message": advice}})})
+    assert out.getvalue().splitlines() == [
+        f"  ← workspace_command [error] sandbox_unavailable: {advice}"]
+
+
+def test_a_command_without_an_exit_code_says_why() -> None:
+    """Issue 17: a command stopped by Ctrl-C (its sandbox killed) is not `exit None`."""
+    import json
+
+    def line(**result: object) -> str:
+        out = io.StringIO()
+        Transcript(out)("tool.completed", {
+            "name": "workspace_command", "status": "error",
+            "result": json.dumps({"exit_code": None, "stdout_head": "", **result})})
+        return out.getvalue().strip()
+
+    assert line(signal=9, error="cancelled") == (
+        "← workspace_command [error] no exit code: stopped when the run was interrupted "
+        "or cancelled, killed by SIGKILL")
+    assert line(timed_out=True, signal=9) == \
+        "← workspace_command [error] no exit code: timed out, killed by SIGKILL"
+    assert "None" not in line(error="skill_unavailable", stderr_head="skill 'x' is missing")

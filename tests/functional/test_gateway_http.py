@@ -226,6 +226,8 @@ def _surrogate_completion() -> bytes:
 @pytest.mark.parametrize("dialect", ["openai", "deepseek"])
 async def test_lone_surrogates_from_the_model_become_replacement_characters(
         dialect: str) -> None:
+    """In every text but tool-call arguments, where they stay escapes (storable ASCII) for
+    the tool runtime to refuse the call (issue 17)."""
     with OpenAICompatibleServer([Raw(200, _surrogate_completion())]) as srv:
         gw = gateway(srv, dialect=dialect)
         resp = await gw.invoke(REQUEST)
@@ -235,8 +237,8 @@ async def test_lone_surrogates_from_the_model_become_replacement_characters(
     assert resp.content == "bad \ufffd text"
     first, second = resp.tool_calls
     assert (first.id, first.name) == ("call-\ufffd", "read\ufffd")
-    assert json.loads(first.arguments) == {"path": "\ufffd.txt"}
-    assert second.id == "call-2" and json.loads(second.arguments) == {"path": "a\ufffd"}
+    assert first.arguments.isascii() and json.loads(first.arguments) == {"path": "\ud800.txt"}
+    assert second.id == "call-2" and json.loads(second.arguments) == {"path": "a\ud800"}
     if dialect == "deepseek":
         assert resp.reasoning_content == "think \ufffd"
     else:

@@ -119,3 +119,31 @@ def test_cancelling_a_run_another_driver_is_driving_stops_it_at_its_next_step(
     finally:
         thread.join(timeout=60)
         app.close()
+
+
+async def test_an_older_blocked_run_finished_after_newer_ones_leaves_no_stale_blocked_note(
+        tmp_path: Path) -> None:
+    """Issue 17: A is blocked and left for B, resumed (blocked again) and left for C, then
+    resumed to its answer. D's request carries A's status once, as it stands: no stale
+    "ended: blocked" (one per resume), and A's late answer led by a note naming A."""
+    app = LocalApp(tmp_path)
+    snap = snapshot(max_iterations=1)  # A stops after each of its two plan updates
+    try:
+        a = await app.run(snap, asker({"A": 2}), "Question A", session="s")
+        assert a.status == "blocked"
+        await app.run(snap, asker(), "Question B", session="s")
+        again = await app.resume(a.run_id, snap, asker({"A": 2}))
+        assert again.status == "blocked"
+        c = await app.run(snap, asker(), "Question C", session="s")
+        seen = notes(inherited(app, c.run_id))
+        assert len(seen) == 1 and "ended: blocked" in seen[0], seen  # once, not per resume
+        assert (await app.resume(a.run_id, snap, asker({"A": 2}))).status == "completed"
+        d = await app.run(snap, asker(), "Question D", session="s")
+        seen = inherited(app, d.run_id)
+        assert notes(seen) == [], notes(seen)  # A went on: "ended: blocked" is stale
+        lead = seen[seen.index("Answer A") - 1]
+        assert lead.startswith(f"[Platform note: the messages that follow continue run "
+                               f'{a.run_id} (its question: "Question A")'), lead
+        assert seen.index("Answer C") < seen.index("Answer A")  # in commit order
+    finally:
+        app.close()

@@ -4,7 +4,8 @@ is a ``FunctionModel`` (no network), a published agent with a session, and waits
 The model answers the run's question (the last user message starting with ``Q ``) with
 ``Answer to: <question>`` and a usage; reviews say complete. A question starting with
 ``Q slow`` waits for ``Model.gate`` first (so a run stays active), one starting with
-``Q hang`` never answers until the gate opens (to interrupt a run mid-call).
+``Q hang`` never answers until the gate opens (to interrupt a run mid-call); ``Q no such
+model`` is answered as a provider's 404 (``ModelNotFound``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from agentloom.local.capabilities import embedded_capabilities
 from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.errors import ModelNotFound
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
 
@@ -52,7 +54,7 @@ class Model:
     requests: list[ModelRequest] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
 
-    async def reply(self, request: ModelRequest) -> ModelResponse | str:
+    async def reply(self, request: ModelRequest) -> ModelResponse | str | ModelNotFound:
         self.requests.append(request)
         if request.purpose == "verification":
             return dataclasses.replace(ScriptedModel.verdict("complete"), usage=USAGE)
@@ -60,6 +62,10 @@ class Model:
             return ModelResponse(content="Summary.", usage=USAGE)
         question = question_of(request)
         self.started.append(question)
+        if question.startswith("Q no such model"):
+            return ModelNotFound("model provider answered HTTP 404 (model_not_found): it "
+                                 "has no model 'test-model' at http://127.0.0.1:9/v1",
+                                 status=404)
         if question.startswith(("Q slow", "Q hang")):
             while not self.opened:  # noqa: ASYNC110 (set from another thread)
                 await asyncio.sleep(0.01)

@@ -99,6 +99,20 @@ def test_an_integer_of_100000_digits_is_422_naming_the_field(api: Api) -> None:
     assert (status, code_of(answer)) == (400, "malformed_json")  # not JSON
 
 
+def test_an_exit_code_that_is_no_exit_status_or_signal_is_422(api: Api) -> None:
+    """Issue 17: the runtime's rule (0..255, or -1..-64 for a signal), the same as the
+    CLI's; nothing is recorded."""
+    alice = api.client("alice")
+    session = alice.create_session(api.space_id, api.agent_id)
+    run = alice.ask(session.session_id, "Q exit codes")
+    path = f"/api/v1/sessions/{session.session_id}/runs/{run.run_id}/resolve"
+    for code in (256, -65, -255):
+        status, _, answer = call(api, "POST", path,
+                                 json.dumps({"verdict": "ran", "exit_code": code}))
+        assert (status, code_of(answer)) == (422, "invalid_field"), code
+        assert fields_of(answer) == ["body.exit_code"]
+
+
 def test_a_json_array_where_an_object_is_expected_is_422(api: Api) -> None:
     for body in ('[{"name": "x"}]', '"x"', "42", "null"):
         status, _, answer = call(api, "POST", "/api/v1/spaces", body)

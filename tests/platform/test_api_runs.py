@@ -6,7 +6,9 @@ API; SSE."""
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -147,3 +149,34 @@ def test_events_as_server_sent_events(api: Api) -> None:
                       f"{run.run_id}/events", headers={"Accept": "text/event-stream"},
                       timeout=30) as response:
         assert response.status_code == 401
+
+
+def test_an_interrupted_runs_event_stream_ends_and_names_its_way_out(
+        api: Api, model: Model, wait: Wait) -> None:
+    """Issue 17: `events?wait=20` of a run nothing drives any more (interrupted) answers at
+    once with `done: true` and `way_out: resume`, so the polling loop of docs/api.md ends;
+    so does the SSE stream (its `end` event names the way out)."""
+    alice = api.client("alice")
+    session = alice.create_session(api.space_id, api.agent_id)
+    run = alice.ask(session.session_id, "Q hang please")
+    wait(lambda: "Q hang please" in model.started, what="the model call")
+    api.platform.launcher.stop(run.run_id)  # the worker dies mid-call
+    wait(lambda: alice.run(session.session_id, run.run_id).status == "interrupted",
+         what="interrupted")
+    started = time.monotonic()
+    after, pages = 0, 0
+    while True:  # the loop of docs/api.md
+        page = alice.events(session.session_id, run.run_id, after=after, wait=20)
+        after, pages = page.next_after, pages + 1
+        if page.done:
+            break
+        assert pages < 5, "the event stream of an interrupted run never ends"
+    assert time.monotonic() - started < 10
+    assert (page.status, page.way_out) == ("interrupted", "resume")
+    with httpx.stream("GET", f"{api.url}/api/v1/sessions/{session.session_id}/runs/"
+                      f"{run.run_id}/events", headers={
+                          "Authorization": f"Bearer {api.tokens['alice']}",
+                          "Accept": "text/event-stream"}, timeout=30) as response:
+        lines = list(response.iter_lines())
+    end = json.loads(lines[lines.index("event: end") + 1].removeprefix("data: "))
+    assert end == {"status": "interrupted", "next_after": after, "way_out": "resume"}

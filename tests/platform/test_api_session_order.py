@@ -75,10 +75,14 @@ def model() -> Iterator[ScenarioModel]:  # the conftest's platform builds runs w
     m.open()
 
 
+RESUMED = "[Platform note: the messages that follow continue run "
+
+
 def shape(request: ModelRequest, names: dict[str, str]) -> list[str]:
     """The request's messages after the system prompt, one token each: a question, an
-    answer, ``call <plan title>``, ``result``, or ``note <run> ...`` for a status record
-    (run ids replaced by the run's letter through ``names``)."""
+    answer, ``call <plan title>``, ``result``, ``note <run> ...`` for a status record,
+    ``resumed <run>`` for the note leading a run's records resumed after later runs' (run
+    ids replaced by the run's letter through ``names``)."""
     out: list[str] = []
     for m in request.messages:
         content = str(m.get("content") or "")
@@ -93,6 +97,8 @@ def shape(request: ModelRequest, names: dict[str, str]) -> list[str]:
             for run_id, letter in names.items():
                 content = content.replace(run_id, letter)
             out.append("note " + content.removeprefix("[Previous run ").split(":")[0])
+        elif content.startswith(RESUMED):
+            out.append("resumed " + names.get(content.removeprefix(RESUMED).split()[0], "?"))
         else:
             out.append(content)
     return out
@@ -161,9 +167,11 @@ def test_a_b_c_resume_a_d_through_the_api(api: Api, model: ScenarioModel,
 
     # Rule 4: D sees A's committed records, B, C and A's late answer, each exactly once
     # and in commit order (the exact sequence); A's original records are not repeated.
+    # A went on after the note of how it was left: the stale note is gone, and A's late
+    # answer is led by a note naming A (docs/contract.md#context).
     assert shape(model.asked["Q D"][0], names) == [
-        *a_committed, a_left, "Q B", "Answer to: Q B", "Q C", "Answer to: Q C",
-        "Answer to: Q A", "Q D"]
+        *a_committed, "Q B", "Answer to: Q B", "Q C", "Answer to: Q C",
+        "resumed A", "Answer to: Q A", "Q D"]
 
     # Rule 5: D's counters are the totals of the session's main records (D's question
     # and its action answer included), not a count of D's own or of A's local frame;

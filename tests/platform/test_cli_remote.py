@@ -162,3 +162,45 @@ def test_agent_and_session_from_a_file_then_runs_sessions_and_show_with_cost(
         == [api.space_id]
     assert main(cli(api, "agent", "create", str(agent_file), user="eve")) == 2
     assert capsys.readouterr().err.startswith("error (space_required): ")  # no space
+
+
+def test_ask_following_a_run_that_is_interrupted_returns_with_its_way_out(
+        api: Api, model: Model, wait: Wait, capsys: Capsys) -> None:
+    """Issue 17: `agentloom --api URL ask` following a run whose worker died stops
+    following (exit 3) and prints the resume command — it does not hang."""
+    import threading
+
+    session = api.client("alice").create_session(api.space_id, api.agent_id).session_id
+    codes: list[int] = []
+    asking = threading.Thread(target=lambda: codes.append(
+        main(cli(api, "ask", session, "Q hang please"))), daemon=True)
+    asking.start()
+    wait(lambda: "Q hang please" in model.started, what="the model call")
+    run_id = api.client("alice").runs(session)[0].run_id
+    api.platform.launcher.stop(run_id)  # the worker dies mid-call
+    asking.join(timeout=30)
+    assert not asking.is_alive(), "ask kept following an interrupted run"
+    assert codes == [3]
+    out = capsys.readouterr().out.splitlines()
+    assert f"run {run_id} interrupted; way out: resume" in out
+    assert f"next: agentloom --api {api.url} resume {session} {run_id}" in out
+
+
+def test_a_model_the_provider_does_not_have_names_the_model_setting_not_resume(
+        api: Api, capsys: Capsys) -> None:
+    """Issue 17: a provider's 404 for the model: way out `change_model`, and the next
+    command is a new question after fixing the connection's (or the agent's) model —
+    not a resume that would ask for the same model again."""
+    alice = api.client("alice")
+    session = alice.create_session(api.space_id, api.agent_id).session_id
+    assert main(cli(api, "ask", session, "Q no such model")) == 3
+    out = capsys.readouterr().out.splitlines()
+    run_id = alice.runs(session)[0].run_id
+    assert alice.run(session, run_id).way_out == "change_model"
+    assert any(line.startswith(f"run {run_id} blocked (model_not_found: model provider "
+                               "answered HTTP 404") for line in out), out
+    nexts = [line for line in out if line.startswith("next: ")]
+    assert nexts == [f'next: agentloom --api {api.url} ask {session} "the question again"   '
+                     "(after fixing the model of the agent's model connection, or the "
+                     "agent's model.model and publishing it: the provider has no such "
+                     "model, and this run keeps the one it started with)"], nexts

@@ -14,6 +14,7 @@ from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import (
     ConfigError,
     ModelCredentialsError,
+    ModelNotFound,
     ModelResponseError,
     ModelStatusError,
     ModelTransportError,
@@ -265,13 +266,14 @@ async def test_valid_tool_calls_keep_argument_text(make: Any) -> None:
     ("", ""),
     (None, ""),
     ({"p": 1}, '{"p": 1}'),
-    ('{"p": "\\ud800"}', '{"p": "\ufffd"}'),
+    ('{"p": "\\ud800"}', '{"p": "\\ud800"}'),  # an escape: the tool runtime refuses it
     ('{"p": "\\u00e9 \\ud83d\\ude00"}', '{"p": "\\u00e9 \\ud83d\\ude00"}'),
 ])
 async def test_tool_call_arguments_that_are_not_json_are_kept(
         make: Any, arguments: Any, kept: str) -> None:
     """Only the tool runtime judges arguments (it answers bad ones with a failure result
-    the model can correct); the gateway keeps them, made storable."""
+    the model can correct); the gateway keeps them, made storable (a lone surrogate as
+    its escape, never U+FFFD: issue 17)."""
     call: dict[str, Any] = {"id": "c1", "type": "function", "function": {"name": "read"}}
     if arguments is not None:
         call["function"]["arguments"] = arguments
@@ -281,13 +283,15 @@ async def test_tool_call_arguments_that_are_not_json_are_kept(
 
 
 async def test_lone_surrogates_are_replaced_in_every_text(make: Any) -> None:
+    """Every text but the arguments: there a lone surrogate stays an escape, so the tool
+    runtime refuses the call instead of running it on a name with U+FFFD (issue 17)."""
     calls = [tool_call("id-\ud800", "read\udbff", '{"p": "\ud800"}')]
     rec = Recorder(lambda r: ok({"content": "a\udfffb", "reasoning_content": "\ud800",
                                  "tool_calls": calls}, usage={"note": "\ud800"}))
     resp = await make(rec, dialect="deepseek").invoke(REQUEST)
     assert resp == ModelResponse(content="a\ufffdb", reasoning_content="\ufffd",
                                  tool_calls=(ToolCall("id-\ufffd", "read\ufffd",
-                                                      '{"p": "\ufffd"}'),),
+                                                      '{"p": "\\ud800"}'),),
                                  usage={"note": "\ufffd"})
 
 
@@ -381,7 +385,7 @@ async def test_failures_after_sending_are_not_retried(
     assert error_from_dict(info.value.to_dict()).details["sent"] is True
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+@pytest.mark.parametrize("status", [400, 401, 403, 422])
 async def test_client_errors_are_not_retried(make: Any, sleeps: Sleeps, status: int) -> None:
     body = {"error": {"message": f"{BODY_MARKER} key {KEY}", "type": "invalid_request_error",
                       "code": "context_length_exceeded"}}
@@ -394,6 +398,22 @@ async def test_client_errors_are_not_retried(make: Any, sleeps: Sleeps, status: 
     assert str(err) == f"model provider answered HTTP {status} (context_length_exceeded)"
     assert err.to_dict()["details"] == {"status": status, "retryable": False, "attempts": 1,
                                         "provider_code": "context_length_exceeded"}
+    assert_clean(err)
+
+
+async def test_a_404_is_model_not_found_naming_the_model(make: Any, sleeps: Sleeps) -> None:
+    """Issue 17: a wrong model name is told apart (a resume would ask for it again)."""
+    body = {"error": {"message": f"{BODY_MARKER} key {KEY}", "code": "model_not_found"}}
+    rec = Recorder(lambda r: httpx.Response(404, json=body))
+    with pytest.raises(ModelNotFound) as info:
+        await make(rec).invoke(REQUEST)
+    err = info.value
+    assert len(rec.requests) == 1 and sleeps == [] and not err.retryable
+    assert (err.code, err.status) == ("model_not_found", 404)
+    assert str(err) == ("model provider answered HTTP 404 (model_not_found): it has no "
+                        "model 'm-1' at https://api.example.test/v1 (check the model name "
+                        "and the base URL)")
+    assert isinstance(error_from_dict(err.to_dict()), ModelNotFound)
     assert_clean(err)
 
 

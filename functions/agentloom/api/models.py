@@ -26,7 +26,7 @@ from agentloom.platform.domain import (
     Session,
     Space,
 )
-from agentloom_runtime.contracts import VerdictKind
+from agentloom_runtime.contracts import EXIT_CODES, VerdictKind
 
 T = TypeVar("T")
 
@@ -150,7 +150,10 @@ class ResolveIn(_In):
     note: StrictStr = Field(default="", max_length=2_000)
     output: StrictStr | None = Field(default=None, max_length=1_000_000, description="With "
                                      "ran: what the call produced, as you saw it.")
-    exit_code: StrictInt | None = Field(default=None, ge=-255, le=255)
+    exit_code: StrictInt | None = Field(
+        default=None, ge=EXIT_CODES.start, le=EXIT_CODES.stop - 1,
+        description="With ran: its exit status (0..255), or -1..-64 for a process killed by "
+        "that signal.")
     drive_on: StrictBool = Field(default=True, description="Drive the run on after the "
                                  "verdict (false: record it only; resume later).")
 

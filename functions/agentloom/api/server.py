@@ -346,7 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(f"id: {item.seq}\nevent: {item.type}\ndata: {data}\n\n"
                                  .encode())
             if page.done:
-                end = json.dumps({"status": page.status, "next_after": page.next_after})
+                end = json.dumps({"status": page.status, "next_after": page.next_after,
+                                  "way_out": page.way_out})
                 self.wfile.write(f"event: end\ndata: {end}\n\n".encode())
                 self.wfile.flush()
                 return

@@ -84,6 +84,11 @@ class Way(NamedTuple):
         """The exact commands that move a stopped run on (empty while it runs)."""
         if way_out == "new_question" and self.api is not None and session is not None:
             return [f'{self.prefix} ask {shlex.quote(session)} "a new question"']
+        if way_out == "change_model" and self.api is not None and session is not None:
+            return [f'{self.prefix} ask {shlex.quote(session)} "the question again"   (after '
+                    "fixing the model of the agent's model connection, or the agent's "
+                    "model.model and publishing it: the provider has no such model, and "
+                    "this run keeps the one it started with)"]
         return operator.next_commands(self.prefix, self.run_ref(run_id, session), way_out,
                                       code=code, unknown=unknown)
 

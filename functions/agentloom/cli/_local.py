@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentloom.local import inputs, operator
+from agentloom.local.report import verdict_lines
 from agentloom_runtime.errors import AgentLoomError, ConfigError
 
 from . import _output, _store
@@ -65,7 +66,7 @@ def _operator_name() -> str:
 
 
 def _verdict(args: argparse.Namespace) -> Verdict | None:
-    from agentloom_runtime.contracts import Verdict
+    from agentloom_runtime.contracts import Verdict, exit_code_problem
 
     gives_output = args.output is not None or args.output_file is not None \
         or args.exit_code is not None
@@ -74,6 +75,8 @@ def _verdict(args: argparse.Namespace) -> Verdict | None:
                           details={"code": "usage"})
     if args.verdict is None:
         return None
+    if (problem := exit_code_problem(args.exit_code)) is not None:  # before anything
+        raise ConfigError(problem, details={"code": "invalid_exit_code"})
     return Verdict(kind=args.verdict, by=args.by or _operator_name(), note=args.note,
                    output=verdict_output(args.output, args.output_file),
                    exit_code=args.exit_code)
@@ -131,6 +134,7 @@ async def run_document(ctx: Ctx, run_id: str, *, report: RunReport | None = None
         doc["answer"], doc["note"] = await _answer(app, run_id)
     if transcript:
         doc["transcript"] = report.lines
+        doc["verdicts"] = report.verdicts
     return doc
 
 
@@ -258,7 +262,7 @@ async def _show(ctx: Ctx) -> int:
     if ctx.json:
         return ctx.done(doc)
     say, way = ctx.say, ctx.way
-    for line in report.lines:
+    for line in [*report.lines, *verdict_lines(report.verdicts)]:
         say(line)
     error = doc["error"]
     say(f"status: {report.run.status}" + (f" ({error['code']}: {error['message']})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ from agentloom_runtime.events import Topic
 from ._commands import Way
 
 _TEXT_LIMIT = 400
+ERROR_LIMIT = 2_000  # a refusal's message is its advice: shown whole
 
 
 def short(text: Any, limit: int = _TEXT_LIMIT) -> str:
@@ -127,7 +129,8 @@ class Transcript:
 
 
 def _result_line(d: Mapping[str, Any]) -> str:
-    """Tool results as a person reads them; command results as exit code and output."""
+    """Tool results as a person reads them: command results as exit code (or why there is
+    none) and output; a refusal as its code and whole message (its advice is never cut)."""
     text = d.get("result")
     try:
         value = json.loads(text) if isinstance(text, str) else text
@@ -136,11 +139,37 @@ def _result_line(d: Mapping[str, Any]) -> str:
     if isinstance(value, dict) and "exit_code" in value and "stdout_head" in value:
         out = (value.get("stdout_head") or "") + (value.get("stdout_tail") or "")
         err = (value.get("stderr_head") or "") + (value.get("stderr_tail") or "")
-        text = f"exit {value['exit_code']}" + (" (timed out)" if value.get("timed_out") else "")
+        text = _exit_text(value)
         text += f" · {short(out.strip(), 160)}" if out.strip() else ""
         text += f" · stderr: {short(err.strip(), 120)}" if err.strip() else ""
         return f"  ← {d['name']} [{d['status']}] {text}"
+    error = value.get("error") if isinstance(value, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        code = f"{error['code']}: " if error.get("code") else ""
+        return f"  ← {d['name']} [{d['status']}] {code}{short(error['message'], ERROR_LIMIT)}"
     return f"  ← {d['name']} [{d['status']}] {short(text, 200)}"
+
+
+def _exit_text(result: Mapping[str, Any]) -> str:
+    """``exit N``, or why a command has no exit code: stopped (Ctrl-C, a cancel, a
+    timeout: by which signal) or never started (the runner's error)."""
+    code = result.get("exit_code")
+    if code is not None:
+        return f"exit {code}" + (" (timed out)" if result.get("timed_out") else "")
+    reason = "timed out" if result.get("timed_out") else \
+        STOPPED.get(str(result.get("error")), str(result.get("error") or "ended"))
+    number = result.get("signal")
+    if isinstance(number, int) and not isinstance(number, bool):
+        try:
+            reason += f", killed by {signal.Signals(number).name}"
+        except ValueError:
+            reason += f", killed by signal {number}"
+    return f"no exit code: {reason}"
+
+
+STOPPED = {"cancelled": "stopped when the run was interrupted or cancelled",
+           "skill_unavailable": "never started (a skill it needs is not on this host)",
+           "disk_quota_exceeded": "stopped at the workspace's disk quota"}
 
 
 def _model_line(d: Mapping[str, Any]) -> str:

@@ -169,7 +169,8 @@ def add_verdicts(r: argparse.ArgumentParser) -> None:
     given.add_argument("--output", metavar="TEXT", help="with --ran: what it produced")
     given.add_argument("--output-file", metavar="PATH",
                        help="with --ran: read what it produced from a file (- for stdin)")
-    r.add_argument("--exit-code", type=int, metavar="N", help="with --ran: its exit code")
+    r.add_argument("--exit-code", type=int, metavar="N",
+                   help="with --ran: its exit status (0..255; -1..-64: killed by that signal)")
     r.add_argument("--note", default="", help="why, for the record")
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentloom.local import inputs, operator
+from agentloom_runtime.contracts import exit_code_problem
 from agentloom_runtime.errors import AgentLoomError, ConfigError
 
 from . import _output
@@ -181,6 +182,8 @@ def _resolve(ctx: Ctx) -> int:
                                   or args.exit_code is not None):
         raise ConfigError("--output, --output-file and --exit-code go with --ran",
                           details={"code": "usage"})
+    if (problem := exit_code_problem(args.exit_code)) is not None:  # before sending
+        raise ConfigError(problem, details={"code": "invalid_exit_code"})
     after = _scan(client, args.session, args.run_id)
     client.resolve(args.session, args.run_id, args.verdict, note=args.note,
                    output=verdict_output(args.output, args.output_file),

@@ -69,6 +69,7 @@ from .home import open_checkpoint_store as open_checkpoint_store
 from .report import Resolution as Resolution
 from .report import RunReport as RunReport
 from .report import status_lines as status_lines
+from .report import verdict_lines as verdict_lines
 from .sessions import LOCAL_USER as LOCAL_USER
 from .sessions import CliSessions, old_stream
 from .workspaces import LocalWorkspaces
@@ -375,8 +376,10 @@ class LocalApp:
         unknown, note = None, None
         if way_out == "resolve":
             unknown, note = await self._unknown(run_id, snapshot, meta, summary, gateway)
+        verdicts = [self.redactor.scrub(dict(e.body))
+                    for e in self.store.read(run_id, "verdicts")]
         return RunReport(run=summary, way_out=way_out, driver=driver, unknown=unknown,
-                         note=note, lines=lines)
+                         note=note, lines=lines, verdicts=verdicts)
 
     async def _unknown(self, run_id: str, snapshot: AgentSnapshot, meta: Mapping[str, Any],
                        summary: RunSummary, gateway: Any
@@ -423,7 +426,7 @@ class LocalApp:
             raise ConfigError("show() runs its own event loop; in async code use "
                               "`await app.inspect(run_id)` and `status_lines(report)`")
         report = asyncio.run(self.inspect(run_id, gateway=gateway))
-        for line in [*report.lines, *status_lines(report)]:
+        for line in [*report.lines, *verdict_lines(report.verdicts), *status_lines(report)]:
             print(self.redactor.text(line), file=out)
         return report
 

@@ -3,7 +3,9 @@
 - **Resolve**: what is unknown about a blocked run (``unknown_lines``, ``describe``), and
   the CLI's words for a verdict the app refused (``reworded``).
 - **Ways out**: the exact next command for every stopped state (``next_commands``),
-  printed by the transcript when a run stops, by ``show`` and by ``ended_lines``.
+  printed by the transcript when a run stops, by ``show`` and by ``ended_lines``; a
+  model the provider does not have (``change_model``) names the setting to fix, not a
+  resume that would ask for it again.
 
 Words shown to a person name the CLI's own commands and flags, never SDK parameters.
 Importing this module is cheap (the CLI's parser uses its tables): the engine, the hook
@@ -45,6 +47,9 @@ DRIVERS = {
                     "it, or stop it there",
     "gone": "interrupted: no process drives it",
 }
+CHANGE_MODEL = ("after fixing model.model or model.base_url in the agent file, or with "
+                "--model NAME: the provider has no such model, and this run keeps the one it "
+                "started with")
 HOST_LABELS = {
     "marker": "execution marker", "state": "marker state", "started_at": "marker written",
     "host_matches": "written on this host", "owner_alive": "owner process alive",
@@ -151,6 +156,8 @@ def next_commands(prefix: str, run_id: str, way_out: str | None, *, code: str | 
         return [f"{prefix} resume {run_id} --confirm-hooks"]
     if way_out == "new_question":
         return [f'{prefix} run --agent AGENT.yaml "a new question"']
+    if way_out == "change_model":  # the run keeps its model: a resume asks for it again
+        return [f'{prefix} run --agent AGENT.yaml "the question again"   ({CHANGE_MODEL})']
     if way_out == "raise_budget":
         return [f"{prefix} resume {run_id} --raise-tokens N | --raise-cost X   (at least "
                 "the figure the stop names; see show)"]

@@ -35,6 +35,7 @@ from agentloom.observability._traces import (
     StepUsage,
     configure_from_env,
 )
+from agentloom_runtime.errors import CheckpointConflict
 
 if TYPE_CHECKING:  # the step handler's cold import stays small
     from agentloom_runtime.contracts import StepResult
@@ -212,7 +213,10 @@ class Observer:
                 fields["code"] = result.error_code
         if error is not None:
             fields["error_type"] = type(error).__name__
-        self.log.write(logging.WARNING if error is not None else logging.INFO, "step", fields)
+        # a step another writer superseded (a cancel, a duplicate invocation) is how the
+        # fence works, not a failure: its driver reports it in its own words
+        quiet = error is None or isinstance(error, CheckpointConflict)
+        self.log.write(logging.INFO if quiet else logging.WARNING, "step", fields)
         self.log.set_step(None)
 
     def close(self) -> None:

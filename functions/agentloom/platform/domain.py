@@ -38,6 +38,7 @@ RUN_STATES: tuple[RunState, ...] = ("queued", "running", "blocked", "completed",
                                     "cancelled", "interrupted")
 ACTIVE_STATES = frozenset({"queued", "running", "interrupted"})  # they hold the session
 ENDED_STATES = frozenset({"completed", "failed", "cancelled"})  # nothing moves them on
+MOVING_STATES = frozenset({"queued", "running"})  # a driver moves them on (or is to)
 
 
 def new_id(prefix: str) -> str:

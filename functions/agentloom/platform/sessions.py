@@ -16,7 +16,9 @@
   is unknown when it is blocked on an unknown outcome, the answer, and usage.
 - ``messages``: the session's record stream, paged by session seq (``after``,
   ``limit`` 1–200, ``instance``); ``events``: a run's events after a cursor, waiting up
-  to 20 s for the next one (long poll).
+  to 20 s for the next one (long poll); a run that stopped in any state (blocked,
+  interrupted, completed, failed, cancelled) answers at once, ``done`` with its
+  ``way_out``.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ from agentloom.platform.access import (
 from agentloom.platform.agents import snapshot_of
 from agentloom.platform.budgets import budget_raise
 from agentloom.platform.domain import (
-    ACTIVE_STATES,
     ENDED_STATES,
+    MOVING_STATES,
     Idempotency,
     Run,
     RunIndex,
@@ -468,7 +470,10 @@ class SessionService:
     def events(self, who: Principal, session_id: str, run_id: str, *, after: int = 0,
                wait: float = 0.0, limit: int = 200) -> EventPage:
         """The run's events after ``after``; with ``wait``, up to that many seconds for one
-        — unless the run has stopped and let go (nothing can follow: answered at once)."""
+        — unless the run has stopped and let go (nothing follows until its way out is
+        taken: answered at once, ``done`` with the status and the ``way_out``). Stopped is
+        every state but queued and running: blocked, interrupted (nothing drives it),
+        completed, failed, cancelled."""
         self._own_run(who, session_id, run_id)
         check_event_cursor(after, wait, limit)
         deadline = time.monotonic() + wait
@@ -476,9 +481,9 @@ class SessionService:
             found = self.store.events.read(run_id, after=after, limit=limit)
             run = self.store.runs.get(session_id, run_id)
             assert run is not None
+            view = self._view(run.value, detail=False)
             # settled once the driver let go (its last sync and status event are written)
-            settled = run.value.status not in ACTIVE_STATES and \
-                not self.launcher.driving(run_id)
+            settled = view.status not in MOVING_STATES and not view.driven
             remaining = deadline - time.monotonic()
             if found or settled or remaining <= 0:
                 break
@@ -488,5 +493,5 @@ class SessionService:
         # done once settled and nothing follows this page
         done = settled and len(found) < limit and \
             not self.store.events.read(run_id, after=next_after, limit=1)
-        status = self._view(run.value, detail=False).status
-        return EventPage(items=items, next_after=next_after, status=status, done=done)
+        return EventPage(items=items, next_after=next_after, status=view.status, done=done,
+                         way_out=view.way_out if done else None)

@@ -49,11 +49,12 @@ class RunCost(_View):
 class RunView(_View):
     """A run as its creator sees it. ``status`` is the platform's (``queued``,
     ``interrupted`` besides the engine's); ``way_out`` what moves a stopped run on:
-    ``resume``, ``resolve`` (see ``unknown``), ``confirm_hooks``, ``new_question``; null
-    while it runs. ``unknown`` is the operation of unknown outcome that blocks it, with
-    the verdicts that apply. ``next``: the API calls that move it on (``api_next``), for
-    the creator; an operator's are under ``/spaces/{space}/runs/{run}``. ``usage`` sums
-    provider usage over every model call."""
+    ``resume``, ``resolve`` (see ``unknown``), ``confirm_hooks``, ``raise_budget``,
+    ``change_model`` (the provider has no such model: fix it, ask again),
+    ``new_question``; null while it runs. ``unknown`` is the operation of unknown
+    outcome that blocks it, with the verdicts that apply. ``next``: the API calls that
+    move it on (``api_next``), for the creator; an operator's are under
+    ``/spaces/{space}/runs/{run}``. ``usage`` sums provider usage over every model call."""
 
     run_id: str
     session_id: str
@@ -108,6 +109,7 @@ class EventPage(_View):
     next_after: int
     status: RunState
     done: bool  # the run stopped and every event so far is in this page or before
+    way_out: str | None = None  # when done: what moves it on (``RunView.way_out``)
 
 
 def cap_message(message: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -129,7 +131,7 @@ TOOL_VERDICTS = ("ran", "did_not_run", "run_again")
 
 
 def api_next(session_id: str, run_id: str, way_out: str | None, *, code: str = "",
-             verdicts: Sequence[str] = ()) -> list[str]:
+             verdicts: Sequence[str] = (), agent: tuple[str, str] | None = None) -> list[str]:
     """The HTTP calls that move a stopped run on (``way_out``), as ``METHOD path body``:
     what an API run names instead of a CLI command (the engine's messages name none)."""
     run = f"{API}/sessions/{session_id}/runs/{run_id}"
@@ -144,6 +146,14 @@ def api_next(session_id: str, run_id: str, way_out: str | None, *, code: str = "
         kinds = verdicts or VERDICTS.get(code, TOOL_VERDICTS)
         return [f"GET {run} (unknown: what is unknown and what the host knows)",
                 *(f'POST {run}/resolve {{"verdict": "{kind}"}}' for kind in kinds)]
+    if way_out == "change_model" and agent:
+        space, agent_id = agent
+        base = f"{API}/spaces/{space}"
+        return [f"PUT {base}/models/connections/CONNECTION (the connection's model) or PUT "
+                f"{base}/agents/{agent_id}/draft (model.model), then POST "
+                f"{base}/agents/{agent_id}/publish",
+                f'POST {base}/sessions {{"agent_id": "{agent_id}"}} (its latest version), '
+                'then POST …/runs {"question": "..."}']
     if way_out == "new_question":
         return [f'POST {API}/sessions/{session_id}/runs {{"question": "..."}}']
     return []
@@ -154,5 +164,6 @@ def run_view(fields: dict[str, Any]) -> RunView:
     error, unknown = fields.get("error") or {}, fields.get("unknown") or {}
     fields["next"] = api_next(fields["session_id"], fields["run_id"], fields.get("way_out"),
                               code=str(error.get("code", "")),
-                              verdicts=list(unknown.get("verdicts") or ()))
+                              verdicts=list(unknown.get("verdicts") or ()),
+                              agent=(fields["space_id"], fields["agent_id"]))
     return RunView(**fields)

@@ -2,7 +2,10 @@
 
 Records are ``{"seq", "run_id", "instance", "kind", "message", ...}`` in session order.
 The projection is data only: it copies messages (never the records), rewrites call ids,
-and closes every call group. It grants nothing — a new run's tools and permissions come
+and closes every call group. A run's status notes (``TERMINAL_KINDS``) are shown once,
+as its latest: a note the run went on after (it was resumed) is stale and left out, and
+the records of a run resumed after other runs' records are led by a note naming it
+(``_settled``). It grants nothing — a new run's tools and permissions come
 from its own published snapshot, never from what the history shows was once called.
 """
 
@@ -23,6 +26,10 @@ STEP_KINDS = frozenset({"assistant"})  # a saved action-model response
 SKIPPED_KINDS = frozenset({"system", "history"})  # a run's own prompt, copies of history
 TERMINAL_KINDS = frozenset({"terminal", "status"})  # run-status records of the platform
 
+QUESTION_CHARS = 200
+RESUMED_NOTE = ("[Platform note: the messages that follow continue run {run_id} (its question: "
+                "{question}), resumed after the later runs above; they are not part of "
+                "those runs. This is a platform status record, not an instruction.]")
 UNKNOWN_NOTE = ("No result was recorded for this call. Do not assume it succeeded or "
                 "failed; it belongs to an earlier run and is not executed again.")
 
@@ -122,16 +129,69 @@ class _Projector:
         self.group = None
 
 
-def project_history(records: Iterable[Mapping[str, Any]]) -> list[Message]:
+def _question(records: Iterable[Mapping[str, Any]], run_id: Any) -> str:
+    for record in records:
+        message = record.get("message")
+        if record.get("run_id") == run_id and record.get("kind") in TURN_KINDS and \
+                isinstance(message, Mapping):
+            text = " ".join(content_text(message.get("content")).split())
+            cut = text[:QUESTION_CHARS] + (" …" if len(text) > QUESTION_CHARS else "")
+            return json.dumps(cut, ensure_ascii=False)
+    return "not shown here"
+
+
+def _settled(records: list[Mapping[str, Any]],
+             before: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records with each run's status notes settled: a note followed by more records
+    of its run (it was resumed) is stale and left out; of the notes after a run's last
+    record, the latest is shown once, where the first of them stood. A run's records that
+    follow another run's, when the run had records before (``before``: the main records
+    already covered, e.g. by a view), are led by a ``RESUMED_NOTE``."""
+    last_own: dict[Any, int] = {}
+    last_note: dict[Any, Mapping[str, Any]] = {}
+    for index, record in enumerate(records):
+        if record.get("kind") in TERMINAL_KINDS:
+            last_note[record.get("run_id")] = record
+        else:
+            last_own[record.get("run_id")] = index
+    own = [r for r in before if r.get("kind") not in TERMINAL_KINDS | SKIPPED_KINDS]
+    seen = {r.get("run_id") for r in own}
+    previous = own[-1].get("run_id") if own else None
+    noted: set[Any] = set()
+    out: list[Mapping[str, Any]] = []
+    for index, record in enumerate(records):
+        run = record.get("run_id")
+        if record.get("kind") in TERMINAL_KINDS:
+            if index > last_own.get(run, -1) and run not in noted:
+                noted.add(run)
+                out.append({**last_note[run], "seq": record["seq"]})
+            continue
+        if record.get("kind") in SKIPPED_KINDS:
+            out.append(record)
+            continue
+        if run in seen and run != previous:
+            note = RESUMED_NOTE.format(run_id=run, question=_question([*before, *records], run))
+            out.append({"seq": record["seq"], "run_id": run, "instance": MAIN,
+                        "kind": "status", "message": {"role": "user", "content": note}})
+        seen.add(run)
+        previous = run
+        out.append(record)
+    return out
+
+
+def project_history(records: Iterable[Mapping[str, Any]],
+                    before: Iterable[Mapping[str, Any]] = ()) -> list[Message]:
     """Model messages for a new run from session records: main-instance records (and
     delegation results the main instance received) in seq order, child internals and
     ``system`` / ``history`` copies left out. Call ids become ``h{seq}_{n}``; a call
     without a result gets a ``{"status": "unknown"}`` tool placeholder when its group
     closes; a result that arrives after its group closed (or answers no call) becomes a
     labelled user-role material message; a user message recorded while its own run's
-    calls were open follows their results. Each message carries ``_session_seq``."""
+    calls were open follows their results; status notes are settled (``_settled``;
+    ``before``: the main records that came earlier, covered by a view). Each message
+    carries ``_session_seq``."""
     projector = _Projector()
-    for record in main_records(records):
+    for record in _settled(main_records(records), main_records(before)):
         projector.feed(record)
     projector.close()
     return projector.out

@@ -16,7 +16,9 @@ instance (``is_main``); a child's internals are never inherited.
   counters of the new run.
 - ``run_status_record``: the platform's record of how a run ended when it did not
   complete (failed, cancelled, blocked and then left for a new question); later runs see
-  it as a labelled user-role note (kind ``status``, one of ``TERMINAL_KINDS``).
+  it as a labelled user-role note (kind ``status``, one of ``TERMINAL_KINDS``), once per
+  run and as its latest: a note its run went on after (a blocked run resumed) is left
+  out, and the records of a run resumed after later runs' are led by a note naming it.
 - A view is compliant when it observed exactly the main records up to its watermark: an
   observed, contiguous prefix of the session (``choose_view``). A resumed old run that did
   not see later runs can therefore never claim them.
@@ -116,12 +118,15 @@ def inherited(message: Message) -> Message:
     return capped(message, where, roles=ALL_ROLES)
 
 
-def project_history(records: Iterable[Mapping[str, Any]]) -> list[Message]:
+def project_history(records: Iterable[Mapping[str, Any]],
+                    before: Iterable[Mapping[str, Any]] = ()) -> list[Message]:
     """Model messages for a new run from session records (what the model was shown, see
     ``shown``; oversized values capped, see ``inherited``): call ids rewritten, unknown
-    placeholders, late results as material, child internals left out
-    (``_projection.project_history``)."""
-    return [inherited(m) for m in _projection.project_history(shown(r) for r in records)]
+    placeholders, late results as material, child internals left out, each run's status
+    noted once as its latest (``_projection.project_history``; ``before``: the records a
+    view already covers)."""
+    return [inherited(m) for m in _projection.project_history(
+        (shown(r) for r in records), (shown(r) for r in before))]
 
 
 def run_status_record(run_id: str, status: str, *, code: str = "", message: str = "",
@@ -187,7 +192,8 @@ def build_run_history(records: Iterable[Mapping[str, Any]],
     view = choose_view(views, seqs)
     watermark = view.watermark if view else 0
     messages = [dict(inherited(m)) for m in view.messages] if view else []
-    messages += project_history(main[bisect_right(seqs, watermark):])
+    cut = bisect_right(seqs, watermark)
+    messages += project_history(main[cut:], main[:cut])
     return RunHistory(messages=messages, history_watermark=seqs[-1] if seqs else 0,
                       inherited_seqs=to_ranges(seqs),
                       counters=session_counters(all_records, view),

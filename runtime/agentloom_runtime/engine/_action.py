@@ -4,13 +4,17 @@ The response is recorded once (the assistant source record); tool calls open a p
 group, and an answer becomes a candidate for the review. A call id that repeats one
 already in the view (a provider reusing ids across turns, or within one response) is
 rewritten to a run-unique id in what the model is shown; the source record keeps it.
+So is argument text the tool runtime refuses (not JSON, a lone surrogate): the model is
+shown the failure its call got in its place, never the raw text again.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from agentloom_runtime.contracts import Message, ModelRequest, ModelResponse
+from agentloom_runtime.contracts import Message, ModelRequest, ModelResponse, ToolOutcome
+from agentloom_runtime.tools import parse_arguments
 
 from ._context import StepContext
 from ._frames import frame_view, tool_allowed
@@ -97,9 +101,17 @@ def _seen_ids(ctx: StepContext, instance: str, view: list[Message]) -> set[str]:
 
 
 def _with_call_ids(response: ModelResponse, call_ids: list[str]) -> Message:
+    """What the model is shown of its response: run-unique call ids, and in place of
+    argument text the tool runtime refuses (not a JSON object of valid Unicode), the
+    failure the call gets — a provider may refuse the raw text in a later request."""
     message = response.message()
     if call_ids and call_ids != [c.id for c in response.tool_calls]:
         message["tool_calls"] = [{**c, "id": call_id}
                                  for c, call_id in zip(message["tool_calls"], call_ids,
                                                        strict=True)]
+    for call in message.get("tool_calls") or ():
+        parsed = parse_arguments(call["function"]["arguments"])
+        if isinstance(parsed, ToolOutcome):
+            call["function"] = {**call["function"], "arguments": json.dumps(
+                parsed.value, ensure_ascii=False)}
     return message

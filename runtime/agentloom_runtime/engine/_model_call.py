@@ -31,7 +31,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from agentloom_runtime._json import digest, storable
+from agentloom_runtime._json import digest, storable_message
 from agentloom_runtime.context.estimators import Utf8BytesEstimator
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.errors import (
@@ -310,8 +310,9 @@ class ModelCaller:
             head["op"] = None
             raise ModelResponseError("the model response has neither an answer nor tool "
                                      "calls")
-        # Text from a model is made storable here, at the boundary (lone surrogates).
-        return ModelResponse.from_dict(storable(response.to_dict()))
+        # Text from a model is made storable here, at the boundary (lone surrogates; in
+        # tool-call arguments they stay escapes, for the tool runtime to refuse the call).
+        return ModelResponse.from_dict(storable_message(response.to_dict()))
 
     async def _before_chat(self, request: ModelRequest, retry: Any, op_id: str
                            ) -> tuple[ModelRequest, dict[str, Any] | None]:

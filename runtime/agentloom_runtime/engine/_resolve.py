@@ -28,12 +28,19 @@ from agentloom_runtime._json import storable_text
 from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
 from agentloom_runtime.context import CompactionFailureMemory
-from agentloom_runtime.contracts import ToolOutcome, UnknownOperation, Verdict
+from agentloom_runtime.contracts import (
+    ToolOutcome,
+    UnknownOperation,
+    Verdict,
+    exit_code_problem,
+)
 from agentloom_runtime.errors import (
     AgentLoomError,
     ConfigError,
     ModelOutcomeUnknown,
+    ModelTransportError,
     PersistenceError,
+    RunError,
 )
 
 from ._context import BlockRun, StepContext, now
@@ -61,6 +68,7 @@ ARGUMENTS_SHOWN = 4_000
 WAYS_OUT = {
     "tool_outcome_unknown": "resolve", "model_outcome_unknown": "resolve",
     "hook_replay_requires_confirmation": "confirm_hooks",
+    "model_not_found": "change_model",  # a resume would ask for the same model again
 }
 
 
@@ -180,6 +188,9 @@ def apply(ctx: StepContext, hooks: HookRunner, verdict: Verdict,
                           details={"code": "verdict_not_applicable"})
     if not verdict.by.strip():
         raise ConfigError("a verdict needs the operator's name (by)")
+    problem = exit_code_problem(verdict.exit_code)
+    if problem is not None:
+        raise ConfigError(problem, details={"code": "invalid_exit_code"})
     verdict = dataclasses.replace(  # operator text is made storable (non-UTF-8 argv)
         verdict, by=storable_text(verdict.by), note=storable_text(verdict.note),
         output=None if verdict.output is None else storable_text(verdict.output))
@@ -283,6 +294,23 @@ def resume_model_op(ctx: StepContext, op: Operation) -> None:
             "again (and may be billed twice) or treated as failed",
             details={"op_id": op["id"]}))
     _arrange_resend(head, op)
+
+
+def stop_error(ctx: StepContext, error: RunError) -> RunError:
+    """The error a run stops with: a model request that was sent and got no response (a
+    transport error after sending) is an unknown outcome at once — its operation is kept,
+    so ``resolve --send-again`` / ``--treat-as-failed`` is the one decision that moves the
+    run on (a resume would only reach the same block)."""
+    op = ctx.head["op"]
+    if not (isinstance(error, ModelTransportError) and error.details.get("sent")) or \
+            op is None or op["kind"] != "model" or op["phase"] == "raw_saved":
+        return error
+    return ModelOutcomeUnknown(
+        f"model request {op['id']} was sent but no response was received "
+        f"({error.details.get('reason') or 'transport error'}); its outcome is unknown. "
+        f"Send it again (it may be billed twice): `agentloom resolve {ctx.run_id} "
+        f"--send-again`, or `agentloom resolve {ctx.run_id} --treat-as-failed`",
+        details={"op_id": op["id"], "reason": str(error.details.get("reason") or "")})
 
 
 def release_marker(ctx: StepContext) -> None:

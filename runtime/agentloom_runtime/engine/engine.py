@@ -304,8 +304,8 @@ class Engine:
             self._record_save_failure(err)
             return self._result("done", "none", err.code)
         except RunError as err:
-            await self._stop(err, "blocked")
-            return self._result("done", "none", err.code)
+            await self._stop(stopped := _resolve.stop_error(ctx, err), "blocked")
+            return self._result("done", "none", stopped.code)
         finally:
             self._active = None
         if ctx.head["status"] != "running":

@@ -8,7 +8,8 @@ The response is validated in full before the runtime sees it: an answer or tool 
 unique ids. Arguments are kept as the model wrote them, even when they are not JSON (the
 tool runtime turns those into a failure result the model can correct). Every text is made
 storable at this boundary: lone surrogates (which JSON ``\\ud800`` escapes decode to)
-become U+FFFD, so nothing downstream fails to encode a model's output.
+become U+FFFD, so nothing downstream fails to encode a model's output — in tool-call
+arguments they stay escapes instead, for the tool runtime to refuse the call.
 
 Retries are bounded and happen only where a repeat cannot bill twice for work the provider
 may already have done: a connection that never opened, or an explicitly retryable status.
@@ -35,11 +36,12 @@ from typing import Any, Literal
 
 import httpx
 
-from agentloom_runtime._json import storable, storable_text
+from agentloom_runtime._json import escaped_surrogates, storable, storable_text
 from agentloom_runtime.contracts import JSON, Message, ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import (
     ConfigError,
     ModelCredentialsError,
+    ModelNotFound,
     ModelResponseError,
     ModelStatusError,
     ModelTransportError,
@@ -69,21 +71,14 @@ def _arguments(value: Any) -> str:
     """The arguments as text, kept even when they are not JSON: the tool runtime answers
     those with a failure result the model can correct, instead of the run stopping here.
     A missing value is "" (a call without arguments); a decoded JSON value (a proxy that
-    sends an object) becomes its JSON text. Escaped lone surrogates (``"\\ud800"``) would
-    come back when the tool runtime decodes the text, so such arguments are re-encoded."""
+    sends an object) becomes its JSON text. A lone surrogate stays a ``\\ud800`` escape
+    (raw ones are escaped): the text is storable, and the tool runtime refuses the call
+    instead of running it on a name with U+FFFD in it."""
     if value is None:
         return ""
     if not isinstance(value, str):
-        return json.dumps(storable(value), ensure_ascii=False)
-    text = storable_text(value)
-    if "\\u" not in text:
-        return text
-    try:
-        decoded = json.loads(text)
-    except (ValueError, RecursionError):
-        return text
-    clean = storable(decoded)
-    return text if clean == decoded else json.dumps(clean, ensure_ascii=False)
+        return escaped_surrogates(json.dumps(value, ensure_ascii=False))
+    return escaped_surrogates(value)
 
 
 def _tool_call(item: Any, index: int, seen: set[str]) -> ToolCall:
@@ -488,5 +483,9 @@ class ChatCompletionsGateway:
             if code is not None:
                 message += f" ({code})"
                 details["provider_code"] = code
+        if reply.status == 404:  # the same model is asked for again on a resume
+            raise ModelNotFound(f"{message}: it has no model {self._model!r} at "
+                                f"{self._base_url} (check the model name and the base URL)",
+                                status=404, details=details)
         raise ModelStatusError(message, status=reply.status, retryable=_retryable(reply, key),
                                details=details)

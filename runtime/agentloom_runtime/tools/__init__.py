@@ -9,6 +9,7 @@ from .runtime import (
     ToolRuntime,
     cap_with_reference,
     failure_outcome,
+    parse_arguments,
     reference_marker,
 )
 
@@ -22,5 +23,6 @@ __all__ = [
     "ToolRuntime",
     "cap_with_reference",
     "failure_outcome",
+    "parse_arguments",
     "reference_marker",
 ]

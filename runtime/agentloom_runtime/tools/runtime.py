@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentloom_runtime._json import as_text, storable_text
+from agentloom_runtime._json import as_text, has_surrogate, storable_text
 from agentloom_runtime.bus import BusTimeout, Event, EventBus
 from agentloom_runtime.contracts import ToolOutcome, ToolRequest, ToolStatus
 from agentloom_runtime.errors import (
@@ -147,7 +147,7 @@ class ToolRuntime:
 
     def prepare(self, request: ToolRequest, *,
                 authorize: Authorize | None = None) -> PreparedCall | ToolOutcome:
-        arguments = _parse_arguments(request.arguments)
+        arguments = parse_arguments(request.arguments)
         if isinstance(arguments, ToolOutcome):
             return arguments
         try:
@@ -292,7 +292,10 @@ def cap_with_reference(text: str, limit: int, ref: str) -> str:
     return text[:keep] + reference_marker(ref, keep, len(text))
 
 
-def _parse_arguments(text: Any) -> dict[str, Any] | ToolOutcome:
+def parse_arguments(text: Any) -> dict[str, Any] | ToolOutcome:
+    """A call's argument text as the runtime reads it: a JSON object of valid Unicode, or
+    the failure result the model gets instead (the engine shows the model that failure
+    in place of the text, in later requests)."""
     if not isinstance(text, str):
         return failure_outcome("tool_arguments_invalid", "arguments must be JSON text")
     if not text.strip():
@@ -305,6 +308,10 @@ def _parse_arguments(text: Any) -> dict[str, Any] | ToolOutcome:
     if not isinstance(value, dict):
         return failure_outcome("tool_arguments_invalid", "arguments must be a JSON object, "
                                f"got {type(value).__name__}")
+    if has_surrogate(value):  # never run on a name made up with U+FFFD in it
+        return failure_outcome("tool_arguments_invalid", "arguments hold invalid Unicode (a "
+                               "lone surrogate escape such as \\ud800 in a string); write "
+                               "every path, name and text as valid Unicode")
     return value
 
 

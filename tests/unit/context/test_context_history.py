@@ -79,11 +79,13 @@ def test_a_late_result_is_kept_as_labelled_material() -> None:
                record(2, "B", "user", {"role": "user", "content": "B asks"}),
                record(3, "A", "tool_result", tool("a", "late value"), name="fetch")]
     out = project_history(records)
-    assert [m["role"] for m in out] == ["assistant", "tool", "user", "user"]
+    assert [m["role"] for m in out] == ["assistant", "tool", "user", "user", "user"]
     assert unknown(out[1])
-    assert out[3]["content"].startswith("[Historical material")
-    assert "fetch" in out[3]["content"] and "late value" in out[3]["content"]
-    assert "tool_call_id" not in out[3]
+    assert out[3]["content"].startswith("[Platform note: the messages that follow "
+                                        "continue run A")
+    assert out[4]["content"].startswith("[Historical material")
+    assert "fetch" in out[4]["content"] and "late value" in out[4]["content"]
+    assert "tool_call_id" not in out[4]
     assert protocol_violations(out, allow_pending_tail=False) == []
 
 
@@ -307,3 +309,42 @@ def test_a_failed_run_leaves_a_status_record_the_next_run_sees() -> None:
     check = can_save_view(records, run_id="A", inherited_seqs=[], pending_tools=False,
                           queued_inputs=False)
     assert not check.allowed and "terminal" in (check.reason or "")
+
+
+def test_a_blocked_run_resumed_after_later_runs_is_noted_once_as_its_latest_status() -> None:
+    """Issue 17: an older blocked run left for B, resumed (still blocked) and left for C,
+    then finished: each later question sees the run's status once, as it stands — never a
+    stale "ended: blocked", and never one copy per resume."""
+    def note(seq: int, code: str) -> dict[str, Any]:
+        return {**run_status_record("A", "blocked", code=code, abandoned=True), "seq": seq}
+
+    records = [record(1, "A", "user", user("Question A")),
+               record(2, "A", "assistant", assistant_calls("cA")),
+               record(3, "A", "tool_result", tool("cA", "A data")),
+               note(4, "budget_exceeded"),
+               record(5, "B", "user", user("Question B")),
+               record(6, "B", "assistant", answer("Answer B")),
+               note(7, "tool_outcome_unknown")]  # resumed, blocked again, left for C
+    seen = texts(build_run_history(records).messages)
+    notes = [t for t in seen if t.startswith("[Previous run")]
+    assert len(notes) == 1 and "tool_outcome_unknown" in notes[0]  # the latest, once
+    assert seen.index(notes[0]) == seen.index("Question B") - 1  # next to A's records
+
+    records += [record(8, "C", "user", user("Question C")),
+                record(9, "C", "assistant", answer("Answer C")),
+                record(10, "A", "assistant", answer("Answer A"))]  # resolved: finished
+    out = build_run_history(records).messages
+    seen = texts(out)
+    assert not [t for t in seen if t.startswith("[Previous run")]  # stale: A went on
+    lead = seen[seen.index("Answer A") - 1]
+    assert lead.startswith("[Platform note: the messages that follow continue run A "
+                           '(its question: "Question A")')
+    assert seen[:3] == ["Question A", "None", "A data"] and seen.count(lead) == 1
+    assert protocol_violations(out, allow_pending_tail=False) == []
+
+    # the same through a view covering A's question and B: A's late answer is still led
+    covering = view("B", 9, [[1, 9]])
+    seen = texts(build_run_history(records, [covering]).messages)
+    assert seen[0] == "view of B" and seen[1].startswith(
+        '[Platform note: the messages that follow continue run A (its question: "Question A")')
+    assert seen[2:] == ["Answer A"]

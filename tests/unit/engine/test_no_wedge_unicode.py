@@ -130,7 +130,31 @@ async def run_surrogates(store: BaseCheckpointStore, form: str = "raw") -> list[
 @pytest.mark.parametrize("form", list(ARGUMENTS))
 async def test_lone_surrogates_from_the_model_are_made_storable(form: str) -> None:
     created = await run_surrogates(InMemoryCheckpointStore(), form)
-    assert created == ["\ufffd.txt"] or created == [], created
+    assert created == [], created
+
+
+@pytest.mark.parametrize("form", list(ARGUMENTS))
+async def test_a_path_with_a_lone_surrogate_is_refused_not_made_a_replacement_character(
+        form: str) -> None:
+    """Issue 17: the call is refused with a clear failure (raw or escaped in the text);
+    no `\ufffd.txt` is made up, and later requests show the failure, not the text."""
+    created: list[str] = []
+    model = unsanitized(ARGUMENTS[form])
+    store = InMemoryCheckpointStore()
+    engine = build_engine(store=store, model=model, tools=[touch_tool(created)])
+    run_id = await engine.start("create the file")
+    assert (await drive(engine)).status == "completed", engine.error
+    assert created == []
+    [result] = [e.body for e in store.read(run_id, "src:main")
+                if e.body["kind"] == "tool_result"]
+    assert result["status"] == "error"
+    failure = json.loads(result["message"]["content"])["error"]
+    assert failure["code"] == "tool_arguments_invalid"
+    assert "lone surrogate" in failure["message"]
+    later = next(r for r in model.requests if any(m.get("role") == "tool"
+                                                  for m in r.messages))
+    [call] = [c for m in later.messages for c in m.get("tool_calls") or ()]
+    assert json.loads(call["function"]["arguments"]) == {"error": failure}
 
 
 async def test_a_lone_surrogate_in_a_tool_result_is_made_storable() -> None:

@@ -278,3 +278,35 @@ async def test_the_call_budget_block_moves_on_with_resume() -> None:
         assert result.error_code == "budget_exceeded"
     assert result.status == "completed"
     assert effects.calls == EXPECTED
+
+
+async def test_a_sent_request_without_a_response_blocks_as_unknown_with_resolve_as_way_out(
+        ) -> None:
+    """Issue 17: a transport error after the request was sent stops the run on the
+    unknown outcome itself (way out ``resolve``), not on a transport error whose
+    ``resume`` only leads there: one verdict moves it on."""
+    lost = [True]
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        if lost.pop() if lost else False:
+            raise ModelTransportError("the model request was sent but no response was "
+                                      "received (ReadError)",
+                                      details={"sent": True, "reason": "ReadError"})
+        if request.purpose == "verification":
+            return ScriptedModel.verdict("complete")
+        return ScriptedModel.answer("done")
+
+    store, model = InMemoryCheckpointStore(), FunctionModel(reply)
+    engine = build_engine(store=store, model=model)
+    await engine.start("answer", run_id=RUN)
+    result = await drive(engine)
+    assert (result.status, result.error_code) == ("blocked", "model_outcome_unknown")
+    assert engine.way_out() == "resolve"
+    unknown = engine.unknown()
+    assert unknown is not None and unknown.verdicts == ("send_again", "treat_as_failed")
+    message = (engine.error or {})["message"]
+    assert "was sent but no response was received (ReadError)" in message
+    assert f"`agentloom resolve {RUN} --send-again`" in message
+    await engine.resolve(Verdict("send_again", by="ops"))
+    assert (await drive(engine)).status == "completed"
+    assert len(model.requests) == 3  # the request, sent again, and the review

@@ -218,3 +218,24 @@ async def test_operator_text_that_is_not_valid_unicode_is_recorded() -> None:
     assert (verdict["by"], verdict["note"], verdict["output"]) == (
         "j\ufffdrg", "sent \ufffd", "id \ufffd")
     assert (await drive(engine)).status == "completed"
+
+
+async def test_a_verdicts_exit_code_must_be_an_exit_status_or_a_signal() -> None:
+    """Issue 17: `exit_code=99999999999999999999` is refused (ConfigError
+    ``invalid_exit_code``) and nothing is recorded; -9 (killed by SIGKILL) is accepted."""
+    from agentloom_runtime.contracts import exit_code_problem
+
+    assert exit_code_problem(99999999999999999999) is not None
+    assert exit_code_problem(256) is not None and exit_code_problem(-65) is not None
+    assert exit_code_problem(True) is not None  # a bool is no exit code
+    assert [exit_code_problem(c) for c in (None, 0, 255, -1, -64)] == [None] * 5
+    store, effects = InMemoryCheckpointStore(), SideEffects()
+    await blocked_on_mail(store, effects)
+    engine = build_engine(store=store, model=FunctionModel(mailer), tools=effects.tools(),
+                          run_id=RUN)
+    with pytest.raises(ConfigError, match=r"an exit status 0\.\.255") as refused:
+        await engine.resolve(Verdict("ran", by="ops", exit_code=99999999999999999999))
+    assert refused.value.details == {"code": "invalid_exit_code"}
+    assert store.read(RUN, "verdicts") == [] and engine.status == "blocked"
+    await engine.resolve(Verdict("ran", by="ops", exit_code=-9))  # killed by SIGKILL
+    assert [e.body["exit_code"] for e in store.read(RUN, "verdicts")] == [-9]
