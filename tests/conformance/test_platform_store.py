@@ -49,7 +49,7 @@ from agentloom.platform.store import (
 )
 from agentloom.platform.store.dynamodb import MAX_ITEM_BYTES, create_table
 from agentloom.platform.store.items import Write, put
-from agentloom.platform.store.sealed import SealedItemStore
+from agentloom.platform.store.sqlite import SealedItemStore
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint.store import Commit
 from agentloom_runtime.errors import PersistenceError

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from e2e.cli_harness import (
@@ -119,7 +120,7 @@ def test_a_command_stopped_by_ctrl_c_says_why_it_has_no_exit_code_on_resume(
         tmp_path: Path) -> None:
     """Issue 17: SIGINT while a command runs in the sandbox; the resume shows the
     command's result as stopped (by which signal), never `exit None`."""
-    replies = [{"call": {"name": "workspace_command",
+    replies: list[dict[str, Any]] = [{"call": {"name": "workspace_command",
                          "arguments": {"command": "echo started >> log.txt; sleep 30"}}},
                {"answer": "done"}]
     with state_dir() as home:

@@ -22,7 +22,7 @@ def written(home: Path) -> str:
 
 
 def arguments_shown(messages: list[dict[str, object]]) -> list[str]:
-    return [str(c["function"]["arguments"]) for m in messages  # type: ignore[index]
+    return [str(c["function"]["arguments"]) for m in messages
             for c in m.get("tool_calls") or ()]  # type: ignore[attr-defined]
 
 

@@ -52,8 +52,8 @@ async def test_a_resumed_older_run_lands_after_newer_runs_and_d_sees_everything_
         positions = [seen.index(t) for t in once]
         assert positions == sorted(positions)
         assert not [t for t in seen if t.startswith("[Previous run")]
-        resumed = [i for i, t in enumerate(seen) if t.startswith("[Platform note")]
-        assert resumed == [positions[-1] - 1] and a.run_id in seen[resumed[0]]
+        notes = [i for i, t in enumerate(seen) if t.startswith("[Platform note")]
+        assert notes == [positions[-1] - 1] and a.run_id in seen[notes[0]]
 
         records = app.records("s")
         assert runs_in_order(records) == [a.run_id, b.run_id, c.run_id, a.run_id, d.run_id]

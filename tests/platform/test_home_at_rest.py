@@ -15,7 +15,7 @@ from agentloom.crypto import LocalKeyring
 from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.domain import Session, now
 from agentloom.platform.store import ABSENT, PlatformStore, SqliteItemStore, put
-from agentloom.platform.store.sealed import KEYS_PK, SealedItemStore, embedded_items
+from agentloom.platform.store.sqlite import KEYS_PK, SealedItemStore, embedded_items
 
 from .conftest import ALICE, Model
 

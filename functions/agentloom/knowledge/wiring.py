@@ -25,7 +25,7 @@ from agentloom.platform.errors import Invalid
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.secrets import _StoreKeySlots as StoreKeySlots
 from agentloom.platform.store import PlatformStore
-from agentloom.platform.store.sealed import embedded_items
+from agentloom.platform.store.sqlite import embedded_items
 from agentloom.stores import layout
 from agentloom.stores.layout import KEY_FILE
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from agentloom.crypto import EnvelopeCodec, LocalKeyring, fixed_scope
 from agentloom.platform.redaction import Redactor
 from agentloom.platform.store import PlatformStore
-from agentloom.platform.store.sealed import embedded_items
 from agentloom.platform.store.session_commits import SessionCommits
+from agentloom.platform.store.sqlite import embedded_items
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores import layout
 from agentloom.stores.layout import DATABASE as DATABASE

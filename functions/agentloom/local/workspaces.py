@@ -41,18 +41,22 @@ def sandbox_user() -> tuple[int, int] | None:
 
 
 class LocalWorkspaces(SessionWorkspaces):
-    def __init__(self, root: Path, snapshot: AgentSnapshot, session: str) -> None:
+    def __init__(self, root: Path, snapshot: AgentSnapshot, session: str, *,
+                 dir_mode: int) -> None:
         self._sandbox_user = sandbox_user()
         self._runner = BubblewrapRunner(sandbox_user=self._sandbox_user)
-        layout.private_dir(root)  # created so, or tightened (a home made before)
         super().__init__(WorkspaceProvider(root, store_factory=self._store,
-                                           dir_mode=layout.dir_mode()), snapshot,
+                                           dir_mode=dir_mode), snapshot,
                          session, liveness=self._runner.liveness)
 
     @staticmethod
     def factory(root: Path) -> WorkspacesFactory:
-        """The run host's port: a session's workspaces under ``root``."""
-        return lambda snapshot, session: LocalWorkspaces(root, snapshot, session)
+        """The run host's port: a session's workspaces under ``root`` (made owner-only
+        once, here: created so, or tightened in a home made before)."""
+        layout.private_dir(root)
+        mode = layout.dir_mode()
+        return lambda snapshot, session: LocalWorkspaces(root, snapshot, session,
+                                                         dir_mode=mode)
 
     def _store(self, root: Path, lock_dir: Path) -> WorkspaceStorage:
         return PosixWorkspaceStore(root, lock_dir, owner=self._sandbox_user,

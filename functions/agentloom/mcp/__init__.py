@@ -47,7 +47,7 @@ def embedded_capability(home: Path, policy: McpPolicy | None = None) -> McpCapab
     ``home`` (its own connection to the same database)."""
     from agentloom.crypto import LocalKeyring
     from agentloom.platform.secrets import CodecSecrets
-    from agentloom.platform.store.sealed import embedded_items
+    from agentloom.platform.store.sqlite import embedded_items
     from agentloom.stores.layout import KEY_FILE
 
     store = PlatformStore(embedded_items(home))  # owner-only, bodies sealed

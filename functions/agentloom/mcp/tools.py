@@ -149,6 +149,8 @@ class McpCapability(CapabilityBase):
         return [self.definition(scope.space_id, b, drifted) for b in snapshot.mcp_tools]
 
     def credentials(self, snapshot: AgentSnapshot, scope: RunScope) -> list[str]:
+        if not snapshot.mcp_tools:
+            return []  # nothing bound: nothing to open
         return self.service.credential_values(
             scope.space_id, (b.resource_id for b in snapshot.mcp_tools))
 

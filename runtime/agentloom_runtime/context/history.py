@@ -8,7 +8,7 @@ instance (``is_main``); a child's internals are never inherited.
 - What is projected is what the model was shown: ``record.get("visible") or
   record["message"]`` — a capped tool result, an answer as ``model.chat.after`` hooks
   left it (a masked secret stays masked for every later question) — and of a value
-  longer than ``_caps.VIEW_CHARS`` (an answer, tool-call arguments, an earlier question)
+  longer than ``_protocol.VIEW_CHARS`` (an answer, tool-call arguments, an earlier question)
   a capped copy (``inherited``): the records keep it whole, and no earlier value wedges
   the next question.
 - ``build_run_history(records, views)``: the highest compliant ``SessionView`` plus the
@@ -42,7 +42,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentloom_runtime.contracts import Message
 
 from . import _projection
-from ._caps import ALL_ROLES, capped
 from ._projection import (
     MAIN,
     SKIPPED_KINDS,
@@ -52,7 +51,7 @@ from ._projection import (
     is_main,
     main_records,
 )
-from ._protocol import merge_ranges, to_ranges
+from ._protocol import ALL_ROLES, capped, merge_ranges, to_ranges
 
 __all__ = [
     "MAIN", "SKIPPED_KINDS", "STATUS_KIND", "STEP_KINDS", "TERMINAL_KINDS", "TURN_KINDS",

@@ -19,7 +19,7 @@ A view entry is one of
   about the size of the source message (absent in older checkpoints: unknown).
 
 What the model is shown of an oversized value (an assistant's answer or tool-call
-arguments, a tool result a hook left large) is a capped copy (``_caps.capped``): the
+arguments, a tool result a hook left large) is a capped copy (``_protocol.capped``): the
 entry is then an ``of`` entry holding the copy, the source record keeps the value whole
 (``visible`` stays what the model would have seen uncapped: sessions project it and cap
 it by the same rule). ``restore`` and ``create`` apply the same rule, so a view from
@@ -50,8 +50,7 @@ from agentloom_runtime.contracts import (
     ToolSchema,
 )
 
-from ._caps import capped
-from ._protocol import dumps, to_ranges
+from ._protocol import capped, dumps, to_ranges
 
 COUNTERS = ("user_turns", "baseline_user_turns", "model_steps", "baseline_model_steps")
 INLINE_CHARS = 4_096  # a message about this small is copied into its view entry

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from agentloom_runtime._json import as_text
-from agentloom_runtime.context._caps import cap_text, cap_value
+from agentloom_runtime.context._protocol import cap_text, cap_value
 from agentloom_runtime.contracts import (
     CompletionDecision,
     CompletionInput,

@@ -24,7 +24,7 @@ _ids = itertools.count()
 @pytest.fixture
 def local(base: Path, runner: Any) -> LocalWorkspaces:
     workspaces = LocalWorkspaces(base / "workspaces", make_snapshot(tools=["workspace"]),
-                                 "sess")
+                                 "sess", dir_mode=0o700)
     workspaces.bind(SimpleNamespace(run_id="run1"))
     return workspaces
 

@@ -187,7 +187,7 @@ async def test_a_policy_that_implements_only_compact_runs_with_the_base_defaults
     """Before: ``step()`` raised AttributeError (``should_compact``) on the first step."""
     store, effects, policy = InMemoryCheckpointStore(), SideEffects(), OnlyCompact()
     engine = build_engine(store=store, model=FunctionModel(mailing), tools=effects.tools(),
-                          compaction=policy)  # type: ignore[arg-type]
+                          compaction=policy)
     run_id = await engine.start("mail everyone")
     assert (await drive(engine)).status == "completed", engine.error
     assert effects.calls == EXPECTED
@@ -205,4 +205,4 @@ def test_a_bare_policy_that_defines_an_optional_method_is_refused() -> None:
             return None
 
     with pytest.raises(ConfigError, match="CompactionPolicyBase"):
-        build_engine(compaction=Limited())  # type: ignore[arg-type]
+        build_engine(compaction=Limited())
