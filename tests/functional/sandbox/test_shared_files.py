@@ -23,8 +23,9 @@ _ids = itertools.count()
 
 @pytest.fixture
 def local(base: Path, runner: Any) -> LocalWorkspaces:
-    workspaces = LocalWorkspaces(base / "workspaces", make_snapshot(tools=["workspace"]),
-                                 "sess", dir_mode=0o700)
+    workspaces = LocalWorkspaces.factory(base / "workspaces")(
+        make_snapshot(tools=["workspace"]), "sess")
+    assert isinstance(workspaces, LocalWorkspaces)
     workspaces.bind(SimpleNamespace(run_id="run1"))
     return workspaces
 
