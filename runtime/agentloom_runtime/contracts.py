@@ -396,11 +396,15 @@ class StepResult:
     version: int
     request_id: str | None = None  # set with next == "command"
     error_code: str | None = None
+    # the next step is tool work of this cycle, not a model call: a host that runs one
+    # model/tool cycle per invocation steps on while it is true
+    tools_next: bool = False
 
     def to_dict(self) -> JSON:
         return {"run_id": self.run_id, "next": self.next, "status": self.status,
                 "instance": self.instance, "kind": self.kind, "version": self.version,
-                "request_id": self.request_id, "error_code": self.error_code}
+                "request_id": self.request_id, "error_code": self.error_code,
+                "tools_next": self.tools_next}
 
 
 # ---------------------------------------------------------------- read API

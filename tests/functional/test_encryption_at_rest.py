@@ -338,6 +338,21 @@ async def test_kms_calls_per_100_step_run_are_constant(aws: Aws) -> None:
     assert aws.kms_calls == {"GenerateDataKey": 1, "Decrypt": 1}
 
 
+async def test_a_container_that_opened_a_run_seals_its_scope_without_a_new_data_key(
+        aws: Aws) -> None:
+    """The step function's container opens a run the API function started (one Decrypt)
+    and then writes what the run's scope holds — another run of the session, as the
+    run's inbox is — without a GenerateDataKey: one KMS call per run per container."""
+    await representative_run(aws.store(), "run-a")  # the API function's process
+    assert aws.kms_calls == {"GenerateDataKey": 1}
+    step = aws.store()  # the step function's container
+    assert_reads_back(step, "run-a")
+    assert aws.kms_calls == {"GenerateDataKey": 1, "Decrypt": 1}
+    assert await representative_run(step, "run-b") == 8  # the same scope
+    assert aws.kms_calls == {"GenerateDataKey": 1, "Decrypt": 1}
+    assert_reads_back(aws.store(), "run-b")
+
+
 # -- the embedded platform: a run on a model connection with a stored key ---------------
 
 PROVIDER_KEY = "sk-at-rest-5b0e93d1c7"

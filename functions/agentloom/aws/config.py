@@ -15,6 +15,9 @@ from agentloom_runtime.errors import ConfigError
 
 DEFAULT_ROLLOVER_CYCLES = 500
 MAX_ROLLOVER_CYCLES = 3_000  # ~7 history events per cycle, far below the 25,000 cap
+# An invocation starts another engine step only with this much time left before its
+# timeout: the model request's own default timeout (120 s) and a margin for the commit.
+DEFAULT_STEP_RESERVE_SECONDS = 150
 
 
 def _need(env: Mapping[str, str], name: str) -> str:
@@ -94,6 +97,7 @@ class AwsConfig:
     stage: str
     region: str
     rollover_cycles: int
+    step_reserve_seconds: int = DEFAULT_STEP_RESERVE_SECONDS
     sandbox: SandboxConfig | None = None
     vector_bucket: str | None = None  # S3 Vectors bucket of knowledge bases; none: off
 
@@ -127,6 +131,8 @@ class AwsConfig:
                    rollover_cycles=_int(env, "AGENTLOOM_ROLLOVER_CYCLES",
                                         DEFAULT_ROLLOVER_CYCLES, low=1,
                                         high=MAX_ROLLOVER_CYCLES),
+                   step_reserve_seconds=_int(env, "AGENTLOOM_STEP_RESERVE_SECONDS",
+                                             DEFAULT_STEP_RESERVE_SECONDS, low=0, high=900),
                    sandbox=SandboxConfig.from_environ(env) if sandbox else None,
                    vector_bucket=env.get("AGENTLOOM_VECTOR_BUCKET", "").strip() or None)
 

@@ -1,4 +1,4 @@
-"""The step function's service: one ``Engine.step()`` per invocation, fenced.
+"""The step function's service: one model/tool cycle of a run per invocation, fenced.
 
 Input (the state machine's payload): ``{"run_id", "generation", "command": null |
 {"request_id"}, "failure"?}``. Output (tiny: ids, the next move, the engine status —
@@ -11,7 +11,12 @@ never text): ``{"run_id", "generation", "next", "status", "cycle", "command",
 2. Attach: a warm container keeps the engine of the run it stepped last and reuses it
    while the checkpoint head version has not moved (one head read); otherwise it attaches
    afresh.
-3. Step once; the platform's records (session stream, cursors, usage, the reusable view
+3. Step through one cycle (``_cycle``): engine steps up to and including one model call,
+   then that call's tool steps, each its own durable commit exactly as when every step had
+   an invocation (so a crash or a retry between two steps is what it always was); a
+   command, a stopped run, the rollover point or too little time left before the
+   function's timeout (``AGENTLOOM_STEP_RESERVE_SECONDS``) ends the invocation early.
+   The platform's records (session stream, cursors, usage, the reusable view
    of a completing run) go in the step's own checkpoint commit (``SessionCommits``, as
    in embedded mode); a run that stopped gives its session lease back
    (``RunTracker.stopped``).
@@ -47,7 +52,7 @@ from agentloom.aws.platform import AwsPlatform
 from agentloom.aws.sandbox import SandboxRegistry
 from agentloom.aws.step_input import StepInput, StepInputError
 from agentloom.aws.workspaces import EfsWorkspaces
-from agentloom.observability import Relay
+from agentloom.observability import Observer, Relay
 from agentloom.platform.agents import snapshot_of
 from agentloom.platform.domain import Run
 from agentloom.platform.host import scope_of
@@ -63,6 +68,7 @@ from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.workspace import CommandSpec, WorkspaceError
 
 log = logging.getLogger(__name__)
+MODEL_STEPS = frozenset({"action", "compaction", "verification"})  # kinds that call the model
 
 
 class StepFailed(AgentLoomError):
@@ -94,6 +100,7 @@ class StepService:
         self.host = platform.host
         self.sandbox = sandbox
         self.rollover_cycles = platform.config.rollover_cycles
+        self.reserve_seconds = platform.config.step_reserve_seconds
         self._loop = asyncio.new_event_loop()  # engines (and their HTTP clients) live on it
         self._attached: dict[str, _Attached] = {}
         self._snapshots: dict[tuple[str, int], AgentSnapshot] = {}
@@ -107,9 +114,13 @@ class StepService:
 
     # -- the invocation ------------------------------------------------------------------
 
-    def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
+    def handle(self, event: Mapping[str, Any], *,
+               remaining_seconds: float | None = None) -> dict[str, Any]:
+        """One invocation; ``remaining_seconds``: the time left before the function's
+        timeout (the Lambda context's), None for no deadline."""
+        deadline = None if remaining_seconds is None else time.monotonic() + remaining_seconds
         try:
-            return self._handle(event)
+            return self._handle(event, deadline)
         except (StepInputError, OperationInFlight):
             raise
         except Exception as exc:
@@ -120,7 +131,7 @@ class StepService:
             raise StepFailed(f"the step failed: {type(exc).__name__} ({code}); see the "
                              "step function's log", details={"code": code}) from None
 
-    def _handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
+    def _handle(self, event: Mapping[str, Any], deadline: float | None) -> dict[str, Any]:
         step = StepInput.parse(event)
         found = self.store.runs.find(step.run_id)
         if found is None:
@@ -137,7 +148,7 @@ class StepService:
             return self._unclaimed(step, summary)
         if step.failure is not None:
             return self._loop.run_until_complete(self._record_failure(step, run, summary))
-        return self._loop.run_until_complete(self._step(step, run, summary, claimed))
+        return self._loop.run_until_complete(self._step(step, run, summary, claimed, deadline))
 
     def _unclaimed(self, step: StepInput, summary: RunSummary) -> dict[str, Any]:
         """Stale — unless this generation's rollover reply was lost (a retried step)."""
@@ -192,7 +203,7 @@ class StepService:
     # -- one step ------------------------------------------------------------------------
 
     async def _step(self, step: StepInput, run: Run, summary: RunSummary,
-                    claimed: fence.Fence) -> dict[str, Any]:
+                    claimed: fence.Fence, deadline: float | None) -> dict[str, Any]:
         if summary.status != "running":
             self._finish(run)
             return self._reply(step, _ended(summary.status), summary.status, 0)
@@ -203,15 +214,13 @@ class StepService:
             self._undispatch(attached, step.generation)
         relay = Relay.of(engine) or Relay()
         try:
-            with relay.step(engine, run_id=run.run_id, session_id=run.session_id,
-                            space_id=run.space_id, snapshot=self._snapshot(run),
-                            host="lambda", generation=step.generation) as observed:
-                result = observed.finished(await engine.step())
+            with relay.observing(run_id=run.run_id, session_id=run.session_id,
+                                 space_id=run.space_id, snapshot=self._snapshot(run),
+                                 host="lambda", generation=step.generation) as observer:
+                result = await self._cycle(attached, observer, claimed, deadline)
         except CheckpointConflict:
             await self._drop(run.run_id)
             return self._conflict(step, run, summary)
-        attached.version = engine.version
-        self._clear_markers(attached)
         cycle = engine.version - claimed.start_version
         if result.next == "done":
             await self._drop(run.run_id)
@@ -230,6 +239,27 @@ class StepService:
                 "name": fence.execution_name(run.run_id, generation),
                 "generation": generation})
         return self._reply(step, "continue", result.status, cycle)
+
+    async def _cycle(self, attached: _Attached, observer: Observer, claimed: fence.Fence,
+                     deadline: float | None) -> StepResult:
+        """Engine steps until one model/tool cycle is committed: the steps before and
+        including one model call, then that call's tool steps (a command hands over to
+        the sandbox task); each step is its own durable commit, as if each had its own
+        invocation. Another step starts only with ``reserve_seconds`` left before the
+        invocation's deadline, and never past the execution's rollover point."""
+        engine = attached.engine
+        called_model = False
+        while True:
+            with observer.step(engine) as scope:
+                result = scope.finished(await engine.step())
+            attached.version = engine.version
+            called_model = called_model or result.kind in MODEL_STEPS
+            if result.kind == "command":  # a result recorded: its marker is over
+                self._clear_markers(attached)
+            if result.next != "continue" or (called_model and not result.tools_next) or \
+                    engine.version - claimed.start_version >= self.rollover_cycles or \
+                    (deadline is not None and deadline - time.monotonic() < self.reserve_seconds):
+                return result
 
     def _conflict(self, step: StepInput, run: Run, before: RunSummary) -> dict[str, Any]:
         now = self.tracker.summary(run.run_id)

@@ -31,8 +31,10 @@ used up (``max_uses``) — takes its scope's current key: ``scope(run_id)`` name
 process. Reads never consult ``scope``: the key record carries the context.
 
 KMS calls: one ``GenerateDataKey`` per scope per process and ``max_age``; one
-``Decrypt`` per data key per cold process and ``max_age``. A process holds at most
-``max_keys`` plaintext keys.
+``Decrypt`` per data key per cold process and ``max_age``; a key a process unwrapped
+also serves as its scope's current key there (so a step container that opened a run's
+head seals the run's inbox and the session's next run without a ``GenerateDataKey``).
+A process holds at most ``max_keys`` plaintext keys.
 
 Errors: an envelope that fails authentication, is malformed, has an unknown version or
 a missing key record is a ``PersistenceError``; a key this codec's keyring cannot open
@@ -273,7 +275,7 @@ class EnvelopeCodec:
 
     def _scope_key(self, run_id: str) -> DataKey:
         scope = check_scope(self._scope(run_id), f"key scope of run {run_id!r}")
-        name: Scope = tuple(scope.items())
+        name = _scope_name(scope)
         key = self._cache.scope_key(name)
         if key is not None:
             return key
@@ -306,7 +308,9 @@ class EnvelopeCodec:
             keyring, context, wrapped = _parse_record(run_id, key_id, raw)
             plaintext = self._unwrap(run_id, key_id, keyring, context, wrapped)
             key = DataKey(key_id, AESGCM(plaintext), raw, self._cache.now())
-            self._cache.add(key)
+            # it also seals what its scope's other runs write next (a run's inbox, the
+            # next run of the session): no GenerateDataKey after a Decrypt in a container
+            self._cache.set_scope_key(_scope_name(context), key)
         return key
 
     def _unwrap(self, run_id: str, key_id: bytes, keyring: str, context: dict[str, str],
@@ -344,6 +348,10 @@ class _Sealer:
         header = MAGIC + bytes([VERSION]) + self._key.key_id + nonce
         self._cache.use(self._key.key_id)
         return header + self._key.aead.encrypt(nonce, plaintext, _aad(header, item))
+
+
+def _scope_name(context: dict[str, str]) -> Scope:
+    return tuple(sorted(context.items()))
 
 
 def record_name(key_id: bytes) -> str:

@@ -1,4 +1,4 @@
-"""Lambda "step": one durable cycle of a run per invocation (``agentloom.aws.steps``).
+"""Lambda "step": one model/tool cycle of a run per invocation (``agentloom.aws.steps``).
 
 The state machine invokes it with ``{"run_id", "generation", "command"}`` (and
 ``"failure"`` from its Catch). The service is wired once per container from the
@@ -42,4 +42,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _service
     if _service is None:
         _service = _wire()
-    return _service.handle(event)
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return _service.handle(event, remaining_seconds=remaining() / 1000 if remaining else None)

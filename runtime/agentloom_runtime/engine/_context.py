@@ -77,6 +77,15 @@ class StepContext:
     def active(self) -> Frame:
         return self.frame(self.head["stack"][-1])
 
+    def tools_next(self) -> bool:
+        """Whether the next step is tool work of the current cycle (a queued or returned
+        call, a tool or command operation, a closing frame), not a model call."""
+        op = self.head["op"]
+        if op is not None:
+            return bool(op["kind"] in ("tool", "command"))
+        return "closing" in self.head or any(
+            c["state"] in ("queued", "returned") for c in self.active()["pending"])
+
     def commit(self, point: CommitPoint) -> int:
         return self.journal.commit(point)
 

@@ -279,11 +279,10 @@ class Engine:
     # -- the step ---------------------------------------------------------------------
 
     async def step(self, *, command_result: Mapping[str, Any] | None = None) -> StepResult:
-        """One durable cycle. ``StepResult.next`` obliges the host: ``continue`` — step
+        """One durable step. ``StepResult.next`` obliges the host: ``continue`` — step
         again; ``command`` — run ``command_spec()`` and pass its result to the next
-        ``step(command_result=...)``; ``done`` — the run stopped (``status``,
-        ``outcome()``, ``unknown()``, ``way_out()``). Raises ``CheckpointConflict`` when
-        another step owns the run (a duplicate invocation: do nothing)."""
+        ``step(command_result=...)``; ``done`` — the run stopped (``status``, ``outcome()``,
+        ``unknown()``, ``way_out()``). ``CheckpointConflict``: another step owns the run."""
         if self._closed:
             raise ConfigError("the engine is closed")
         ctx = self._c()
@@ -470,7 +469,8 @@ class Engine:
             error_code = head["error"]["code"]
         return StepResult(run_id=ctx.run_id, next=next_, status=head["status"],
                           instance=head["stack"][-1], kind=kind, version=ctx.journal.version,
-                          request_id=request_id, error_code=error_code)
+                          request_id=request_id, error_code=error_code,
+                          tools_next=ctx.tools_next())
 
     def _hooks_runner(self) -> HookRunner:
         assert self._hooks is not None

@@ -13,6 +13,7 @@ from functional.aws.harness import ALICE, Bench, drive
 
 from agentloom.aws import fence
 from agentloom.aws.step_input import StepInputError
+from agentloom_runtime.engine import Engine
 from agentloom_runtime.testing.openai_server import OpenAICompatibleServer
 
 
@@ -52,6 +53,55 @@ def test_a_run_with_a_plan_files_and_a_command_completes(
     assert page.items  # the session stream was kept current
     session = bench.api.store.sessions.get(bench.session_id)
     assert session is not None and session.value.active_run is None
+
+
+def test_each_invocation_runs_one_model_call_and_then_its_tools(
+        bench: Bench, model_server: OpenAICompatibleServer) -> None:
+    """One model/tool cycle per invocation: a model call and the tool call it asked for
+    are committed by the same invocation; no invocation sends two model requests."""
+    run_id = ask(bench)
+    per_invocation: list[tuple[int, str]] = []
+
+    def counted(payload: dict[str, Any]) -> dict[str, Any]:
+        before = len(model_server.bodies)
+        reply = bench.service.handle(payload)
+        per_invocation.append((len(model_server.bodies) - before, reply["next"]))
+        return reply
+
+    replies = drive(bench, run_id, invoke=counted)
+    assert replies[-1]["status"] == "completed"
+    model_server.assert_consumed()
+    # 7 model requests (5 tool calls, the answer, the review), 7 invocations: the one
+    # that dispatched the command ended there, the next recorded it and went on
+    assert [calls for calls, _ in per_invocation] == [1] * 7
+    assert [n for _, n in per_invocation].count("command") == 1
+
+
+def test_an_invocation_near_its_timeout_stops_after_one_step(
+        bench: Bench, model_server: OpenAICompatibleServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Less time left than the reserve: each invocation commits one step and hands back
+    (``continue``), and the run still completes."""
+    run_id = ask(bench)
+
+    steps: list[int] = []
+    real_step = Engine.step
+
+    async def counted_step(self: Engine, **kwargs: Any) -> Any:
+        steps[-1] += 1
+        return await real_step(self, **kwargs)
+
+    monkeypatch.setattr(Engine, "step", counted_step)
+
+    def hurried(payload: dict[str, Any]) -> dict[str, Any]:
+        steps.append(0)
+        return bench.service.handle(payload,
+                                    remaining_seconds=bench.service.reserve_seconds - 1)
+
+    replies = drive(bench, run_id, invoke=hurried)
+    assert replies[-1]["status"] == "completed"
+    model_server.assert_consumed()
+    assert set(steps) == {1} and len(steps) > len(model_server.bodies)
 
 
 def test_a_stale_generation_does_nothing(bench: Bench) -> None:
