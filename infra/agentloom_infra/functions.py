@@ -38,7 +38,7 @@ TIMEOUTS = {"api": cdk.Duration.seconds(29), "step": cdk.Duration.seconds(600),
             "trigger": cdk.Duration.seconds(60)}
 # Measured need with headroom (tests/benchmarks/bench_memory.py, docs/deploy.md "Function
 # memory"): peak RSS 233 MB (step, o200k loaded), 125 MB (api, trigger); the three vendor
-# tokenizers add up to ~250 MB in one warm container. 512 MB = 0.5 GB-s per second of
+# tokenizers add up to ~225 MB in one warm container. 512 MB = 0.5 GB-s per second of
 # model wait (the step is I/O-bound; ~0.29 vCPU). Context ``memoryMb`` overrides.
 MEMORY_MB: dict[Function, int] = {"api": 512, "step": 512, "trigger": 512}
 LAYERS = dict.fromkeys(HANDLERS, ("powertools", "tokenizers"))
