@@ -4,8 +4,9 @@ One pydantic model of the stack's context: each field is a context key (its alia
 camelCase name passed as ``cdk deploy -c stage=prod -c jwtIssuer=…`` or put under
 ``"context"`` in infra/cdk.json), typed and described below. Values are strict (no
 coercion) except for the forms the CDK CLI can only pass as text: a JSON object may be
-given as JSON text (``triggers``, ``eventPattern``, ``reservedConcurrency``), an integer
-as its digits (``rolloverCycles``, ``maxAzs``), the audiences as a comma-separated list.
+given as JSON text (``triggers``, ``eventPattern``, ``reservedConcurrency``,
+``memoryMb``), an integer as its digits (``rolloverCycles``, ``maxAzs``), the audiences
+as a comma-separated list.
 An unset or empty value takes the default. A malformed value raises ``ConfigError``
 naming the key, before anything is synthesized; keys this model does not know (CDK's own
 feature flags, ``aws:cdk:…``) are not read.
@@ -95,6 +96,7 @@ _EXPECTED = {
     "rolloverCycles": "must be within 10..3000 (an integer)",
     "maxAzs": "must be within 1..3 (an integer)",
     "reservedConcurrency": f"must map some of {list(FUNCTIONS)} to integers 1..1000",
+    "memoryMb": f"must map some of {list(FUNCTIONS)} to integers 128..10240 (MB)",
     "powertoolsLayerArn": "must be a layer version ARN "
                           "(arn:aws:lambda:<region>:<account>:layer:<name>:<version>)",
     "otelLayerArn": "must be a layer version ARN (the ADOT Python layer for arm64 of your "
@@ -105,6 +107,7 @@ _EXPECTED_ENTRY = {
     "triggers": f"needs exactly the non-empty string keys {list(TRIGGER_KEYS)}",
     "reservedConcurrency": f"must be one of {list(FUNCTIONS)} mapped to an integer "
                            "1..1000",
+    "memoryMb": f"must be one of {list(FUNCTIONS)} mapped to an integer 128..10240 (MB)",
 }
 
 
@@ -137,14 +140,21 @@ class StageConfig(BaseModel):
     rollover_cycles: Annotated[int, BeforeValidator(_digits)] = Field(
         default=500, ge=10, le=3000, alias="rolloverCycles",
         description="Cycles per execution before the run continues in a new one")
-    max_azs: Annotated[int, BeforeValidator(_digits)] = Field(
-        default=2, ge=1, le=3, alias="maxAzs", description="AZs of the VPC")
+    max_azs: Annotated[int | None, BeforeValidator(_digits)] = Field(
+        default=None, ge=1, le=3, alias="maxAzs", description=(
+            "AZs of the VPC (``azs``): 1 outside prod, 2 in prod by default; prod needs 2+"))
     reserved_concurrency: Annotated[
         dict[Function, Annotated[int, Field(ge=1, le=1000)]],
         BeforeValidator(_json_text)] = Field(
         default_factory=dict, alias="reservedConcurrency", description=(
             "Reserved concurrent executions per function (none by default: an account "
             "whose concurrency limit is still 10 rejects any reservation)"))
+    memory_mb: Annotated[
+        dict[Function, Annotated[int, Field(ge=128, le=10240)]],
+        BeforeValidator(_json_text)] = Field(
+        default_factory=dict, alias="memoryMb", description=(
+            "Memory (MB) per function instead of the measured defaults "
+            "(functions.MEMORY_MB, docs/deploy.md \"Function memory\")"))
     powertools_layer_arn: str | None = Field(
         default=None, alias="powertoolsLayerArn", pattern=LAYER_ARN, description=(
             "A Powertools v3 python3.12 arm64 layer instead of the public one of the "
@@ -164,6 +174,9 @@ class StageConfig(BaseModel):
             if name is not None and name not in self.triggers:
                 raise ValueError(f"context {key!r} names {name!r}, which is not in "
                                  "'triggers'")
+        if self.retain and self.max_azs is not None and self.max_azs < 2:
+            raise ValueError("context 'maxAzs' must be at least 2 for stage 'prod' (a NAT "
+                             "gateway and an EFS mount target per AZ)")
         return self
 
     @property
@@ -173,6 +186,11 @@ class StageConfig(BaseModel):
     @property
     def retain(self) -> bool:
         return self.stage == "prod"
+
+    @property
+    def azs(self) -> int:
+        """The VPC's AZs: ``maxAzs``, else 2 for prod and 1 for any other stage."""
+        return self.max_azs if self.max_azs is not None else (2 if self.retain else 1)
 
     @classmethod
     def keys(cls) -> list[str]:

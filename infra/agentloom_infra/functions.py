@@ -36,7 +36,11 @@ HANDLERS = {"api": "agentloom.handlers.api.handler",
             "trigger": "agentloom.handlers.trigger.handler"}
 TIMEOUTS = {"api": cdk.Duration.seconds(29), "step": cdk.Duration.seconds(600),
             "trigger": cdk.Duration.seconds(60)}
-MEMORY_MB = {"api": 1024, "step": 1769, "trigger": 512}  # 1769 MB = one full vCPU
+# Measured need with headroom (tests/benchmarks/bench_memory.py, docs/deploy.md "Function
+# memory"): peak RSS 233 MB (step, o200k loaded), 125 MB (api, trigger); the three vendor
+# tokenizers add up to ~225 MB in one warm container. 512 MB = 0.5 GB-s per second of
+# model wait (the step is I/O-bound; ~0.29 vCPU). Context ``memoryMb`` overrides.
+MEMORY_MB: dict[Function, int] = {"api": 512, "step": 512, "trigger": 512}
 LAYERS = dict.fromkeys(HANDLERS, ("powertools", "tokenizers"))
 # Powertools for AWS Lambda (Python) v3, published by AWS in every commercial region
 # (docs.powertools.aws.dev/lambda/python/latest/#lambda-layer); other partitions publish
@@ -56,7 +60,8 @@ class _Shared:
 
 
 class Functions(Construct):
-    """Attributes: ``api``, ``step``, ``trigger`` (``lambda_.Function``), ``step_timeout``."""
+    """Attributes: ``api``, ``step``, ``trigger`` (``lambda_.Function``), ``step_timeout``,
+    ``memory_mb`` (MB per function: ``MEMORY_MB`` with the ``memoryMb`` context over it)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, prefix: str,
                  vpc: ec2.IVpc, subnets: ec2.SubnetSelection,
@@ -64,6 +69,7 @@ class Functions(Construct):
                  common_env: Mapping[str, str], step_env: Mapping[str, str],
                  trigger_env: Mapping[str, str], access_point: efs.IAccessPoint,
                  reserved_concurrency: Mapping[Function, int] | None = None,
+                 memory_mb: Mapping[Function, int] | None = None,
                  powertools_layer_arn: str | None = None,
                  otel_layer_arn: str | None = None,
                  removal_policy: cdk.RemovalPolicy) -> None:
@@ -90,6 +96,7 @@ class Functions(Construct):
                                removal_policy=removal_policy)
         self.step_timeout = TIMEOUTS["step"]
         reserved = dict(reserved_concurrency or {})
+        self.memory_mb: dict[Function, int] = {**MEMORY_MB, **(memory_mb or {})}
         self.api = self._function("api", env=common_env, reserved=reserved.get("api"))
         self.step = self._function(
             "step", env={**common_env, **step_env}, reserved=reserved.get("step"),
@@ -97,7 +104,7 @@ class Functions(Construct):
         self.trigger = self._function("trigger", env={**common_env, **trigger_env},
                                       reserved=reserved.get("trigger"))
 
-    def _function(self, name: str, *, env: Mapping[str, str], reserved: int | None,
+    def _function(self, name: Function, *, env: Mapping[str, str], reserved: int | None,
                   file_system: lambda_.FileSystem | None = None) -> lambda_.Function:
         shared = self._shared
         prefix, key, removal_policy = shared.prefix, shared.key, shared.removal_policy
@@ -110,7 +117,7 @@ class Functions(Construct):
             self, name.capitalize(), function_name=function_name,
             runtime=lambda_.Runtime.PYTHON_3_12, architecture=lambda_.Architecture.ARM_64,
             handler=HANDLERS[name], code=self._code, timeout=TIMEOUTS[name],
-            memory_size=MEMORY_MB[name],
+            memory_size=self.memory_mb[name],
             environment={**env, **({"AWS_LAMBDA_EXEC_WRAPPER": "/opt/otel-instrument"}
                                    if self._otel else {})},
             environment_encryption=key, tracing=lambda_.Tracing.ACTIVE,

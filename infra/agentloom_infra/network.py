@@ -2,10 +2,24 @@
 
 Three subnet tiers per AZ: public (NAT gateways only), private with egress (the Lambdas,
 which call model providers through NAT) and isolated (EFS mount targets, the interface
-endpoints and the sandbox tasks, which have no route out). Interface endpoints cover what
-the sandbox needs to start (ecr.api, ecr.dkr, logs) and what the Lambdas call most (KMS,
-STS, Step Functions, ECS, EFS); S3 and DynamoDB are gateway endpoints. One NAT gateway
+endpoints and the sandbox tasks, which have no route out). ``max_azs`` AZs: one outside
+``prod`` by default (context ``maxAzs``), two or more in ``prod``. One NAT gateway
 outside ``prod`` (cost; an AZ outage then cuts model calls), one per AZ in ``prod``.
+
+Endpoints, priced in docs/deploy.md ("What it costs at rest"):
+
+- ``SANDBOX_ENDPOINTS``, the interface endpoints a Fargate task (platform 1.4.0) needs to
+  start in a subnet with no route out: ecr.api and ecr.dkr (a private image pull) and
+  logs (the awslogs driver); the image layers come from S3 through the S3 gateway. EFS
+  mount targets are in the VPC and need no endpoint; Fargate tasks need no ECS endpoint.
+  They are created in one place (``sandbox_endpoints``) so their policies can be set there.
+- The Lambdas reach every other AWS API (KMS, Step Functions, ECS, EFS, S3 Vectors)
+  through the NAT gateway: their traffic is a few KB per call, far below the ~209 GB a
+  month per AZ at which an interface endpoint ($0.01/AZ-hour + $0.01/GB) costs less than
+  NAT processing ($0.045/GB). No code path calls STS (credentials come from the Lambda
+  environment), so there is no STS endpoint.
+- Gateway endpoints (free): DynamoDB for the Lambda subnets, S3 for the Lambda and the
+  sandbox subnets. The sandbox route tables hold only the local route and S3's.
 
 The sandbox security group has no default egress: only EFS (2049), the interface
 endpoints (443) and the S3 prefix list (443, ECR image layers). The prefix list id is not
@@ -22,15 +36,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-INTERFACE_ENDPOINTS = {
+# What a Fargate task needs to start with no route out (the only interface endpoints)
+SANDBOX_ENDPOINTS = {
     "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
     "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
     "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
-    "Kms": ec2.InterfaceVpcEndpointAwsService.KMS,
-    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
-    "StepFunctions": ec2.InterfaceVpcEndpointAwsService.STEP_FUNCTIONS,
-    "Ecs": ec2.InterfaceVpcEndpointAwsService.ECS,
-    "Efs": ec2.InterfaceVpcEndpointAwsService.ELASTIC_FILESYSTEM,
 }
 
 
@@ -49,7 +59,8 @@ def _no_default_egress(group: ec2.SecurityGroup) -> None:
 
 class Network(Construct):
     """Attributes: ``vpc``, ``lambda_sg``, ``sandbox_sg``, ``endpoint_sg``,
-    ``lambda_subnets``, ``isolated_subnets``."""
+    ``lambda_subnets``, ``isolated_subnets``, ``sandbox_endpoints`` (name → interface
+    endpoint), ``gateway_endpoints`` (``"S3"``, ``"DynamoDb"``)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, max_azs: int,
                  nat_gateways: int, key: kms.IKey,
@@ -72,18 +83,19 @@ class Network(Construct):
             subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
         self.isolated_subnets = ec2.SubnetSelection(
             subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
-        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
-        self.vpc.add_gateway_endpoint("DynamoDb",
-                                      service=ec2.GatewayVpcEndpointAwsService.DYNAMODB)
+        self.gateway_endpoints = {
+            "S3": self.vpc.add_gateway_endpoint(
+                "S3", service=ec2.GatewayVpcEndpointAwsService.S3,
+                subnets=[self.lambda_subnets, self.isolated_subnets]),
+            "DynamoDb": self.vpc.add_gateway_endpoint(
+                "DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB,
+                subnets=[self.lambda_subnets])}
         self.endpoint_sg = ec2.SecurityGroup(
             self, "EndpointSg", vpc=self.vpc, allow_all_outbound=False,
             description="VPC interface endpoints: HTTPS from inside the VPC")
         self.endpoint_sg.add_ingress_rule(ec2.Peer.ipv4(self.vpc.vpc_cidr_block),
                                           ec2.Port.tcp(443), "HTTPS from the VPC")
-        for name, service in INTERFACE_ENDPOINTS.items():
-            self.vpc.add_interface_endpoint(name, service=service, private_dns_enabled=True,
-                                            subnets=self.isolated_subnets,
-                                            security_groups=[self.endpoint_sg], open=False)
+        self.sandbox_endpoints = self._sandbox_endpoints()
         self.lambda_sg = ec2.SecurityGroup(
             self, "LambdaSg", vpc=self.vpc, allow_all_outbound=True,
             description="AgentLoom Lambdas: HTTPS to model providers, EFS, endpoints")
@@ -95,6 +107,14 @@ class Network(Construct):
                                         "VPC interface endpoints (ECR, logs)")
         self.sandbox_sg.add_egress_rule(ec2.Peer.prefix_list(self._s3_prefix_list()),
                                         ec2.Port.tcp(443), "S3 gateway (ECR image layers)")
+
+    def _sandbox_endpoints(self) -> dict[str, ec2.InterfaceVpcEndpoint]:
+        """The sandbox's interface endpoints, one ENI per isolated subnet (per AZ)."""
+        return {name: self.vpc.add_interface_endpoint(
+                    name, service=service, private_dns_enabled=True,
+                    subnets=self.isolated_subnets, security_groups=[self.endpoint_sg],
+                    open=False)
+                for name, service in SANDBOX_ENDPOINTS.items()}
 
     def _s3_prefix_list(self) -> str:
         region = cdk.Stack.of(self).region

@@ -43,8 +43,8 @@ class AgentLoomStack(cdk.Stack):
         prefix = config.prefix
         self.data = DataStores(self, "Data", prefix=prefix, removal_policy=removal)
         key = self.data.key
-        self.network = Network(self, "Network", max_azs=config.max_azs,
-                               nat_gateways=config.max_azs if config.retain else 1, key=key,
+        self.network = Network(self, "Network", max_azs=config.azs,
+                               nat_gateways=config.azs if config.retain else 1, key=key,
                                removal_policy=removal)
         vpc = self.network.vpc
         self.workspace = Workspace(
@@ -60,7 +60,7 @@ class AgentLoomStack(cdk.Stack):
             self, "Functions", prefix=prefix, vpc=vpc, subnets=self.network.lambda_subnets,
             security_group=self.network.lambda_sg, key=key,
             access_point=self.workspace.access_point, removal_policy=removal,
-            reserved_concurrency=config.reserved_concurrency,
+            reserved_concurrency=config.reserved_concurrency, memory_mb=config.memory_mb,
             powertools_layer_arn=config.powertools_layer_arn,
             otel_layer_arn=config.otel_layer_arn,
             common_env=self._common_env(config, state_machine_arn(self, run_name)),

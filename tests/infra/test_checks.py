@@ -22,6 +22,7 @@ PROD = {"aws:cdk:bundling-stacks": [], "stage": "prod",
         "eventTrigger": "nightly", "eventPattern": json.dumps({"source": ["acme.orders"]}),
         "scheduleTrigger": "nightly", "scheduleCron": "cron(0 3 * * ? *)",
         "reservedConcurrency": json.dumps({"step": 50, "trigger": 5}),
+        "memoryMb": json.dumps({"step": 640, "api": 384}),
         "powertoolsLayerArn": "arn:aws:lambda:eu-west-1:123456789012:layer:pt-mirror:4",
         "otelLayerArn": "arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-python-arm64:1"}
 
@@ -73,7 +74,30 @@ def test_prod_retains_data_and_uses_a_nat_per_az(prod):
                                                "UpdateReplacePolicy": "Retain"})
     prod.has_resource_properties("AWS::DynamoDB::Table", {"DeletionProtectionEnabled": True})
     prod.resource_count_is("AWS::EC2::NatGateway", 2)
+    prod.resource_count_is("AWS::EC2::Subnet", 6)  # 2 AZs × public, lambda, sandbox
+    prod.resource_count_is("AWS::EFS::MountTarget", 2)
     prod.has_resource("AWS::KMS::Key", {"DeletionPolicy": "Retain"})
+
+
+def test_prod_puts_the_sandbox_endpoints_in_each_az(prod):
+    endpoints = prod.find_resources("AWS::EC2::VPCEndpoint",
+                                    {"Properties": {"VpcEndpointType": "Interface"}})
+    assert len(endpoints) == 3
+    assert {len(e["Properties"]["SubnetIds"]) for e in endpoints.values()} == {2}
+
+
+def test_memory_per_function_from_context(prod):
+    from agentloom_infra.functions import MEMORY_MB
+
+    for name, size in (("step", 640), ("api", 384), ("trigger", MEMORY_MB["trigger"])):
+        prod.has_resource_properties("AWS::Lambda::Function", {
+            "Handler": f"agentloom.handlers.{name}.handler", "MemorySize": size})
+
+
+def test_prod_at_rest_cost_is_the_documented_one(prod):
+    from support.at_rest import documented_totals, monthly, total
+
+    assert total(monthly(prod.to_json())) == documented_totals()["prod"]
 
 
 def test_reserved_concurrency_from_context(prod):
@@ -144,6 +168,8 @@ def test_triggers_carry_their_name_and_an_idempotency_id(prod):
     ({"sqsTrigger": "missing"}, "'sqsTrigger' names 'missing'"),
     ({"rolloverCycles": "50000"}, "'rolloverCycles' must be within"),
     ({"reservedConcurrency": json.dumps({"worker": 3})}, "'reservedConcurrency'"),
+    ({"memoryMb": json.dumps({"step": 64})}, "'memoryMb'['step']"),
+    ({"stage": "prod", "maxAzs": "1"}, "'maxAzs' must be at least 2 for stage 'prod'"),
     ({"powertoolsLayerArn": "arn:aws:lambda:eu-west-1:1:layer:pt"}, "'powertoolsLayerArn'"),
 ])
 def test_bad_context_is_refused_naming_the_key(context, names):

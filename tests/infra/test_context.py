@@ -26,23 +26,30 @@ def config(**context: Any) -> StageConfig:
 def test_no_context_is_the_dev_stage() -> None:
     dev = config()
     assert (dev.stage, dev.prefix, dev.retain) == ("dev", "agentloom-dev", False)
-    assert (dev.rollover_cycles, dev.max_azs, dev.triggers, dev.jwt_audience) == \
-        (500, 2, {}, ())
+    assert (dev.rollover_cycles, dev.azs, dev.triggers, dev.jwt_audience) == \
+        (500, 1, {}, ())
+    assert dev.memory_mb == {}  # functions.MEMORY_MB applies
+
+
+def test_one_az_outside_prod_two_in_prod_unless_maxazs_says() -> None:
+    assert (config().azs, config(stage="prod").azs) == (1, 2)
+    assert (config(maxAzs="2").azs, config(stage="prod", maxAzs=3).azs) == (2, 3)
 
 
 def test_cli_text_and_cdk_json_values_read_alike() -> None:
     text = config(stage="prod", rolloverCycles="40", maxAzs="3", jwtIssuer="https://i/",
                   jwtAudience="a,b", triggers=json.dumps({"t": TRIGGER}),
                   reservedConcurrency='{"step": 5}', eventPattern='{"source": ["x"]}',
-                  eventTrigger="t")
+                  eventTrigger="t", memoryMb='{"step": 640}')
     values = config(stage="prod", rolloverCycles=40, maxAzs=3, jwtIssuer="https://i/",
                     jwtAudience=["a", "b"], triggers={"t": TRIGGER},
                     reservedConcurrency={"step": 5}, eventPattern={"source": ["x"]},
-                    eventTrigger="t")
+                    eventTrigger="t", memoryMb={"step": 640})
     assert text == values
     assert (text.rollover_cycles, text.jwt_audience, text.reserved_concurrency) == \
         (40, ("a", "b"), {"step": 5})
     assert text.retain and text.triggers == {"t": TRIGGER}
+    assert (text.memory_mb, text.azs) == ({"step": 640}, 3)
 
 
 def test_an_empty_value_takes_the_default() -> None:
@@ -57,6 +64,10 @@ def test_an_empty_value_takes_the_default() -> None:
     ({"rolloverCycles": True}, "context 'rolloverCycles' must be within"),
     ({"maxAzs": "2.5"}, "context 'maxAzs' must be within 1..3"),
     ({"maxAzs": 4}, "context 'maxAzs' must be within 1..3"),
+    ({"stage": "prod", "maxAzs": 1}, "context 'maxAzs' must be at least 2 for stage 'prod'"),
+    ({"memoryMb": {"step": 127}}, "context 'memoryMb'['step'] must be one of"),
+    ({"memoryMb": {"worker": 512}}, "context 'memoryMb'['worker'] must be one of"),
+    ({"memoryMb": '{"step": "512"}'}, "context 'memoryMb'['step']"),
     ({"eventPattern": "[1, 2]"}, "context 'eventPattern' must be a JSON object"),
     ({"triggers": "[]"}, "context 'triggers' must be a JSON object"),
     ({"triggers": {"t": {**TRIGGER, "extra": "x"}}}, "context 'triggers'['t'] needs exactly"),

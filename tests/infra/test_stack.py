@@ -81,19 +81,62 @@ def test_non_prod_stage_destroys_data_on_delete(synthesized):
 # Network
 
 
-def test_vpc_tiers_nat_and_endpoints(synthesized):
+def _endpoints(synthesized):
+    """(service suffix, type) → the endpoint's properties."""
+    found = {}
+    for endpoint in synthesized.of_type("AWS::EC2::VPCEndpoint").values():
+        props = endpoint["Properties"]
+        # com.amazonaws.<region>.<service>: a Join of the prefix, the region and the suffix
+        service = props["ServiceName"]["Fn::Join"][1][-1].removeprefix(".")
+        found[(service, props.get("VpcEndpointType", "Gateway"))] = props
+    return found
+
+
+def _subnets(synthesized, tier):
+    return {lid for lid, r in synthesized.of_type("AWS::EC2::Subnet").items()
+            if {"Key": "aws-cdk:subnet-name", "Value": tier} in r["Properties"]["Tags"]}
+
+
+def _route_tables(synthesized, subnets):
+    return {a["Properties"]["RouteTableId"]["Ref"]
+            for a in synthesized.of_type("AWS::EC2::SubnetRouteTableAssociation").values()
+            if a["Properties"]["SubnetId"]["Ref"] in subnets}
+
+
+def test_dev_stage_is_one_az_with_one_nat(synthesized):
     synthesized.assertions.has_resource_properties("AWS::EC2::VPC", {
         "EnableDnsHostnames": True, "EnableDnsSupport": True})
-    synthesized.assertions.resource_count_is("AWS::EC2::NatGateway", 1)  # non-prod: one
-    services = set()
-    for endpoint in synthesized.of_type("AWS::EC2::VPCEndpoint").values():
-        name = json.dumps(endpoint["Properties"]["ServiceName"])
-        services.add((name.rsplit(".", 1)[-1].strip('"]} '),
-                      endpoint["Properties"].get("VpcEndpointType", "Gateway")))
-    assert {("api", "Interface"), ("dkr", "Interface"), ("logs", "Interface"),
-            ("kms", "Interface"), ("sts", "Interface"), ("states", "Interface"),
-            ("ecs", "Interface"), ("elasticfilesystem", "Interface")} <= services
-    assert {("s3", "Gateway"), ("dynamodb", "Gateway")} <= services
+    for tier in ("public", "lambda", "sandbox"):
+        assert len(_subnets(synthesized, tier)) == 1, tier
+    synthesized.assertions.resource_count_is("AWS::EC2::NatGateway", 1)
+    synthesized.assertions.resource_count_is("AWS::EC2::EIP", 1)
+    synthesized.assertions.resource_count_is("AWS::EFS::MountTarget", 1)
+
+
+def test_interface_endpoints_are_only_what_the_sandbox_needs_to_start(synthesized):
+    # ECR (api + dkr) for a private image pull, logs for awslogs; no STS (no code path
+    # calls it), and the Lambdas' KMS/Step Functions/ECS/EFS calls go through NAT.
+    endpoints = _endpoints(synthesized)
+    assert set(endpoints) == {("ecr.api", "Interface"), ("ecr.dkr", "Interface"),
+                              ("logs", "Interface"), ("s3", "Gateway"),
+                              ("dynamodb", "Gateway")}
+    sandbox = _subnets(synthesized, "sandbox")
+    for (_, kind), props in endpoints.items():
+        if kind == "Interface":
+            assert {s["Ref"] for s in props["SubnetIds"]} == sandbox
+            assert props["PrivateDnsEnabled"] is True
+
+
+def test_sandbox_subnets_route_only_locally_and_to_s3(synthesized):
+    sandbox = _route_tables(synthesized, _subnets(synthesized, "sandbox"))
+    lambdas = _route_tables(synthesized, _subnets(synthesized, "lambda"))
+    routes = [r["Properties"] for r in synthesized.of_type("AWS::EC2::Route").values()]
+    assert not [r for r in routes if r["RouteTableId"]["Ref"] in sandbox]  # no way out
+    assert any("NatGatewayId" in r for r in routes if r["RouteTableId"]["Ref"] in lambdas)
+    endpoints = _endpoints(synthesized)
+    tables = {service: {t["Ref"] for t in props["RouteTableIds"]}
+              for (service, kind), props in endpoints.items() if kind == "Gateway"}
+    assert tables == {"s3": sandbox | lambdas, "dynamodb": lambdas}
 
 
 def test_sandbox_security_group_egress_is_only_efs_endpoints_and_s3(synthesized):
@@ -137,6 +180,16 @@ def test_functions_are_arm64_python312_traced_json_logged_in_the_vpc(synthesized
             {"Arn": Match.any_value(), "LocalMountPath": "/mnt/workspaces"}]})
     synthesized.assertions.has_resource_properties("AWS::Lambda::Function", {
         "Handler": HANDLERS["api"], "FileSystemConfigs": Match.absent()})
+
+
+def test_function_memory_is_the_measured_default(synthesized):
+    from agentloom_infra.functions import MEMORY_MB
+
+    for name, size in MEMORY_MB.items():
+        lid = synthesized.logical_id("AWS::Lambda::Function", Handler=HANDLERS[name])
+        assert synthesized.resources[lid]["Properties"]["MemorySize"] == size
+    # the step waits on the model: at most 0.5 GB-s per second of that wait
+    assert MEMORY_MB["step"] <= 512
 
 
 def test_environment_is_exactly_the_contract(synthesized):
