@@ -423,3 +423,20 @@ def test_a_step_killed_mid_model_call_blocks_then_resolves_through_the_api(
     assert final["status"] == "completed", final["error"]
     assert final["answer"] == "Done."
     deployment.model.assert_consumed()
+
+
+def test_a_model_tool_cycle_enters_two_states(deployment: Deployment) -> None:
+    """As Step Functions bills it, from the executions' own history: each model/tool
+    cycle is one Step and one Next?; the command adds RunCommand and AfterCommand, the
+    end one Succeed — no state per engine step."""
+    deployment.bench.service.rollover_cycles = 1000  # no rollover in this run
+    run_id = deployment.ask("How many lines?")
+    executions = deployment.settle(run_id)
+    assert [e["status"] for e in executions] == ["SUCCEEDED"]
+    events = deployment.bench.aws.sfn.get_execution_history(
+        executionArn=executions[0]["executionArn"], maxResults=1000)["events"]
+    entered = [e["stateEnteredEventDetails"]["name"] for e in events
+               if e["type"].endswith("StateEntered")]
+    cycles = len(deployment.model.bodies)  # 7 model requests, each with its tool call
+    assert entered.count("Step") == entered.count("Next?") == cycles
+    assert len(entered) == 2 * cycles + 2 + 1
