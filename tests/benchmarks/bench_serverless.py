@@ -53,7 +53,8 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "infra")]
 
 from support.serverless_run import Figures, Invocation, measure  # noqa: E402
 
-PRICES_DATE = "2026-03 (AWS list prices, us-east-1)"
+PRICES_DATE = ("2026-03, AWS us-east-1 list prices as published then (not re-checked "
+               "live from here)")
 PRICES = {
     "transition": 0.025 / 1000,  # Step Functions Standard
     "lambda_request": 0.20 / 1e6,
@@ -103,8 +104,11 @@ def fargate(figures: Figures, command_seconds: float) -> tuple[float, str]:
     per_vcpu, per_gb = FARGATE.get(arch, FARGATE["X86_64"])
     billed = max(60.0, command_seconds) / 3600
     cost = figures.run_tasks * billed * (cpu * per_vcpu + memory * per_gb)
-    return cost, (f"{figures.run_tasks} task(s) × {cpu:g} vCPU / {memory:g} GB {arch} × "
-                  f"{max(60.0, command_seconds):g} s billed (assumed {command_seconds:g} s)")
+    arm = figures.run_tasks * billed * (cpu * FARGATE["ARM64"][0] + memory * FARGATE["ARM64"][1])
+    return cost, (f"{figures.run_tasks} task(s) × {cpu:g} vCPU / {memory:g} GB {arch} "
+                  "(the registered task definition) × "
+                  f"{max(60.0, command_seconds):g} s billed (assumed {command_seconds:g} s, "
+                  f"1-minute minimum): ${cost:.5f} (on ARM64: ${arm:.5f})")
 
 
 def costs(figures: Figures, latency: float, command_seconds: float) -> dict[str, float]:
@@ -132,11 +136,16 @@ def costs(figures: Figures, latency: float, command_seconds: float) -> dict[str,
 
 def report(figures: Figures, cold: Figures | None, args: argparse.Namespace) -> None:
     meter, n = figures.meter, figures.cycles
-    print(f"\nrun: {n} cycles (model requests answered), status {figures.status}, "
+    print(f"\nrun: {n} cycles (model requests answered) of {args.cycles} scripted, "
+          f"status {figures.status}, "
           f"{len(figures.invocations)} step invocations, {len(figures.executions)} "
           f"execution(s), {figures.run_tasks} command task(s); wall {figures.elapsed:.1f} s")
     if figures.unexpected:
         print(f"  !! the model was asked {len(figures.unexpected)} time(s) past its script")
+    sources = Counter(c.source for c in meter.calls)
+    print("  AWS calls by caller: " + ", ".join(f"{k} {v}" for k, v in sources.most_common())
+          + "; by operation: " + ", ".join(f"{svc}:{op} {v}" for (svc, op), v
+                                           in meter.operations().most_common()))
     print(f"\n{'':44s}{'per run':>12s}{'per cycle':>12s}")
 
     def row(name: str, value: float, fmt: str = ",.0f") -> None:
@@ -183,10 +192,17 @@ def report(figures: Figures, cold: Figures | None, args: argparse.Namespace) -> 
     wait = (step_gb - idle) / args.model_latency if args.model_latency else \
         sum(i.model_requests for i in figures.invocations) * \
         figures.memory_mb.get("step", 1024) / 1024
-    print(f"  each second of model latency adds {wait:,.1f} GB-s per run "
-          f"(${wait * PRICES['lambda_gb_s']:.4f}); invocation median "
+    print(f"  each second of model latency adds {wait:,.1f} GB-s per run, "
+          f"{wait / n:.2f} GB-s per cycle (${wait * PRICES['lambda_gb_s']:.4f} per run); "
+          f"invocation median "
           f"{statistics.median(handler) * 1000:.0f} ms, max {max(handler) * 1000:.0f} ms "
           f"(moto in-process)")
+    cpu_gb_s = sum(math.ceil(i.cpu_seconds * 1000) / 1000 for i in figures.invocations) * \
+        figures.memory_mb.get("step", 1024) / 1024
+    print(f"  billed on wall time (load average {figures.load:.1f} on "
+          f"{os.cpu_count()} cores while measuring); on the handler thread's CPU time "
+          f"instead: {cpu_gb_s:,.1f} GB-s (${cpu_gb_s * PRICES['lambda_gb_s']:.5f}) "
+          "without the model wait")
     _, note = fargate(figures, args.command_seconds)
     print(f"Fargate: {note}")
     bill = costs(figures, args.model_latency, args.command_seconds)

@@ -36,9 +36,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import contextvars
-import inspect
 import math
 import re
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -199,7 +199,13 @@ class _Pending:
 
 
 def _created_by_states() -> bool:
-    return any("moto/stepfunctions" in frame.filename for frame in inspect.stack(0))
+    """Whether moto's Step Functions interpreter is creating this client."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if "moto/stepfunctions" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 class Meter:

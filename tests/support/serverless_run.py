@@ -17,6 +17,7 @@ invocation a new step container.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from collections import Counter
@@ -52,7 +53,8 @@ def script(cycles: int) -> tuple[dict[str, Any], list[Any]]:
     steps = [ScriptedModel.call("update_plan", PLAN_OPEN, id="p0"), *writes(cycles - 5),
              ScriptedModel.call("update_plan", PLAN_DONE, id="p1"),
              ScriptedModel.answer("Wrote the files."), ScriptedModel.verdict("complete")]
-    return AGENT, steps
+    calls = min(10_000, max(96, 2 * cycles + 10))  # the run is not cut short by its limits
+    return {**AGENT, "limits": {"max_model_calls": calls, "max_iterations": calls}}, steps
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Figures:
     meter: Meter
     elapsed: float
     unexpected: list[int] = field(default_factory=list)
+    load: float = 0.0  # this machine's 1-minute load average when the run ended
 
     @property
     def transitions(self) -> int:
@@ -220,7 +223,10 @@ def measure(synthesized: Any, cycles: int, *, cold: bool = False,
                                                               execution["executionArn"]))
                     entered += found
                     retries += again
-                status = str(deployment.view(run_id)["status"])
+                view = deployment.view(run_id)
+                status = str(view["status"])
+                if status != "completed":
+                    status += f" ({view.get('error') or view.get('way_out')})"
                 task: dict[str, Any] = {}
                 if seen:
                     task = ecs.describe_task_definition(
@@ -228,7 +234,8 @@ def measure(synthesized: Any, cycles: int, *, cold: bool = False,
                 return Figures(len(model.received) - len(model.unexpected), status,
                                executions, entered, retries, invocations, api_seconds,
                                function_memory(synthesized), task, len(seen), meter,
-                               time.perf_counter() - started, list(model.unexpected))
+                               time.perf_counter() - started, list(model.unexpected),
+                               os.getloadavg()[0])
             finally:
                 meter.counting = False
                 api_handler.configure(None)
