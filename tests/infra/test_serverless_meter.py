@@ -101,6 +101,7 @@ def test_items_are_classified_by_key() -> None:
     assert item_class("quota#q", "day#1") == "quota/day"  # unknown: named, not dropped
 
 
+@pytest.mark.slow  # ~8 s on an idle machine (moto's resources, a command's container)
 def test_a_short_run_counts_what_the_state_machine_did(synthesized: Any) -> None:
     figures = measure(synthesized, 5, settle_timeout=60)
     assert figures.status == "completed" and figures.cycles == 5

@@ -28,7 +28,10 @@ from typing import Any
 
 from support.aws_meter import Meter
 
-AGENT = {"prompt": "You write files.", "model": {"model": "scripted-model"},
+# a context window no 100-cycle history reaches (the scripted model answers no summary
+# call: a compaction would block the run, and a real 100-cycle run fits a 128k window)
+AGENT = {"prompt": "You write files.",
+         "model": {"model": "scripted-model", "context_window": 1_000_000},
          "tools": ["workspace", "workspace_command"], "mode": "plan"}
 PLAN_OPEN = {"steps": [{"id": "1", "title": "write", "status": "in_progress"}]}
 PLAN_DONE = {"steps": [{"id": "1", "title": "write", "status": "completed"}]}
