@@ -1,46 +1,71 @@
-"""Serverless figures: cold imports, and what one cycle of a run costs on AWS.
+"""What a run costs on AWS, measured on the synthesized state machine — and cold imports.
 
-Run: PYTHONPATH=functions:runtime:tests .venv/bin/python tests/benchmarks/bench_serverless.py \
-     | grep -v '^{'     (prints figures; asserts none; the grep drops the steps' JSON logs)
+Run (prints figures, asserts none; the grep drops the functions' JSON logs):
 
-- **cold import** of each Lambda handler module, in a fresh interpreter (median of 5):
-  ``agentloom.handlers.step`` (target ≤ 300 ms), ``api``, ``trigger``; and what the step
-  function's first invocation imports to wire itself (``agentloom.aws.steps`` + boto3;
-  the API's: ``agentloom.api.app``).
-- **a ~100-cycle run** on moto (the real step service, driven as the state machine
-  drives it; a scripted model on 127.0.0.1): per cycle, state transitions (Step + Next?
-  per step, RunCommand + AfterCommand per command, Rollover + Succeed per rollover, one
-  final Succeed), DynamoDB items read (GetItem/Query/BatchGetItem items, counted on the
-  client), items written and write units (the adapters' counters: ceil(KB) per item, twice
-  inside a transaction), KMS calls per run (GenerateDataKey + Decrypt, API and step
-  functions together); items read per step with a warm container (the attached engine
-  reused) and a cold one (a new container every step).
-- **cost per 100-cycle run, model tokens excluded**, with the prices of docs/contract.md#aws-limits
-  (us-east-1): Step Functions Standard $0.025 / 1,000 transitions; Lambda $0.20 / M
-  requests + ARM64 $0.0000133334 / GB-s at an ASSUMED 1 GB × 0.3 s per step (time spent
-  waiting for the model is not counted: it depends on the provider); DynamoDB on-demand
-  $0.625 / M write units, $0.125 / M read units (1 read unit per item read: items are
-  ≤ 4 KB here); KMS $0.03 / 10,000 requests.
+    PYTHONPATH=functions:runtime .venv/bin/python tests/benchmarks/bench_serverless.py \\
+        [--cycles 100] [--model-latency 1.0] [--command-seconds 10] [--cold-cycles 12] \\
+        [--no-imports] | grep -v '^{'
+
+- **a run of N model+tool cycles** (default 100, one ``workspace_command`` among them) on
+  moto: the CDK app is synthesized as ``cdk synth`` does (bundling skipped), its state
+  machine definition runs in moto's Step Functions interpreter
+  (tests/support/state_machine.py: its Lambda tasks reach the real step service
+  in-process, ``ecs:runTask.sync`` plays the Fargate container); the run is asked
+  through the real API handler; the model is a scripted server on 127.0.0.1. A *cycle*
+  is a model request the scripted server answered (not an engine step, not an
+  invocation). The rollover interval is the synthesized step function's.
+- **every AWS call counted by botocore event hooks** (tests/support/aws_meter.py), the
+  interpreter's own lambda/ecs/states clients included, never the stores' counters:
+  state transitions as Step Functions bills them (every ``*StateEntered`` event of
+  every execution of the run, read back from GetExecutionHistory, plus every task
+  retry); DynamoDB write and read units by item class with DynamoDB's rules (the larger
+  of the item before and after, ×2 in a transaction, …); KMS calls by operation, per run
+  and per container (a second, shorter run gives every invocation a new container).
+- **Lambda**: requests; GB-s at the synthesized functions' MemorySize for the measured
+  in-process handler time (moto in place of the network: real calls take longer) plus an
+  ASSUMED model latency per model request (``--model-latency``), and the GB-s each
+  second of model latency adds. **Fargate**: the registered task definition's vCPU and
+  memory at an ASSUMED command duration (``--command-seconds``; billed ≥ 1 minute), at
+  the price of the architecture it registers (no ``cpuArchitecture``: X86_64).
+- **$ per run** with the us-east-1 price table below (its date printed), per cycle too.
+  Not counted: CloudWatch Logs (the state machine logs at level ALL), X-Ray traces, EFS
+  storage and throughput, NAT/endpoint hours and data, KMS key-months, model tokens.
+- **cold import** of each Lambda handler module in a fresh interpreter (median of 5),
+  from the SOURCE TREE (functions/ and runtime/ on PYTHONPATH, bytecode cached as the
+  tree has it); the deployed bundle's figures: tests/benchmarks/bench_bundle.py.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime
+import math
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
+from collections import Counter
 from pathlib import Path
-from typing import Any, cast
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-PRICES = {"transition": 0.025 / 1000, "lambda_request": 0.20 / 1e6,
-          "lambda_gb_s": 0.0000133334, "wru": 0.625 / 1e6, "rru": 0.125 / 1e6,
-          "kms": 0.03 / 10_000}
-STEP_GB_S = 1.0 * 0.3  # assumed: 1 GB for 0.3 s per step, model wait excluded
-TOOL_CALLS = 48
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "infra")]
+
+from support.serverless_run import Figures, Invocation, measure  # noqa: E402
+
+PRICES_DATE = ("2026-03, AWS us-east-1 list prices as published then (not re-checked "
+               "live from here)")
+PRICES = {
+    "transition": 0.025 / 1000,  # Step Functions Standard
+    "lambda_request": 0.20 / 1e6,
+    "lambda_gb_s": 0.0000133334,  # ARM64
+    "wru": 0.625 / 1e6, "rru": 0.125 / 1e6,  # DynamoDB on-demand
+    "kms": 0.03 / 10_000,
+}
+FARGATE = {"ARM64": (0.03238, 0.00356), "X86_64": (0.04048, 0.004445)}  # vCPU-h, GB-h
+
+
+# -- cold imports (source tree) ---------------------------------------------------------------
 
 
 def cold_import(module: str, repeat: int = 5) -> float | None:
@@ -57,144 +82,185 @@ def cold_import(module: str, repeat: int = 5) -> float | None:
     return statistics.median(times) * 1000
 
 
-class Counting:
-    """A boto3 client whose calls (and DynamoDB items read) are counted."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.calls: dict[str, int] = {}
-        self.items_read = 0
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
-        if not callable(attr) or name.startswith(("get_waiter", "get_paginator")):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] = self.calls.get(name, 0) + 1
-            out = attr(*args, **kwargs)
-            if name == "get_item" and out.get("Item"):
-                self.items_read += 1
-            elif name == "query":
-                self.items_read += len(out.get("Items", []))
-            elif name == "batch_get_item":
-                self.items_read += sum(len(v) for v in out.get("Responses", {}).values())
-            elif name == "transact_get_items":
-                self.items_read += sum(1 for r in out.get("Responses", []) if r.get("Item"))
-            return out
-
-        return call
+# -- the report ---------------------------------------------------------------------------------
 
 
-def script() -> list[Any]:
-    from agentloom_runtime.testing import ScriptedModel
-
-    plan = {"steps": [{"id": "1", "title": "write", "status": "in_progress"}]}
-    done = {"steps": [{"id": "1", "title": "write", "status": "completed"}]}
-    steps: list[Any] = [ScriptedModel.call("update_plan", plan, id="p0")]
-    for i in range(TOOL_CALLS):
-        steps.append(ScriptedModel.call("workspace_write", {"path": f"f{i}.txt",
-                                                            "content": f"line {i}\n"},
-                                        id=f"w{i}"))
-    steps.append(ScriptedModel.call("workspace_command", {"command": "ls | wc -l"}, id="c"))
-    steps += [ScriptedModel.call("update_plan", done, id="p1"),
-              ScriptedModel.answer("Wrote the files."), ScriptedModel.verdict("complete")]
-    return steps
+def lambda_gb_s(figures: Figures, latency: float) -> tuple[float, float]:
+    """(GB-s of the step invocations at ``latency`` s per model request, GB-s of the API
+    invocation). Billed per invocation in whole milliseconds."""
+    step_gb = figures.memory_mb.get("step", 1024) / 1024
+    api_gb = figures.memory_mb.get("api", 1024) / 1024
+    step = sum(math.ceil((i.seconds + i.model_requests * latency) * 1000) / 1000
+               for i in figures.invocations) * step_gb
+    return step, math.ceil(figures.api_seconds * 1000) / 1000 * api_gb
 
 
-def transitions(replies: list[dict[str, Any]]) -> int:
-    count = 0
-    for reply in replies:
-        count += 2  # Step + Next?
-        if reply["next"] == "command":
-            count += 2  # RunCommand + AfterCommand
-        elif reply["next"] == "rollover":
-            count += 2  # Rollover + Succeed (the next execution starts at Step)
-    return count + 1  # the final Succeed
+def fargate(figures: Figures, command_seconds: float) -> tuple[float, str]:
+    if not figures.run_tasks:
+        return 0.0, "no command ran"
+    cpu = int(figures.task.get("cpu", 1024)) / 1024
+    memory = int(figures.task.get("memory", 2048)) / 1024
+    arch = str(figures.task.get("runtimePlatform", {}).get("cpuArchitecture", "X86_64"))
+    per_vcpu, per_gb = FARGATE.get(arch, FARGATE["X86_64"])
+    billed = max(60.0, command_seconds) / 3600
+    cost = figures.run_tasks * billed * (cpu * per_vcpu + memory * per_gb)
+    arm = figures.run_tasks * billed * (cpu * FARGATE["ARM64"][0] + memory * FARGATE["ARM64"][1])
+    return cost, (f"{figures.run_tasks} task(s) × {cpu:g} vCPU / {memory:g} GB {arch} "
+                  "(the registered task definition) × "
+                  f"{max(60.0, command_seconds):g} s billed (assumed {command_seconds:g} s, "
+                  f"1-minute minimum): ${cost:.5f} (on ARM64: ${arm:.5f})")
 
 
-def run_once(cold: bool) -> dict[str, Any]:
-    from functional.aws.harness import ALICE, clients, drive, open_bench
-    from moto import mock_aws
-
-    from agentloom_runtime.testing.openai_server import OpenAICompatibleServer
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "t"), ("AWS_SECRET_ACCESS_KEY", "t"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
-        os.environ[name] = value
-    agent = {"prompt": "You write files.", "model": {"model": "scripted-model"},
-             "tools": ["workspace", "workspace_command"], "mode": "plan"}
-    with tempfile.TemporaryDirectory() as tmp, OpenAICompatibleServer(script()) as server, \
-            mock_aws():
-        aws = clients()
-        dynamodb, kms = Counting(aws.dynamodb), Counting(aws.kms)
-        aws.dynamodb, aws.kms = cast(Any, dynamodb), cast(Any, kms)  # stand-ins
-        machine = aws.sfn.create_state_machine(
-            name="m", roleArn="arn:aws:iam::123456789012:role/sfn",
-            definition='{"StartAt":"P","States":{"P":{"Type":"Pass","End":true}}}'
-        )["stateMachineArn"]
-        bench = open_bench(aws, Path(tmp), server.base_url, state_machine_arn=machine)
-        bench.agent(agent)
-        run, _ = bench.api.sessions.ask(ALICE, bench.session_id, "Write the files")
-        reads0, kms0 = dynamodb.items_read, sum(kms.calls.values())
-        def counted() -> tuple[Any, ...]:  # the step's stores, both count their writes
-            return bench.step_platform.checkpoints, bench.step_platform.store.items
-
-        written0 = [(s.items_written, s.write_units) for s in counted()]
-
-        def invoke(payload: dict[str, Any]) -> dict[str, Any]:
-            service = bench.new_step_service() if cold else bench.service
-            return service.handle(payload)
-
-        replies = drive(bench, run.run_id, invoke=invoke, max_steps=500)
-        stores = counted()
-        items = sum(s.items_written for s in stores) - (0 if cold else
-                                                        sum(w[0] for w in written0))
-        units = sum(s.write_units for s in stores) - (0 if cold else
-                                                      sum(w[1] for w in written0))
-        result = {"steps": len(replies), "status": replies[-1]["status"],
-                  "transitions": transitions(replies),
-                  "items_read": dynamodb.items_read - reads0,
-                  "items_written": items, "write_units": units,
-                  "kms_calls": sum(kms.calls.values()),
-                  "kms_calls_steps": sum(kms.calls.values()) - kms0,
-                  "attaches": bench.service.attaches}
-        bench.service.close()
-        return result
+def costs(figures: Figures, latency: float, command_seconds: float) -> dict[str, float]:
+    """$ per run by line."""
+    meter = figures.meter
+    writes = sum(meter.units("write").values())
+    reads = sum(meter.units("read").values())
+    kms = sum(meter.operations("kms").values())
+    invokes = len(figures.invocations) + 1  # the steps + the API request that asked
+    step, api = lambda_gb_s(figures, latency)
+    idle, _ = lambda_gb_s(figures, 0.0)
+    farg, _ = fargate(figures, command_seconds)
+    return {
+        "step functions transitions": figures.transitions * PRICES["transition"],
+        "dynamodb writes": writes * PRICES["wru"],
+        "dynamodb reads": reads * PRICES["rru"],
+        "kms requests": kms * PRICES["kms"],
+        "lambda requests": invokes * PRICES["lambda_request"],
+        "lambda compute (measured, no model wait)": (idle + api) * PRICES["lambda_gb_s"],
+        f"lambda model wait ({latency:g} s per model request)":
+            (step - idle) * PRICES["lambda_gb_s"],
+        "fargate": farg,
+    }
 
 
-def main() -> None:
-    print("cold import (median of 5, fresh interpreter):")
-    # the handler modules defer their wiring: the first invocation also imports
-    # agentloom.aws.steps + boto3 (step) or agentloom.api.app + agentloom.aws.platform (api)
-    for module in ("agentloom.handlers.step", "agentloom.handlers.api",
-                   "agentloom.handlers.trigger", "agentloom.aws.steps", "boto3",
-                   "agentloom.api.app"):
-        ms = cold_import(module)
-        shown = "not importable here" if ms is None else f"{ms:7.1f} ms"
-        print(f"  {module:32s} {shown}")
-    warm = run_once(cold=False)
-    print(f"\nwarm container: {warm['steps']} steps, status {warm['status']}")
-    cycles = warm["steps"]
-    for key in ("transitions", "items_read", "items_written", "write_units"):
-        print(f"  {key:14s} {warm[key]:6d} total  {warm[key] / cycles:6.2f} per step")
-    print(f"  KMS calls per run: {warm['kms_calls']} (API + step; "
-          f"{warm['kms_calls_steps']} by the steps); engine attachments: {warm['attaches']}")
-    cold = run_once(cold=True)
-    print(f"cold container every step: items read {cold['items_read'] / cold['steps']:.2f} "
-          f"per step (warm {warm['items_read'] / cycles:.2f}); KMS calls by the steps "
-          f"{cold['kms_calls_steps']}")
-    per = 100 / cycles
-    cost = {"step functions": warm["transitions"] * per * PRICES["transition"],
-            "lambda requests": 100 * PRICES["lambda_request"],
-            "lambda duration (assumed 0.3 GB-s/step)": 100 * STEP_GB_S * PRICES["lambda_gb_s"],
-            "dynamodb writes": warm["write_units"] * per * PRICES["wru"],
-            "dynamodb reads": warm["items_read"] * per * PRICES["rru"],
-            "kms": warm["kms_calls"] * PRICES["kms"]}
-    print("\ncost per 100-cycle run, model tokens excluded (us-east-1 prices):")
-    for name, value in cost.items():
-        print(f"  {name:40s} ${value:.6f}")
-    print(f"  {'total':40s} ${sum(cost.values()):.6f}  (target <= $0.01)")
+def report(figures: Figures, cold: Figures | None, args: argparse.Namespace) -> None:
+    meter, n = figures.meter, figures.cycles
+    print(f"\nrun: {n} cycles (model requests answered) of {args.cycles} scripted, "
+          f"status {figures.status}, "
+          f"{len(figures.invocations)} step invocations, {len(figures.executions)} "
+          f"execution(s), {figures.run_tasks} command task(s); wall {figures.elapsed:.1f} s")
+    if figures.unexpected:
+        print(f"  !! the model was asked {len(figures.unexpected)} time(s) past its script")
+    sources = Counter(c.source for c in meter.calls)
+    print("  AWS calls by caller: " + ", ".join(f"{k} {v}" for k, v in sources.most_common())
+          + "; by operation: " + ", ".join(f"{svc}:{op} {v}" for (svc, op), v
+                                           in meter.operations().most_common()))
+    print(f"\n{'':44s}{'per run':>12s}{'per cycle':>12s}")
+
+    def row(name: str, value: float, fmt: str = ",.0f") -> None:
+        print(f"  {name:42s}{value:>12{fmt}}{value / n:>12.2f}")
+
+    row("state transitions (billed)", figures.transitions)
+    for state, count in figures.entered.most_common():
+        row(f"  {state}", count)
+    row("  task retries", figures.retries)
+    writes, reads = meter.units("write"), meter.units("read")
+    row("DynamoDB write units", sum(writes.values()))
+    for name, units in writes.items():
+        row(f"  {name}", units)
+    row("DynamoDB read units", sum(reads.values()), ",.1f")
+    for name, units in reads.items():
+        row(f"  {name}", units, ",.1f")
+    failed = sum(1 for c in meter.calls if c.service == "dynamodb" and c.error)
+    transact = sum(1 for c in meter.calls if c.operation == "TransactWriteItems")
+    print(f"  (DynamoDB calls {sum(meter.operations('dynamodb').values())}, "
+          f"TransactWriteItems {transact}, failed {failed})")
+    kms_ops = meter.operations("kms")
+    row("KMS calls", sum(kms_ops.values()))
+    for (_, op), count in kms_ops.most_common():
+        row(f"  {op}", count)
+    print("  KMS calls per container (this run):",
+          _per_container(meter, figures.invocations))
+    if cold is not None:
+        print(f"  KMS with a new container every invocation ({cold.cycles} cycles, "
+              f"{len(cold.invocations)} invocations): {_kms_total(cold.meter)} calls, "
+              f"per container {_per_container(cold.meter, cold.invocations)}; DynamoDB read "
+              f"units {sum(cold.meter.units('read').values()) / cold.cycles:.1f} per cycle "
+              f"(warm {sum(reads.values()) / n:.1f})")
+    step_gb, api_gb = lambda_gb_s(figures, args.model_latency)
+    idle, _ = lambda_gb_s(figures, 0.0)
+    handler = [i.seconds for i in figures.invocations]
+    print(f"\nLambda (memory from the template: {figures.memory_mb})")
+    row("requests (step + the API request)", len(figures.invocations) + 1)
+    row("step handler time in-process, s", sum(handler), ",.2f")
+    row("  of which CPU of the handler's thread, s",
+        sum(i.cpu_seconds for i in figures.invocations), ",.2f")
+    row("model requests", sum(i.model_requests for i in figures.invocations))
+    row(f"GB-s at {args.model_latency:g} s assumed per model request", step_gb + api_gb,
+        ",.1f")
+    wait = (step_gb - idle) / args.model_latency if args.model_latency else \
+        sum(i.model_requests for i in figures.invocations) * \
+        figures.memory_mb.get("step", 1024) / 1024
+    print(f"  each second of model latency adds {wait:,.1f} GB-s per run, "
+          f"{wait / n:.2f} GB-s per cycle (${wait * PRICES['lambda_gb_s']:.4f} per run); "
+          f"invocation median "
+          f"{statistics.median(handler) * 1000:.0f} ms, max {max(handler) * 1000:.0f} ms "
+          f"(moto in-process)")
+    cpu_gb_s = sum(math.ceil(i.cpu_seconds * 1000) / 1000 for i in figures.invocations) * \
+        figures.memory_mb.get("step", 1024) / 1024
+    print(f"  billed on wall time (load average {figures.load:.1f} on "
+          f"{os.cpu_count()} cores while measuring); on the handler thread's CPU time "
+          f"instead: {cpu_gb_s:,.1f} GB-s (${cpu_gb_s * PRICES['lambda_gb_s']:.5f}) "
+          "without the model wait")
+    _, note = fargate(figures, args.command_seconds)
+    print(f"Fargate: {note}")
+    bill = costs(figures, args.model_latency, args.command_seconds)
+    print(f"\n$ per run, model tokens excluded (prices {PRICES_DATE}):")
+    for name, value in bill.items():
+        print(f"  {name:50s} ${value:9.5f}   per cycle ${value / n:.7f}")
+    total = sum(bill.values())
+    no_wait = total - next(v for k, v in bill.items() if k.startswith("lambda model wait"))
+    print(f"  {'total':50s} ${total:9.5f}   per cycle ${total / n:.7f}")
+    print(f"  {'total without the model wait':50s} ${no_wait:9.5f}   "
+          f"per 100 cycles ${no_wait / n * 100:.5f}")
+    print("  not counted: CloudWatch Logs, X-Ray, EFS, NAT/endpoints, KMS key-months")
+
+
+def _kms_total(meter: Any) -> int:
+    return sum(meter.operations("kms").values())
+
+
+def _per_container(meter: Any, invocations: list[Invocation]) -> str:
+    calls = Counter(c.container for c in meter.calls if c.service == "kms")
+    steps = {i.container for i in invocations}
+    counts = [calls.get(c, 0) for c in steps]
+    return (f"api {calls.get('api', 0)}, step containers {len(steps)}: "
+            f"max {max(counts, default=0)}, total {sum(counts)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cycles", type=int, default=100)
+    parser.add_argument("--model-latency", type=float, default=1.0,
+                        help="ASSUMED seconds per model request (billed Lambda wait)")
+    parser.add_argument("--command-seconds", type=float, default=10.0,
+                        help="ASSUMED duration of a command's Fargate task")
+    parser.add_argument("--cold-cycles", type=int, default=12,
+                        help="cycles of the run with a new container per invocation "
+                             "(0: skip it)")
+    parser.add_argument("--no-imports", action="store_true", help="skip the cold imports")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"bench_serverless {now}: --cycles {args.cycles} --model-latency "
+          f"{args.model_latency:g} --command-seconds {args.command_seconds:g} "
+          f"--cold-cycles {args.cold_cycles}")
+    if not args.no_imports:
+        print("\ncold import from the source tree (median of 5, fresh interpreter; the "
+              "bundle's: bench_bundle.py):")
+        for module in ("agentloom.handlers.step", "agentloom.handlers.api",
+                       "agentloom.handlers.trigger", "agentloom.aws.steps", "boto3",
+                       "agentloom.api.app"):
+            ms = cold_import(module)
+            shown = "not importable here" if ms is None else f"{ms:7.1f} ms"
+            print(f"  {module:32s} {shown}")
+    from support.state_machine import synthesized_app
+
+    synthesized = synthesized_app()
+    figures = measure(synthesized, args.cycles)
+    cold = measure(synthesized, args.cold_cycles, cold=True) if args.cold_cycles else None
+    report(figures, cold, args)
 
 
 if __name__ == "__main__":

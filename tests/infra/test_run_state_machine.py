@@ -25,253 +25,32 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
-import time
-import urllib.parse
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from functional.aws.harness import (
-    REGION,
-    Bench,
-    Container,
-    clients,
-    fake_credentials,
-    mock_config,
-    open_bench,
-)
+from functional.aws.harness import clients, fake_credentials, mock_config, open_bench
 from moto import mock_aws
+from support.state_machine import (
+    MACHINE,
+    MACHINE_ARN,
+    Deployment,
+    Killed,
+    LambdaEndpoint,
+    casing_shim,
+)
+from support.state_machine import resource_values as _values
 
-from agentloom.api.app import build_app
 from agentloom.handlers import api as api_handler
-from agentloom.platform.identity import JwtClaims
 from agentloom_runtime.testing import ScriptedModel
 from agentloom_runtime.testing.openai_server import OpenAICompatibleServer
 
-STEP = "agentloom.handlers.step.handler"
-MACHINE = "agentloom-test-run"
-MACHINE_ARN = f"arn:aws:states:{REGION}:123456789012:stateMachine:{MACHINE}"
 PLAN_OPEN = {"steps": [{"id": "1", "title": "write", "status": "in_progress"}]}
 PLAN_DONE = {"steps": [{"id": "1", "title": "write", "status": "completed"}]}
 AGENT = {"prompt": "You work in the workspace.", "model": {"model": "scripted-model"},
          "tools": ["workspace", "workspace_command"], "mode": "plan"}
-
-
-class Killed(BaseException):
-    """The step function's container dies (a timeout): nothing after this runs."""
-
-
-# -- the Lambda endpoint -------------------------------------------------------------------
-
-
-class LambdaEndpoint:
-    """``POST /2015-03-31/functions/{name}/invocations`` → ``invoke(event)``."""
-
-    def __init__(self, invoke: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        self.invoke = invoke
-        self.on_kill: Callable[[], Any] | None = None
-        # invocation numbers (1-based) answered with a Lambda service error: "throttle"
-        # before the handler runs (429), "lost" after it ran (500: its reply is lost)
-        self.faults: dict[int, str] = {}
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-            def do_POST(self) -> None:
-                name = urllib.parse.unquote(self.path.split("/functions/", 1)[1]
-                                            .split("/invocations", 1)[0])
-                event = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                owner.calls.append((name, event))
-                number = len(owner.calls)
-                headers = {"x-amzn-RequestId": f"req-{number}"}
-                fault = owner.faults.get(number)
-                if fault == "throttle":
-                    self._error(429, "TooManyRequestsException", headers)
-                    return
-                try:
-                    body = owner.invoke(event)
-                except Killed:
-                    if owner.on_kill is not None:
-                        owner.on_kill()
-                    body = {"errorType": "Lambda.Unknown", "errorMessage": "Task timed out"}
-                    headers["X-Amz-Function-Error"] = "Unhandled"
-                except Exception as exc:
-                    body = {"errorType": type(exc).__name__, "errorMessage": str(exc)[:300]}
-                    headers["X-Amz-Function-Error"] = "Unhandled"
-                if fault == "lost":
-                    self._error(500, "ServiceException", headers)
-                    return
-                data = json.dumps(body).encode()
-                self.send_response(200)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _error(self, status: int, kind: str, headers: dict[str, str]) -> None:
-                data = json.dumps({"Type": "Service", "message": kind}).encode()
-                self.send_response(status)
-                for key, value in {**headers, "x-amzn-ErrorType": kind}.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-# -- the ECS .sync shim ----------------------------------------------------------------------
-
-
-def casing_shim(monkeypatch: pytest.MonkeyPatch, bench: Bench) -> list[dict[str, Any]]:
-    """Parameters and responses of moto's ECS and Step Functions integrations in
-    botocore's shapes (moto leaves the conversion out), and the container played when
-    RunTask is called. Returns the RunTask parameters seen."""
-    import boto3
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-        state_task_service as base_module,
-    )
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-        state_task_service_ecs as ecs_module,
-    )
-
-    models = {name: boto3.client(name, region_name=REGION).meta.service_model
-              for name in ("ecs", "stepfunctions")}
-    seen: list[dict[str, Any]] = []
-    container = Container(bench)
-
-    def operation(self: Any, action: str | None) -> Any:
-        model = models.get(self._get_boto_service_name())
-        if model is None:
-            return None
-        names = {camel_to_snake(n): n for n in model.operation_names}
-        return model.operation_model(names[action or self._get_boto_service_action()])
-
-    def params(self: Any, parameters: dict[str, Any], boto_service_name: Any = None,
-               service_action_name: Any = None) -> None:
-        found = operation(self, service_action_name)
-        if found is not None:
-            self._to_boto_request(parameters, found.input_shape)
-
-    def response(self: Any, response: Any, boto_service_name: Any = None,
-                 service_action_name: Any = None) -> None:
-        found = operation(self, service_action_name)
-        if found is not None:
-            self._from_boto_response(response, found.output_shape)
-
-    cls = ecs_module.StateTaskServiceEcs
-    original = cls._before_eval_execution
-
-    def before(self: Any, env: Any, resource_runtime_part: Any, raw_parameters: dict[str, Any],
-               state_credentials: Any) -> None:
-        original(self, env, resource_runtime_part, raw_parameters, state_credentials)
-        seen.append(json.loads(json.dumps(raw_parameters)))
-        environment = raw_parameters["Overrides"]["ContainerOverrides"][0]["Environment"]
-        request_id = next(e["Value"] for e in environment if e["Name"] == "REQUEST_ID")
-        container.run({"request_id": request_id,
-                       "task_definition": raw_parameters["TaskDefinition"],
-                       "overrides": raw_parameters["Overrides"]})
-
-    base = base_module.StateTaskService
-    monkeypatch.setattr(base, "_normalise_parameters", params)
-    monkeypatch.setattr(base, "_normalise_response", response)
-    monkeypatch.setattr(cls, "_before_eval_execution", before)
-    return seen
-
-
-def camel_to_snake(name: str) -> str:
-    from botocore import xform_name
-
-    return str(xform_name(name))
-
-
-# -- the deployment ------------------------------------------------------------------------
-
-
-class Deployment:
-    def __init__(self, bench: Bench, endpoint: LambdaEndpoint, seen: list[dict[str, Any]],
-                 model: OpenAICompatibleServer) -> None:
-        self.bench, self.endpoint, self.seen, self.model = bench, endpoint, seen, model
-        api_handler.configure(build_app(bench.api.admin, bench.api.sessions, JwtClaims()))
-
-    def api(self, method: str, path: str, body: Any = None, user: str = "alice"
-            ) -> tuple[int, dict[str, Any]]:
-        event = {"version": "2.0", "routeKey": "$default", "rawPath": path,
-                 "rawQueryString": "", "headers": {"content-type": "application/json"},
-                 "requestContext": {"http": {"method": method, "path": path,
-                                             "sourceIp": "127.0.0.1"},
-                                    "authorizer": {"jwt": {"claims": {"sub": user}}},
-                                    "requestId": "r", "stage": "$default"},
-                 "body": json.dumps(body) if body is not None else None,
-                 "isBase64Encoded": False}
-        out = api_handler.handler(event, None)
-        return out["statusCode"], json.loads(out["body"]) if out.get("body") else {}
-
-    def ask(self, question: str) -> str:
-        status, body = self.api("POST", f"/api/v1/sessions/{self.bench.session_id}/runs",
-                                {"question": question})
-        assert status == 201, body
-        return str(body["run"]["run_id"])
-
-    def executions(self, run_id: str) -> list[dict[str, Any]]:
-        listed = self.bench.aws.sfn.list_executions(stateMachineArn=MACHINE_ARN)["executions"]
-        return sorted((dict(e) for e in listed if e["name"].startswith(run_id)),
-                      key=lambda e: int(e["name"].rsplit("-g", 1)[1]))
-
-    def settle(self, run_id: str, timeout: float = 60.0) -> list[dict[str, Any]]:
-        """Wait until no execution of the run is running (rollovers included)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.executions(run_id)
-            if found and all(e["status"] != "RUNNING" for e in found):
-                time.sleep(0.2)  # a rollover's next execution may be starting
-                again = self.executions(run_id)
-                if len(again) == len(found) and all(e["status"] != "RUNNING" for e in again):
-                    return again
-            time.sleep(0.05)
-        raise AssertionError(f"the executions of {run_id} did not settle")
-
-    def view(self, run_id: str) -> dict[str, Any]:
-        status, body = self.api("GET", f"/api/v1/sessions/{self.bench.session_id}/runs/"
-                                       f"{run_id}")
-        assert status == 200, body
-        return body
-
-
-def _values(synthesized: Any, bench: Bench) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for lid, resource in synthesized.resources.items():
-        kind = resource["Type"]
-        values[lid] = f"ref-{lid}"
-        values[f"{lid}.Arn"] = f"arn:aws:lambda:{REGION}:123456789012:function:{lid}" \
-            if kind == "AWS::Lambda::Function" else f"arn:aws:test:::{lid}"
-        if kind == "AWS::EC2::Subnet":
-            values[lid] = bench.resources.subnets[0]
-        if kind == "AWS::EC2::SecurityGroup":
-            values[f"{lid}.GroupId"] = bench.resources.security_group
-        if kind == "AWS::ECS::Cluster":
-            values[f"{lid}.Arn"] = bench.resources.cluster_arn
-    return values
 
 
 @pytest.fixture
