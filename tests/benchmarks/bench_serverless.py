@@ -3,8 +3,8 @@
 Run (prints figures, asserts none; the grep drops the functions' JSON logs):
 
     PYTHONPATH=functions:runtime .venv/bin/python tests/benchmarks/bench_serverless.py \\
-        [--cycles 100] [--model-latency 1.0] [--command-seconds 10] [--cold-cycles 12] \\
-        [--no-imports] | grep -v '^{'
+        [--cycles 100] [--model-latency 1.0] [--aws-call-ms 8] [--command-seconds 10] \\
+        [--cold-cycles 12] [--no-imports] | grep -v '^{'
 
 - **a run of N model+tool cycles** (default 100, one ``workspace_command`` among them) on
   moto: the CDK app is synthesized as ``cdk synth`` does (bundling skipped), its state
@@ -21,12 +21,14 @@ Run (prints figures, asserts none; the grep drops the functions' JSON logs):
   retry); DynamoDB write and read units by item class with DynamoDB's rules (the larger
   of the item before and after, ×2 in a transaction, …); KMS calls by operation, per run
   and per container (a second, shorter run gives every invocation a new container).
-- **Lambda**: requests; GB-s at the synthesized functions' MemorySize for the measured
-  in-process handler time (moto in place of the network: real calls take longer) plus an
-  ASSUMED model latency per model request (``--model-latency``), and the GB-s each
-  second of model latency adds. **Fargate**: the registered task definition's vCPU and
-  memory at an ASSUMED command duration (``--command-seconds``; billed ≥ 1 minute), at
-  the price of the architecture it registers (no ``cpuArchitecture``: X86_64).
+- **Lambda**: requests; GB-s at the synthesized functions' MemorySize: each step
+  invocation billed on the function's own CPU (its thread's CPU time less what moto's
+  backends spent inside AWS calls, slowed to the vCPU share the memory buys), an ASSUMED
+  round trip per AWS call (``--aws-call-ms``) and an ASSUMED model latency per model
+  request (``--model-latency``); the GB-s each second of model latency adds.
+  **Fargate**: the registered task definition's vCPU and memory at an ASSUMED command
+  duration (``--command-seconds``; billed ≥ 1 minute), at the price of the architecture
+  it registers (no ``cpuArchitecture``: X86_64).
 - **$ per run** with the us-east-1 price table below (its date printed), per cycle too.
   Not counted: CloudWatch Logs (the state machine logs at level ALL), X-Ray traces, EFS
   storage and throughput, NAT/endpoint hours and data, KMS key-months, model tokens.
@@ -85,13 +87,30 @@ def cold_import(module: str, repeat: int = 5) -> float | None:
 # -- the report ---------------------------------------------------------------------------------
 
 
-def lambda_gb_s(figures: Figures, latency: float) -> tuple[float, float]:
+FULL_VCPU_MB = 1769  # Lambda allocates CPU in proportion to memory: one vCPU at 1,769 MB
+
+
+def billed_seconds(invocation: Invocation, memory_mb: int, latency: float,
+                   call_seconds: float) -> float:
+    """What Lambda bills for one step invocation, in whole milliseconds: the function's
+    own CPU (the handler thread's, less what moto's backends did inside AWS calls),
+    slowed to the vCPU share its memory buys; an ASSUMED round trip per AWS call; an
+    ASSUMED model latency per model request."""
+    own = max(0.0, invocation.cpu_seconds - invocation.aws_cpu_seconds)
+    share = min(1.0, memory_mb / FULL_VCPU_MB)
+    seconds = own / share + invocation.aws_calls * call_seconds + \
+        invocation.model_requests * latency
+    return math.ceil(seconds * 1000) / 1000
+
+
+def lambda_gb_s(figures: Figures, latency: float, call_seconds: float
+                ) -> tuple[float, float]:
     """(GB-s of the step invocations at ``latency`` s per model request, GB-s of the API
-    invocation). Billed per invocation in whole milliseconds."""
-    step_gb = figures.memory_mb.get("step", 1024) / 1024
+    invocation — the latter on its measured wall time)."""
+    step_mb = figures.memory_mb.get("step", 1024)
     api_gb = figures.memory_mb.get("api", 1024) / 1024
-    step = sum(math.ceil((i.seconds + i.model_requests * latency) * 1000) / 1000
-               for i in figures.invocations) * step_gb
+    step = sum(billed_seconds(i, step_mb, latency, call_seconds)
+               for i in figures.invocations) * step_mb / 1024
     return step, math.ceil(figures.api_seconds * 1000) / 1000 * api_gb
 
 
@@ -111,15 +130,16 @@ def fargate(figures: Figures, command_seconds: float) -> tuple[float, str]:
                   f"1-minute minimum): ${cost:.5f} (on ARM64: ${arm:.5f})")
 
 
-def costs(figures: Figures, latency: float, command_seconds: float) -> dict[str, float]:
+def costs(figures: Figures, latency: float, command_seconds: float,
+          call_seconds: float) -> dict[str, float]:
     """$ per run by line."""
     meter = figures.meter
     writes = sum(meter.units("write").values())
     reads = sum(meter.units("read").values())
     kms = sum(meter.operations("kms").values())
     invokes = len(figures.invocations) + 1  # the steps + the API request that asked
-    step, api = lambda_gb_s(figures, latency)
-    idle, _ = lambda_gb_s(figures, 0.0)
+    step, api = lambda_gb_s(figures, latency, call_seconds)
+    idle, _ = lambda_gb_s(figures, 0.0, call_seconds)
     farg, _ = fargate(figures, command_seconds)
     return {
         "step functions transitions": figures.transitions * PRICES["transition"],
@@ -127,7 +147,7 @@ def costs(figures: Figures, latency: float, command_seconds: float) -> dict[str,
         "dynamodb reads": reads * PRICES["rru"],
         "kms requests": kms * PRICES["kms"],
         "lambda requests": invokes * PRICES["lambda_request"],
-        "lambda compute (measured, no model wait)": (idle + api) * PRICES["lambda_gb_s"],
+        "lambda compute (own CPU + AWS round trips)": (idle + api) * PRICES["lambda_gb_s"],
         f"lambda model wait ({latency:g} s per model request)":
             (step - idle) * PRICES["lambda_gb_s"],
         "fargate": farg,
@@ -178,34 +198,33 @@ def report(figures: Figures, cold: Figures | None, args: argparse.Namespace) -> 
               f"per container {_per_container(cold.meter, cold.invocations)}; DynamoDB read "
               f"units {sum(cold.meter.units('read').values()) / cold.cycles:.1f} per cycle "
               f"(warm {sum(reads.values()) / n:.1f})")
-    step_gb, api_gb = lambda_gb_s(figures, args.model_latency)
-    idle, _ = lambda_gb_s(figures, 0.0)
+    call_s = args.aws_call_ms / 1000
+    step_gb, api_gb = lambda_gb_s(figures, args.model_latency, call_s)
+    idle, _ = lambda_gb_s(figures, 0.0, call_s)
     handler = [i.seconds for i in figures.invocations]
+    step_mb = figures.memory_mb.get("step", 1024)
     print(f"\nLambda (memory from the template: {figures.memory_mb})")
     row("requests (step + the API request)", len(figures.invocations) + 1)
-    row("step handler time in-process, s", sum(handler), ",.2f")
-    row("  of which CPU of the handler's thread, s",
-        sum(i.cpu_seconds for i in figures.invocations), ",.2f")
+    row("step handler CPU (its thread), s", sum(i.cpu_seconds for i in figures.invocations),
+        ",.2f")
+    row("  of which inside AWS calls (moto, botocore), s",
+        sum(i.aws_cpu_seconds for i in figures.invocations), ",.2f")
+    row("AWS calls by the steps", sum(i.aws_calls for i in figures.invocations))
     row("model requests", sum(i.model_requests for i in figures.invocations))
-    row(f"GB-s at {args.model_latency:g} s assumed per model request", step_gb + api_gb,
-        ",.1f")
-    wait = (step_gb - idle) / args.model_latency if args.model_latency else \
-        sum(i.model_requests for i in figures.invocations) * \
-        figures.memory_mb.get("step", 1024) / 1024
-    print(f"  each second of model latency adds {wait:,.1f} GB-s per run, "
-          f"{wait / n:.2f} GB-s per cycle (${wait * PRICES['lambda_gb_s']:.4f} per run); "
-          f"invocation median "
-          f"{statistics.median(handler) * 1000:.0f} ms, max {max(handler) * 1000:.0f} ms "
-          f"(moto in-process)")
-    cpu_gb_s = sum(math.ceil(i.cpu_seconds * 1000) / 1000 for i in figures.invocations) * \
-        figures.memory_mb.get("step", 1024) / 1024
-    print(f"  billed on wall time (load average {figures.load:.1f} on "
-          f"{os.cpu_count()} cores while measuring); on the handler thread's CPU time "
-          f"instead: {cpu_gb_s:,.1f} GB-s (${cpu_gb_s * PRICES['lambda_gb_s']:.5f}) "
-          "without the model wait")
+    row(f"GB-s at {args.model_latency:g} s per model request", step_gb + api_gb, ",.1f")
+    row("GB-s without the model wait", idle + api_gb, ",.1f")
+    wait = sum(i.model_requests for i in figures.invocations) * step_mb / 1024
+    print(f"  billed: own CPU at {min(1.0, step_mb / FULL_VCPU_MB):.2f} vCPU "
+          f"({step_mb} MB) + {args.aws_call_ms:g} ms ASSUMED per AWS call + the model "
+          f"latency; each second of model latency adds {wait / n:.2f} GB-s per cycle "
+          f"({step_mb / 1024:.2f} GB-s per second of model wait; "
+          f"${wait * PRICES['lambda_gb_s']:.4f} per run)")
+    print(f"  in-process wall time (moto for the network, load average {figures.load:.1f} "
+          f"on {os.cpu_count()} cores): {sum(handler):,.1f} s, invocation median "
+          f"{statistics.median(handler) * 1000:.0f} ms, max {max(handler) * 1000:.0f} ms")
     _, note = fargate(figures, args.command_seconds)
     print(f"Fargate: {note}")
-    bill = costs(figures, args.model_latency, args.command_seconds)
+    bill = costs(figures, args.model_latency, args.command_seconds, call_s)
     print(f"\n$ per run, model tokens excluded (prices {PRICES_DATE}):")
     for name, value in bill.items():
         print(f"  {name:50s} ${value:9.5f}   per cycle ${value / n:.7f}")
@@ -234,6 +253,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cycles", type=int, default=100)
     parser.add_argument("--model-latency", type=float, default=1.0,
                         help="ASSUMED seconds per model request (billed Lambda wait)")
+    parser.add_argument("--aws-call-ms", type=float, default=8.0,
+                        help="ASSUMED round trip of one AWS call from the function "
+                             "(DynamoDB single-digit ms; KMS, ECS slower)")
     parser.add_argument("--command-seconds", type=float, default=10.0,
                         help="ASSUMED duration of a command's Fargate task")
     parser.add_argument("--cold-cycles", type=int, default=12,
@@ -244,7 +266,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"bench_serverless {now}: --cycles {args.cycles} --model-latency "
-          f"{args.model_latency:g} --command-seconds {args.command_seconds:g} "
+          f"{args.model_latency:g} --aws-call-ms {args.aws_call_ms:g} "
+          f"--command-seconds {args.command_seconds:g} "
           f"--cold-cycles {args.cold_cycles}")
     if not args.no_imports:
         print("\ncold import from the source tree (median of 5, fresh interpreter; the "

@@ -40,6 +40,7 @@ import math
 import re
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -196,6 +197,7 @@ class _Pending:
     operation: str
     params: Mapping[str, Any]
     before: list[tuple[str, dict[str, Any], int]] = field(default_factory=list)
+    cpu: float = 0.0  # the thread's CPU time when the call began
 
 
 def _created_by_states() -> bool:
@@ -245,6 +247,7 @@ class Meter:
                                model.service_model.service_name, model.name, params)
             if pending.service == "dynamodb":
                 pending.before = _before_items(model.name, params)
+            pending.cpu = time.thread_time()
             context[KEY] = pending
 
         def after(http_response: Any, parsed: Mapping[str, Any], model: Any,
@@ -252,6 +255,8 @@ class Meter:
             pending = context.pop(KEY, None)
             if pending is None:
                 return
+            self._local.aws_cpu = self.aws_cpu() + time.thread_time() - pending.cpu
+            self._local.aws_calls = self.aws_calls() + 1
             error = None if http_response.status_code < 300 else \
                 str(parsed.get("Error", {}).get("Code", http_response.status_code))
             self._record(pending, error, parsed)
@@ -264,6 +269,14 @@ class Meter:
         client.meta.events.register("before-parameter-build", before)
         client.meta.events.register("after-call", after)
         client.meta.events.register("after-call-error", failed)
+
+    def aws_cpu(self) -> float:
+        """CPU seconds this thread spent inside metered calls (moto's backends run in
+        the caller's thread: on AWS that time is the service's, not the function's)."""
+        return float(getattr(self._local, "aws_cpu", 0.0))
+
+    def aws_calls(self) -> int:
+        return int(getattr(self._local, "aws_calls", 0))
 
     def ignore(self, client: Any) -> Any:
         self._ignored.add(id(client))

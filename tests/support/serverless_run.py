@@ -66,6 +66,8 @@ class Invocation:
     cpu_seconds: float  # CPU time of the thread that ran it
     model_requests: int
     container: str
+    aws_cpu_seconds: float = 0.0  # of which inside AWS calls (moto's backends, botocore)
+    aws_calls: int = 0
 
 
 @dataclass
@@ -188,6 +190,7 @@ def measure(synthesized: Any, cycles: int, *, cold: bool = False,
                 if cold:
                     current["name"] = f"c{next(containers)}"
                 asked = len(model.received)
+                aws_cpu, aws_calls = meter.aws_cpu(), meter.aws_calls()
                 began, cpu = time.perf_counter(), time.thread_time()
                 try:
                     with Meter.source("step", current["name"]):
@@ -198,7 +201,9 @@ def measure(synthesized: Any, cycles: int, *, cold: bool = False,
                     invocations.append(Invocation(time.perf_counter() - began,
                                                   time.thread_time() - cpu,
                                                   len(model.received) - asked,
-                                                  current["name"]))
+                                                  current["name"],
+                                                  meter.aws_cpu() - aws_cpu,
+                                                  meter.aws_calls() - aws_calls))
 
             endpoint = LambdaEndpoint(invoke)
             patch.setenv("AWS_ENDPOINT_URL_LAMBDA", endpoint.url)
