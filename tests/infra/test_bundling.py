@@ -10,7 +10,6 @@ import sys
 import tomllib
 
 import pytest
-
 from agentloom_infra.bundling import (
     ELSEWHERE,
     LAYER_SOURCE_EXCLUDES,
@@ -186,7 +185,7 @@ def test_another_target_needs_its_own_interpreter(tmp_path, monkeypatch):
     with pytest.raises(NoTargetPython, match=r"Python 3\.99 .*AGENTLOOM_BUNDLE_PYTHON"):
         target_python("3.99", {})
     # the variable must name an interpreter of the target version, not just any
-    with pytest.raises(NoTargetPython, match="is 3\\.[0-9]+"):
+    with pytest.raises(NoTargetPython, match=r"is 3\.[0-9]+"):
         target_python("3.99", {"AGENTLOOM_BUNDLE_PYTHON": sys.executable})
 
 
