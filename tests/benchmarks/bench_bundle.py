@@ -46,12 +46,12 @@ from agentloom_infra.bundling import (
     LAYER_PREFIX,
     PLATFORMS,
     PYTHON_VERSION,
-    BundleError,
     bundle,
     pip_install,
     requirements,
     tokenizer_layer,
 )
+from agentloom_infra.bytecode import NoTargetPython, target_python
 from agentloom_infra.functions import LAYERS
 from support.lambda_bundle import (
     importtime_total,
@@ -89,18 +89,20 @@ def _build(tmp: Path, host: bool) -> tuple[dict[str, Path], str]:
         platforms = (f"manylinux2014_{plat.split('_', 1)[1]}",)
         python = f"{sys.version_info.major}.{sys.version_info.minor}"
         label = f"host platform ({plat}, py{python})"
+    compiler = None
     try:
-        code = bundle(tmp / "code", platforms=platforms, python_version=python)
-    except BundleError as exc:
+        target_python(python)
+    except NoTargetPython as exc:
         print(f"note: {exc}\n  -> compiled by Python {sys.version_info.major}."
-              f"{sys.version_info.minor} FOR ITS SIZE ONLY (that bytecode would not load "
+              f"{sys.version_info.minor} FOR THE SIZES ONLY (that bytecode would not load "
               f"on Python {python})")
-        shutil.rmtree(tmp / "code", ignore_errors=True)
-        code = bundle(tmp / "code", platforms=platforms, python_version=python,
-                      compiler=sys.executable)
+        compiler = sys.executable
+    code = bundle(tmp / "code", platforms=platforms, python_version=python,
+                  compiler=compiler)
     paths = {"code": code,
              "tokenizers": tokenizer_layer(tmp / "tokenizers", platforms=platforms,
-                                           python_version=python) / LAYER_PREFIX}
+                                           python_version=python,
+                                           compiler=compiler) / LAYER_PREFIX}
     powertools = [r for r in requirements() if r.startswith("aws-lambda-powertools")]
     pip_install(tmp / "powertools", powertools, platforms, python, "--no-deps")
     paths["powertools"] = tmp / "powertools"
@@ -127,8 +129,10 @@ def _sizes(paths: dict[str, Path], tmp: Path) -> None:
 
 def _cold_start(paths: dict[str, Path], tmp: Path, repeat: int) -> None:
     path = [paths["code"], paths["powertools"], paths["tokenizers"], lambda_runtime(tmp)]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nfirst invocation from the built bundle alone (median of {repeat} fresh "
-          f"processes; import = -X importtime total, target <= 300 ms):")
+          f"processes; import = -X importtime total, target <= 300 ms; this machine: "
+          f"{os.cpu_count()} cores, load average {load}):")
     for function in ("step", "api", "trigger"):
         median, last = median_wiring(path, function, home=tmp, repeat=repeat)
         print(f"  {function:8s} import {median.import_ms:6.0f} ms   import+_wire() wall "

@@ -134,6 +134,7 @@ def test_the_bundle_ships_unchecked_bytecode_for_its_python(built):
         assert header[:4] == importlib.util.MAGIC_NUMBER
         assert int.from_bytes(header[4:8], "little") == 0b01  # hash-based, unchecked
     assert not any(code.glob("yaml/_yaml.*.so")) and not (code / "bin").exists()
+    assert list(built["tokenizers"].rglob("*.pyc")) and not list(built["tokenizers"].rglob("*.py"))
     left_out = {name.replace("-", "_") for name in ELSEWHERE}
     assert not [d for d in code.glob("*.dist-info")
                 if d.name.split("-")[0].lower() in left_out]

@@ -119,7 +119,7 @@ def test_openai_counts_equal_the_packages_encode_ordinary(encoding: str) -> None
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        import bpe_openai
+        import bpe_openai  # type: ignore[import-untyped]
 
         reference = bpe_openai.get_encoding(encoding)
     count = OpenAIEstimator(encoding=encoding)._load()
