@@ -2,8 +2,9 @@
 
 Constructs per concern (data_stores, network, workspace, sandbox, functions,
 state_machine, http_api, triggers, alarms), wired and granted in ``stack``; deploy-time
-choices in ``config``; the Docker-free Lambda bundle in ``bundling``. This package imports
-nothing of ``agentloom``: it names handlers by string and the code by path.
+choices in ``config``; the Docker-free Lambda bundle in ``bundling`` (its bytecode in
+``bytecode``). This package imports nothing of ``agentloom``: it names handlers by
+string and the code by path.
 """
 
 from __future__ import annotations

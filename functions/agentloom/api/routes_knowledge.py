@@ -155,10 +155,8 @@ class CitationsOut(BaseModel):
 
 
 def _wired(admin: AdminService) -> KnowledgeService | None:
-    for capability in admin.capabilities.items:
-        if isinstance(capability, KnowledgeCapability):
-            return capability.service
-    return None
+    capability = admin.capabilities.find(KnowledgeCapability)
+    return None if capability is None else capability.service
 
 
 def _service(admin: AdminService) -> KnowledgeService:

@@ -21,13 +21,13 @@ from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from agentloom.api.routing import declare, json_response
-from agentloom.mcp import McpCapability, McpResource, McpService
 from agentloom.platform.access import member_of
 from agentloom.platform.domain import Role
 from agentloom.platform.errors import NotFound
 
 if TYPE_CHECKING:
     from agentloom.api._resolver import ApiResolver
+    from agentloom.mcp import McpResource, McpService  # the SDK loads with the first call
     from agentloom.platform.admin import AdminService
     from agentloom.platform.sessions import SessionService
 
@@ -113,9 +113,11 @@ def _service(app: ApiResolver, admin: AdminService, space_id: str,
     """The service, after the caller's membership and role (so a stranger gets 404 and a
     member 403 whether or not this deployment has MCP tools)."""
     member_of(admin.store, app.principal(), space_id, role)
-    for capability in admin.capabilities.items:
-        if isinstance(capability, McpCapability):
-            return capability.service
+    from agentloom.mcp import McpCapability
+
+    capability = admin.capabilities.find(McpCapability)
+    if capability is not None:
+        return capability.service
     # without the capability no resource exists here: 404, not a server error
     raise NotFound("this deployment has no MCP tools", code="mcp_unavailable")
 

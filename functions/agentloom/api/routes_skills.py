@@ -126,9 +126,9 @@ def _service(admin: AdminService, who: Principal, space_id: str,
     """The service, once the caller may see the space (a deployment without skills
     answers 404/403 like any other to those who may not)."""
     member_of(admin.store, who, space_id, role)
-    for capability in admin.capabilities.items:
-        if isinstance(capability, SkillsCapability):
-            return capability.service(admin.store)
+    capability = admin.capabilities.find(SkillsCapability)
+    if capability is not None:
+        return capability.service(admin.store)
     raise Unavailable("this deployment has no skills", code="skills_unavailable")
 
 

@@ -21,18 +21,25 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentloom.capabilities import Capabilities, Capability, CapabilityBase, RunScope
+from agentloom.capabilities import (
+    Capabilities,
+    Capability,
+    CapabilityBase,
+    LazyCapability,
+    RunScope,
+)
 from agentloom.crypto import Keyring
-from agentloom.mcp.policy import McpPolicy
 from agentloom.platform.errors import Invalid
 from agentloom.platform.secrets import CodecSecrets
 from agentloom.platform.store import PlatformStore
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.tool_contracts import ToolDefinition
 
-if TYPE_CHECKING:  # the boto3 stubs (the dev extra)
+if TYPE_CHECKING:  # the boto3 stubs (the dev extra); the MCP policy loads with the SDK
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3vectors import S3VectorsClient
+
+    from agentloom.mcp.policy import McpPolicy
 
 DEFAULT_ROOT = "/mnt/workspaces"
 
@@ -67,25 +74,46 @@ def aws_capabilities(*, table: str, dynamodb: DynamoDBClient, store: PlatformSto
                      mcp_policy: McpPolicy | None = None) -> Capabilities:
     """``vectors``: builds the ``s3vectors`` client (called only when ``vector_bucket``
     is set). ``mcp_policy``: the default (public addresses, no stdio) unless a test
-    reaches a server on 127.0.0.1."""
-    from agentloom.knowledge import KnowledgeCapability
-    from agentloom.knowledge.s3vectors_index import S3VectorsIndex
-    from agentloom.knowledge.wiring import knowledge_service
-    from agentloom.mcp import mcp_capability
-    from agentloom.skills import SkillsCapability
-    from agentloom.skills.dynamodb_store import DynamoDbSkillItems
-    from agentloom.skills.store import SkillStore
+    reaches a server on 127.0.0.1. Each kind is built on first use (``LazyCapability``):
+    a run binding no skills, MCP tools or knowledge bases never imports their modules
+    (the MCP SDK, jsonschema, the skill archive readers) nor builds their clients."""
+    if vector_bucket and vectors is None:
+        raise ValueError("a vector bucket needs an s3vectors client")
+
+    def skills() -> Capability:
+        from agentloom.skills import SkillsCapability
+        from agentloom.skills.dynamodb_store import DynamoDbSkillItems
+        from agentloom.skills.store import SkillStore
+
+        return SkillsCapability(SkillStore(DynamoDbSkillItems(table, client=dynamodb),
+                                           keyring), Path(workspace_root))
+
+    def mcp() -> Capability:
+        from agentloom.mcp import McpPolicy, mcp_capability
+
+        return mcp_capability(store, CodecSecrets(keyring, store), mcp_policy or McpPolicy())
+
+    def knowledge() -> Capability:
+        from agentloom.knowledge import KnowledgeCapability
+        from agentloom.knowledge.s3vectors_index import S3VectorsIndex
+        from agentloom.knowledge.wiring import knowledge_service
+
+        assert vector_bucket is not None and vectors is not None
+        index = S3VectorsIndex(vectors(), vector_bucket)
+        return KnowledgeCapability(knowledge_service(store, keyring, index))
 
     items: list[Capability] = [
-        SkillsCapability(SkillStore(DynamoDbSkillItems(table, client=dynamodb), keyring),
-                         Path(workspace_root)),
-        mcp_capability(store, CodecSecrets(keyring, store), mcp_policy or McpPolicy()),
-    ]
-    if vector_bucket:
-        if vectors is None:
-            raise ValueError("a vector bucket needs an s3vectors client")
-        index = S3VectorsIndex(vectors(), vector_bucket)
-        items.append(KnowledgeCapability(knowledge_service(store, keyring, index)))
-    else:
-        items.append(KnowledgeOff())
+        LazyCapability("skills", skills, binds_skills),
+        LazyCapability("mcp", mcp, lambda snapshot: bool(snapshot.mcp_tools)),
+        LazyCapability("knowledge", knowledge, binds_knowledge) if vector_bucket
+        else KnowledgeOff()]
     return Capabilities.of(items)
+
+
+def binds_skills(snapshot: AgentSnapshot) -> bool:
+    return bool(snapshot.skills) or any(t.skills for t in snapshot.subagents)
+
+
+def binds_knowledge(snapshot: AgentSnapshot) -> bool:
+    return bool(snapshot.knowledge_bases) or any(t.knowledge_bases
+                                                 for t in snapshot.subagents)

@@ -17,6 +17,7 @@ injected (``AwsClients``), built once per container from the region otherwise.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,26 @@ if TYPE_CHECKING:  # the boto3 stubs (the dev extra); the Lambda bundle never lo
 SCOPE_CACHE = 1024
 
 
+class Deferred:
+    """A botocore client created on first use (any attribute): a cold container creates
+    only the clients its first invocation calls (botocore loads each service's model
+    when its client is created)."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.created(), name)
+
+    def created(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._make()
+            return self._client
+
+
 @dataclass
 class AwsClients:
     dynamodb: DynamoDBClient
@@ -65,19 +86,27 @@ class AwsClients:
 
     def vectors(self, region: str) -> S3VectorsClient:
         if self.s3vectors is None:
-            import boto3
-
-            self.s3vectors = boto3.session.Session(region_name=region).client("s3vectors")
+            self.s3vectors = _session().create_client("s3vectors", region_name=region)
         return self.s3vectors
 
     @classmethod
     def for_region(cls, region: str) -> AwsClients:
-        import boto3  # the aws extra; loaded when a container wires itself
+        """Each client ``Deferred`` on one botocore session. botocore directly, not
+        boto3: these clients are botocore's (boto3's session adds nothing to them), and
+        importing boto3 imports s3transfer, a third of the AWS SDK's import time."""
+        session = _session()
 
-        session = boto3.session.Session(region_name=region)
-        return cls(dynamodb=session.client("dynamodb"), kms=session.client("kms"),
-                   sfn=session.client("stepfunctions"), ecs=session.client("ecs"),
-                   efs=session.client("efs"))
+        def client(service: str) -> Any:
+            return Deferred(lambda: session.create_client(service, region_name=region))
+
+        return cls(dynamodb=client("dynamodb"), kms=client("kms"),
+                   sfn=client("stepfunctions"), ecs=client("ecs"), efs=client("efs"))
+
+
+def _session() -> Any:
+    import botocore.session  # the aws extra; loaded when a container wires itself
+
+    return botocore.session.get_session()
 
 
 def document_scope(store: PlatformStore, stage: str) -> Callable[[str], KeyScope]:

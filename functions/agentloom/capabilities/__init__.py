@@ -17,13 +17,17 @@ A ``Capability`` takes part in two moments, and only these:
   the defaults (none).
 
 ``Capabilities`` is the ordered set a host wires once and passes to both places.
+``LazyCapability`` builds one on first use (a host wires all three, a run loads only the
+kinds its snapshot binds: a Lambda's cold start does not import the MCP SDK for a run
+without MCP tools); ``Capabilities.find`` returns the one of a given type, built.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.snapshot import AgentSnapshot
@@ -72,6 +76,42 @@ class CapabilityBase:
         return []
 
 
+C = TypeVar("C")
+
+
+@dataclass(eq=False)
+class LazyCapability:
+    """A ``Capability`` of ``kind`` built by ``build`` when first needed: at a publish
+    (``pin``), or for a run whose snapshot ``binds`` this kind (``tools``, ``services``,
+    ``credentials``; for any other run the answers are the defaults — none — which the
+    built capability gives too when nothing of its kind is bound). ``binds`` must be
+    conservative: True whenever the built capability could answer something."""
+
+    kind: str
+    build: Callable[[], Capability]
+    binds: Callable[[AgentSnapshot], bool]
+    _built: Capability | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def built(self) -> Capability:
+        with self._lock:
+            if self._built is None:
+                self._built = self.build()
+            return self._built
+
+    def pin(self, space_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        return self.built().pin(space_id, config)
+
+    def tools(self, snapshot: AgentSnapshot, scope: RunScope) -> list[ToolDefinition]:
+        return self.built().tools(snapshot, scope) if self.binds(snapshot) else []
+
+    def services(self, snapshot: AgentSnapshot, scope: RunScope) -> dict[str, Any]:
+        return self.built().services(snapshot, scope) if self.binds(snapshot) else {}
+
+    def credentials(self, snapshot: AgentSnapshot, scope: RunScope) -> list[str]:
+        return self.built().credentials(snapshot, scope) if self.binds(snapshot) else []
+
+
 @dataclass(frozen=True)
 class Capabilities:
     items: tuple[Capability, ...] = ()
@@ -79,6 +119,16 @@ class Capabilities:
     @classmethod
     def of(cls, items: Iterable[Capability]) -> Capabilities:
         return cls(tuple(items))
+
+    def find(self, kind: type[C]) -> C | None:
+        """The capability of that type (a lazy one of its ``kind`` built), or None."""
+        for capability in self.items:
+            if (isinstance(capability, LazyCapability)
+                    and capability.kind == getattr(kind, "kind", None)):
+                capability = capability.built()
+            if isinstance(capability, kind):
+                return capability
+        return None
 
     def pin(self, space_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
         pinned = dict(config)

@@ -11,15 +11,24 @@ Wiring a host::
     EmbeddedPlatform.open(home, capabilities=Capabilities.of([capability, ...]))
 """
 
-from .archive import SkillLimits, SkillTree, tree_from_directory, tree_from_zip
-from .capability import SkillsCapability, pinned
-from .format import SkillMeta, parse_skill_md
-from .git import GitPolicy, tree_from_git
-from .manifest import SkillManifest, SkillRecord, SkillSource, content_hash
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .archive import SkillLimits, SkillTree, tree_from_directory, tree_from_zip
+    from .capability import SkillsCapability, pinned
+    from .format import SkillMeta, parse_skill_md
+    from .git import GitPolicy, tree_from_git
+    from .manifest import SkillManifest, SkillRecord, SkillSource, content_hash
+    from .service import SkillDetail, SkillService
+    from .sqlite_store import SqliteSkillItems
+    from .store import MemorySkillItems, SkillItems, SkillStore
+
+# Eager: the submodule ``materialize`` shares its name with the function, and a lazy name
+# would be shadowed by the submodule once anything imports it.
 from .materialize import SkillMount, materialize, skill_directory
-from .service import SkillDetail, SkillService
-from .sqlite_store import SqliteSkillItems
-from .store import MemorySkillItems, SkillItems, SkillStore
 
 __all__ = [
     "GitPolicy", "MemorySkillItems", "SkillDetail", "SkillItems", "SkillLimits",
@@ -28,3 +37,23 @@ __all__ = [
     "content_hash", "materialize", "parse_skill_md", "pinned", "skill_directory",
     "tree_from_directory", "tree_from_git", "tree_from_zip",
 ]
+# Each name loads its module on first use (PEP 562): the step Lambda reads a skill mount's
+# constants without importing the archive readers, git, the YAML parser or the service.
+_FROM = {
+    "SkillLimits": ".archive", "SkillTree": ".archive", "tree_from_directory":
+    ".archive", "tree_from_zip": ".archive", "SkillsCapability": ".capability",
+    "pinned": ".capability", "SkillMeta": ".format", "parse_skill_md": ".format",
+    "GitPolicy": ".git", "tree_from_git": ".git", "SkillManifest": ".manifest",
+    "SkillRecord": ".manifest", "SkillSource": ".manifest", "content_hash": ".manifest",
+    "SkillDetail": ".service", "SkillService": ".service",
+    "SqliteSkillItems": ".sqlite_store", "MemorySkillItems": ".store", "SkillItems":
+    ".store", "SkillStore": ".store"
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _FROM:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_FROM[name], __name__), name)
+    globals()[name] = value
+    return value

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import SkillFormatError
@@ -69,6 +68,8 @@ def _yaml(front: str) -> dict[str, Any]:
     if len(front.encode()) > MAX_FRONTMATTER:
         raise SkillFormatError(f"SKILL.md: the frontmatter is over {MAX_FRONTMATTER} bytes",
                                reason="frontmatter_size")
+    import yaml  # the parser loads with the first SKILL.md read, not with the package
+
     try:
         data = yaml.safe_load(front)
     except yaml.YAMLError as err:

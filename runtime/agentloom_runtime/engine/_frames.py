@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from agentloom_runtime.contracts import FrameView, RunStatus
-from agentloom_runtime.workspace.file_tools import granted
 
 from ._context import StepContext
 from ._state import Frame, Outcome, PendingCall
@@ -30,6 +29,9 @@ def tool_allowed(frame: Frame, name: str) -> bool:
         return frame["parent"] is None
     if frame["parent"] is None or name in CHILD_BUILTINS:
         return True
+    # the workspace package loads with the first child frame's check, not the engine
+    from agentloom_runtime.workspace.file_tools import granted
+
     return granted(frozenset(frame["tools"] or ()), name)
 
 

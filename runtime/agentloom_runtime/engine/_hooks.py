@@ -16,7 +16,6 @@ from typing import Any
 from agentloom_runtime._json import storable, storable_text
 from agentloom_runtime.errors import RunError
 from agentloom_runtime.hook_contracts import HookRejection, HookScope, HookStageBinding
-from agentloom_runtime.hooks.results import Reject
 
 from ._context import BlockRun, StepContext, in_flight
 from ._state import HookCursor
@@ -105,6 +104,8 @@ class HookRunner:
                                          for k in writable if k in outcome.payload}}
         rejected = outcome.rejected
         if rejected is not None:
+            from agentloom_runtime.hooks.results import Reject  # hooks bound: loaded
+
             rejected = Reject(storable_text(rejected.reason), rejected.hook_id)
         return payload, rejected
 

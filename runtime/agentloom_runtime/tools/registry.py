@@ -14,14 +14,14 @@ import copy
 import dataclasses
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from typing import TYPE_CHECKING, Any
 
 from agentloom_runtime._json import digest
 from agentloom_runtime.errors import ConfigError, ResumeMismatch, ToolNotFound
 from agentloom_runtime.tool_contracts import ToolDefinition
+
+if TYPE_CHECKING:  # jsonschema loads with the first tool registered, not with the engine
+    from jsonschema import Draft202012Validator
 
 NAME_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # used with fullmatch: "$" allows "\n"
 _MESSAGE_LIMIT = 150  # per schema error; a runtime message lists up to five
@@ -37,6 +37,8 @@ def checked_validator(schema: dict[str, Any]) -> Draft202012Validator:
     key = digest(schema)
     validator = _CHECKED.get(key)
     if validator is None:
+        from jsonschema import Draft202012Validator
+
         Draft202012Validator.check_schema(schema)
         validator = Draft202012Validator(copy.deepcopy(schema))
         if len(_CHECKED) >= _CHECKED_LIMIT:
@@ -144,6 +146,8 @@ def _check_definition(definition: ToolDefinition) -> Draft202012Validator:
         definition.fingerprint()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"tool {name!r}: the definition is not JSON data: {exc}") from None
+    from jsonschema.exceptions import SchemaError
+
     try:
         validator = checked_validator(params)
     except SchemaError as exc:

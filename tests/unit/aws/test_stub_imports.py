@@ -34,7 +34,7 @@ from agentloom.aws.platform import AwsClients
 from agentloom.knowledge.s3vectors_index import S3VectorsIndex
 clients = AwsClients.for_region("us-east-1")
 S3VectorsIndex(clients.vectors("us-east-1"), "bucket")
-print(type(clients.sfn).__name__, type(clients.s3vectors).__name__)
+print(type(clients.sfn.created()).__name__, type(clients.s3vectors).__name__)
 """
 
 

@@ -109,6 +109,42 @@ def test_openai_counts_match_the_bundled_encodings() -> None:
     assert o200k.estimate([{"role": "user", "content": "hello world"}], []) == 3 + text + 4
 
 
+TEXTS = ["hello world", "x" * 5000, "<|endoftext|> is ordinary text here", "café \ud800 lone",
+         "你好世界" * 50, "  \n\n\t code()  ", "naïve résumé 🙂 " * 20]
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_openai_counts_equal_the_packages_encode_ordinary(encoding: str) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai  # type: ignore[import-untyped]
+
+        reference = bpe_openai.get_encoding(encoding)
+    count = OpenAIEstimator(encoding=encoding)._load()
+    assert [count(t) for t in TEXTS] == [len(reference.encode_ordinary(t)) for t in TEXTS]
+
+
+COUNT_WITHOUT_THE_WRAPPER = """
+import sys
+from agentloom_runtime.context.estimators import OpenAIEstimator
+assert OpenAIEstimator(encoding="o200k_base").count_text("hello world") == 2
+print(sorted(m for m in sys.modules if m.startswith("bpe_openai")))
+"""
+
+
+def test_openai_counts_load_the_tokenizer_extension_alone() -> None:
+    # ``import bpe_openai`` decodes all three vocabularies it ships into Python dicts
+    # (seconds of CPU); a count needs only the Rust extension's own tables
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", COUNT_WITHOUT_THE_WRAPPER],
+                          capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.split() == ["['bpe_openai._bindings']"]
+
+
 def test_openai_rejects_unknown_encodings() -> None:
     with pytest.raises(ConfigError):
         OpenAIEstimator(encoding="p50k_base")
