@@ -104,6 +104,7 @@ class StepService:
         self._loop = asyncio.new_event_loop()  # engines (and their HTTP clients) live on it
         self._attached: dict[str, _Attached] = {}
         self._snapshots: dict[tuple[str, int], AgentSnapshot] = {}
+        self._runs: dict[str, Run] = {}
         self.attaches = 0  # cold attachments (benchmarks)
 
     def close(self) -> None:
@@ -133,11 +134,7 @@ class StepService:
 
     def _handle(self, event: Mapping[str, Any], deadline: float | None) -> dict[str, Any]:
         step = StepInput.parse(event)
-        found = self.store.runs.find(step.run_id)
-        if found is None:
-            raise StepInputError(f"run {step.run_id} does not exist",
-                                 details={"run_id": step.run_id})
-        run = found.value
+        run = self._run(step.run_id)
         summary = self.tracker.summary(run.run_id)
         if summary is None:
             raise StepInputError(f"run {run.run_id} was never started",
@@ -166,6 +163,20 @@ class StepService:
         return {"run_id": step.run_id, "generation": step.generation, "next": next_,
                 "status": status, "cycle": cycle, "command": command,
                 "next_execution": next_execution}
+
+    def _run(self, run_id: str) -> Run:
+        """The run's record; what a step reads of it (ids, agent version) never changes,
+        so a warm container reads it once (its status is the checkpoint head's)."""
+        run = self._runs.get(run_id)
+        if run is None:
+            found = self.store.runs.find(run_id)
+            if found is None:
+                raise StepInputError(f"run {run_id} does not exist",
+                                     details={"run_id": run_id})
+            run = self._runs[run_id] = found.value
+            while len(self._runs) > 64:
+                self._runs.pop(next(iter(self._runs)))
+        return run
 
     def _snapshot(self, run: Run) -> AgentSnapshot:
         key = (run.agent_id, run.version)
