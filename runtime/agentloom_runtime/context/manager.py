@@ -42,7 +42,8 @@ of ``{"src": seq}`` entries, by exact seqs in ranges. Two ranges are read as one
 records between them are known to be small (the sources of inlined or small ``of``
 entries): fewer reads, never a large record the view does not need.
 
-Each step appends what changed, so persisted bytes do not grow with the history.
+Each step appends what changed, so persisted bytes do not grow with the history; an
+append to a view not loaded yet (a new engine's tool step) does not load it.
 """
 
 from __future__ import annotations
@@ -302,9 +303,11 @@ class JournalContextManager:
 
     def append(self, journal: RunJournal, frame: ContextFrame, kind: str, message: Message,
                visible: Message | None = None, *, extra: JSON | None = None) -> int:
-        """Append a source record and its view entry; returns the record's seq."""
+        """Append a source record and its view entry; returns the record's seq. A view
+        not loaded yet stays so (a tool step of a new engine need not read the history):
+        ``restore`` reads this entry with the others, the journal's pending ones too."""
         inst = frame["instance"]
-        view = self.view(journal, frame)
+        view = self._views.get(inst)
         record: JSON = {"kind": kind, "message": message}
         if extra:
             record.update(extra)
@@ -322,7 +325,8 @@ class JournalContextManager:
         if self.sizer is not None:
             entry["c"] = self.sizer.message_costs([tagged])[0]
         journal.append(f"view:{inst}", entry)
-        view.append(tagged)
+        if view is not None:
+            view.append(tagged)
         return seq
 
     def queue_input(self, frame: ContextFrame, text: str) -> None:

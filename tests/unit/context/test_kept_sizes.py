@@ -124,3 +124,31 @@ async def test_a_view_without_kept_sizes_is_measured(
     costs = sizer.message_costs(view)
     assert measured.count >= HISTORY  # nothing was kept: every message is measured
     assert costs == Utf8BytesEstimator().message_costs([dict(m) for m in view])
+
+
+async def test_a_new_engines_tool_step_does_not_load_the_view(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = InMemoryCheckpointStore()
+    first = engine(store, steps=3)
+    run_id = await first.start("count the words", history=history(HISTORY))
+    assert (await first.step()).kind == "action"  # the tool call is pending
+    restored: list[int] = []
+    real = JournalContextManager.restore
+
+    def counted(self: JournalContextManager, journal: Any, frame: Any) -> Any:
+        restored.append(1)
+        return real(self, journal, frame)
+
+    monkeypatch.setattr(JournalContextManager, "restore", counted)
+    fresh = engine(store, run_id=run_id, steps=1)
+    assert (await fresh.step()).kind == "tool"
+    assert restored == []  # the result was appended without reading the history
+    later = engine(store, run_id=run_id, steps=1)
+    view = later.main_view().messages
+    assert restored == [1]
+    alone = engine(InMemoryCheckpointStore(), steps=3)  # the same steps by one engine
+    await alone.start("count the words", history=history(HISTORY))
+    await alone.step()
+    await alone.step()
+    assert view == alone.main_view().messages
+    assert view[-1]["role"] == "tool"
