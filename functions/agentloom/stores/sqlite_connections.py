@@ -6,6 +6,13 @@ in it (checkpoints, platform records).
 connection; each connection is otherwise used by its own thread alone. Connections of
 threads that have ended are closed when a new one is opened.
 
+A new file gets pages of ``PAGE_SIZE`` (1 KiB, not SQLite's 4 KiB): a commit writes
+whole pages to the WAL and fsyncs them, and a step's commits change a few small rows
+(the head, two log rows and their index entries, the session's items), so small pages
+write and sync about 40 % of the bytes (``tests/benchmarks/bench_floor.py``). A file
+created with other pages keeps them (the pragma changes only a file without tables;
+``VACUUM`` outside WAL mode would convert one) and works as before.
+
 ``reader=True`` (a process that only reads, e.g. ``agentloom show``): to read a file in
 WAL mode SQLite must create and size its ``-shm`` index, which a full disk refuses
 (``SQLITE_IOERR_SHMSIZE``). When that happens and the WAL holds nothing (every commit is
@@ -22,6 +29,8 @@ import weakref
 from pathlib import Path
 
 from agentloom_runtime.errors import ConfigError
+
+PAGE_SIZE = 1024  # bytes, for a new file (module notes)
 
 
 class ThreadConnections:
@@ -66,6 +75,7 @@ class ThreadConnections:
         conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000,
                                isolation_level=None, check_same_thread=False)
         try:
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a no-op once there are tables
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             if self.reader:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-_IDENTITY_ENTRIES = 20_000
+_IDENTITY_ENTRIES = 50_000  # a view of 10,000 messages and its stripped copies, twice
 _TEXT_CHARS = 32_000_000  # per text cache, then it starts over
 _TEXT_ENTRIES = 250_000  # per text cache, likewise
 

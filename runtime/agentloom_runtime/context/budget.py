@@ -48,6 +48,7 @@ from .estimators import (
     text_cost,
 )
 from .failures import DEFAULT_GROWTH_RATIO, DEFAULT_STEP_GAP
+from .policy import MessageSizer
 
 SUMMARY_SHARE = 0.1  # of the effective budget, for the summary message
 SUMMARY_CAP = 12_000
@@ -109,6 +110,13 @@ class EstimatorMeasure:
             costs = self.costs(messages)
             return estimator.request_overhead + sum(costs) + self._tool_total(tools), costs
         return self.total(messages, tools), self.costs(messages)
+
+    def sizer(self) -> _BaseEstimator | None:
+        """The estimator, when its sizes are per message (built-in and additive: those
+        ``RunningSizes`` keeps); else None."""
+        estimator = self.estimator
+        return estimator if self._running is not None and isinstance(
+            estimator, _BaseEstimator) else None
 
     def text(self, text: str) -> int:
         return self._text(text)
@@ -226,6 +234,10 @@ class BudgetCompactionPolicy(HandoffPolicy):
                          "purpose": request.purpose, "instance": request.instance,
                          "estimator": self.estimator.module_id})
         return size
+
+    def message_sizer(self) -> MessageSizer | None:
+        """The estimator, when it sizes message by message (the built-in ones)."""
+        return self._sizes.sizer()
 
     # ------------------------------------------------------------ handoff hooks
 

@@ -66,16 +66,34 @@ class _BaseEstimator:
         cache = self._messages
         if len(cache.costs) + len(messages) > _IDENTITY_ENTRIES:
             cache.clear()  # before, so that this view's costs stay for the next call
-        known, keep = cache.costs, cache.alive.append
+        known = cache.costs
+        out: list[int | None] = list(map(known.get, map(id, messages)))  # C loops: a
+        if None not in out:  # view rebuilt with its kept sizes is all hits
+            return out  # type: ignore[return-value]
+        keep = cache.alive.append
         measure, framing = self._measurer()
-        out = []
-        for message in messages:
-            cost = known.get(id(message))
+        for index, cost in enumerate(out):
             if cost is None:
-                cost = known[id(message)] = measure(message) + framing
-                keep(message)
-            out.append(cost)
-        return out
+                message = messages[index]
+                cost = known.get(id(message))  # the same object twice in one call
+                if cost is None:
+                    cost = known[id(message)] = measure(message) + framing
+                    keep(message)
+                out[index] = cost
+        return out  # type: ignore[return-value]
+
+    def remember(self, messages: Sequence[Message], costs: Sequence[int]) -> None:
+        """Take ``costs`` (one per message, measured earlier by an estimator of the same
+        module id and configuration on equal values: sizes kept with the records they
+        size, ``context.manager``) as the costs of these message objects, so a view
+        rebuilt from a checkpoint is not measured again."""
+        cache = self._messages
+        if len(cache.costs) + len(messages) > _IDENTITY_ENTRIES:
+            cache.clear()
+        if len(messages) != len(costs):
+            raise ValueError("remember needs one cost per message")
+        cache.alive.extend(messages)  # before their ids enter costs (_CostCache.clear)
+        cache.costs.update(zip(map(id, messages), costs, strict=True))
 
     def _measurer(self) -> tuple[Callable[[Message], int], int]:
         """``_message_cost`` as (function, constant to add) for the loop above."""

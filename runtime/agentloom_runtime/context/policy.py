@@ -17,6 +17,10 @@ overrides what it can do better than the default:
 - ``validate_compaction_result(original, replacement, tools)``: ``None`` when the
   replacement may be committed, else the reason it may not (the host runs its own
   protocol and size checks as well).
+- ``message_sizer()``: what measures messages in the policy's units, one message at a
+  time (``MessageSizer``), so the host keeps each message's size with the record it
+  sizes and a view rebuilt from a checkpoint is not measured again; ``None`` — the
+  default — when sizes are not per message (or cost nothing to measure again).
 
 ``NoCompaction`` (``no-compaction/v1``) never compacts. ``with_defaults`` is how the
 engine takes a bare policy — one that implements only what ``contracts.CompactionPolicy``
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Protocol
 
 from agentloom_runtime.contracts import (
     JSON,
@@ -49,6 +53,16 @@ from .failures import CompactionFailureMemory
 Decision = str | Literal[False] | None
 """``should_compact``: a trigger name (compact now), False (do not), None (``compact``
 decides)."""
+
+
+class MessageSizer(Protocol):
+    """Per-message sizes of a policy (``message_sizer``): ``message_costs`` measures (a
+    cost per message; equal values, equal costs), ``remember`` takes costs measured
+    earlier as those of these message objects (the estimators' identity cache)."""
+
+    def message_costs(self, messages: Sequence[Message]) -> list[int]: ...
+
+    def remember(self, messages: Sequence[Message], costs: Sequence[int]) -> None: ...
 
 
 class CompactionPolicyBase(ABC):
@@ -80,6 +94,10 @@ class CompactionPolicyBase(ABC):
                                    replacement: Sequence[Message],
                                    tools: Sequence[ToolSchema]) -> str | None:
         """None: nothing to object to beyond the host's own checks."""
+        return None
+
+    def message_sizer(self) -> MessageSizer | None:
+        """None: this policy's sizes are not kept with the records."""
         return None
 
 

@@ -194,13 +194,15 @@ def create_engine(
     _check_grants(snap, registry)
     if hooks is None and snap.hooks:
         hooks = hooks_from_snapshot(snap, hook_registry)
+    compaction = default_compaction(snap) if compaction_policy == DEFAULT \
+        else with_defaults(compaction_policy)
     modules = RuntimeModules(
         model=model_gateway or default_gateway(snap, decrypt),
-        compaction=default_compaction(snap) if compaction_policy == DEFAULT
-        else with_defaults(compaction_policy),
+        compaction=compaction,
         completion=completion_policy or EvidenceReviewPolicy(),
         strategy=strategy or strategy_for(snap.mode),
-        context=context_manager or JournalContextManager(),
+        # the policy's sizes kept with the view's records (context.manager)
+        context=context_manager or JournalContextManager(compaction.message_sizer()),
         hooks=hooks, limits=limits)
     runtime = ToolRuntime(registry, config=snap.model_dump(mode="json"))
     bindings = modules.bindings()
