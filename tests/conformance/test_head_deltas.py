@@ -113,22 +113,37 @@ def test_a_head_with_base_keys_of_its_own_round_trips(store: BaseCheckpointStore
     assert store.load_head(RUN) == Head(2, {**odd, "n": 2})
 
 
+def backend_fresh_load(store: BaseCheckpointStore) -> Head | None:
+    """``load_head`` without the bases the store remembers."""
+    store._base_cache = None
+    return store.load_head(RUN)
+
+
 def test_a_lost_commit_after_its_base_blob_leaves_the_head_as_it_was(
         store: BaseCheckpointStore) -> None:
     persists(store)
-    store.commit(Commit(RUN, 0, head_at(1)))
-    write = store._write
+    for n in range(1, 6):
+        store.commit(Commit(RUN, n - 1, head_at(n)))
+    write, put = store._write, store._put_blob
+    blobs: list[str] = []
 
     def crash(*args: Any, **kwargs: Any) -> None:
         raise PersistenceError("crash between the base blob and the transaction")
 
-    store._write = crash  # type: ignore[method-assign]
+    def counting(run_id: str, key: str, data: bytes) -> None:
+        blobs.append(key)
+        put(run_id, key, data)
+
+    store._write, store._put_blob = crash, counting  # type: ignore[method-assign]
+    moved = {**head_at(6), "labels": {"other": "x" * 900}}  # the delta outgrows a row
     with pytest.raises(PersistenceError):
-        store.commit(Commit(RUN, 1, {**head_at(2), "labels": {"other": "x" * 900}}))
+        store.commit(Commit(RUN, 5, moved))
     store._write = write  # type: ignore[method-assign]
-    assert store.load_head(RUN) == Head(1, head_at(1))
-    store.commit(Commit(RUN, 1, head_at(2)))
-    assert store.load_head(RUN) == Head(2, head_at(2))
+    assert blob_key(dumps(moved).encode()) in blobs  # the new base was written first
+    assert store.load_head(RUN) == Head(5, head_at(5))
+    assert backend_fresh_load(store) == Head(5, head_at(5))
+    store.commit(Commit(RUN, 5, head_at(6)))
+    assert store.load_head(RUN) == Head(6, head_at(6))
 
 
 def test_a_missing_base_is_a_persistence_error(backend: Backend) -> None:
