@@ -84,6 +84,7 @@ def test_a_large_head_is_a_small_delta_and_reads_back_whole(backend: Backend) ->
     assert all(len(r.encode()) < len(dumps(head_at(60)).encode()) for r in rows)
     bases = [key for key in blobs if key.startswith("sha256:")]  # key records aside
     assert 1 <= len(set(bases)) <= 60 // REBASE_COMMITS
+    assert backend.reopen is not None
     fresh = backend.reopen(backend.codec)  # no remembered base: read from its blob
     assert fresh.load_head(RUN) == Head(60, head_at(60))
     fresh.commit(Commit(RUN, 60, head_at(61)))
@@ -152,12 +153,13 @@ def test_a_missing_base_is_a_persistence_error(backend: Backend) -> None:
     store.commit(Commit(RUN, 0, head_at(1)))
     _, text = row_of(store)
     key = json.loads(text)["$base"]
+    assert backend.reopen is not None
     fresh = backend.reopen(backend.codec)
 
     def gone(run_id: str, k: str) -> bytes:
         raise KeyError(k)
 
-    fresh.get_blob = gone  # type: ignore[method-assign]
+    fresh.get_blob = gone  # type: ignore[method-assign,assignment]
     with pytest.raises(PersistenceError, match="base"):
         fresh.load_head(RUN)
     assert key == blob_key(dumps(head_at(1)).encode())
