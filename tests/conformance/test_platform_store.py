@@ -368,6 +368,28 @@ def test_records_are_appended_once_and_listed_by_instance(store: PlatformStore):
     assert store.streams.records(session.session_id, instance="sub-2") == []
 
 
+def test_a_commits_main_records_are_one_item_and_read_by_instance_alike(
+        store: PlatformStore):
+    space = _space(store)
+    session = _session(store, space)
+    sid = session.session_id
+    head = store.streams.head(sid)
+    assert head is not None
+    records = [SessionRecord(seq=n, run_id="r", instance="sub-1" if n == 4 else "main",
+                             kind="user", entry_key=f"src:{n}", src=n, at=now())
+               for n in range(1, 6)]
+    store.streams.append(head, StreamHead(session_id=sid, seq=2), records[:2])
+    assert [i.sk for i in store.items.query_raw(f"session#{sid}#i#main", "rec#")] == []
+    assert len(store.items.query_raw(f"session#{sid}", "rec#")) == 1  # one batch item
+    head = store.streams.head(sid)
+    assert head is not None
+    store.streams.append(head, StreamHead(session_id=sid, seq=5), records[2:])
+    assert [r.seq for r in store.streams.records(sid, instance="main")] == [1, 2, 3, 5]
+    assert [r.seq for r in store.streams.records(sid, instance="main", after=2,
+                                                 limit=2)] == [3, 5]
+    assert [r.seq for r in store.streams.records(sid, instance="sub-1")] == [4]
+
+
 def test_records_in_batches_and_single_items_read_alike(store: PlatformStore):
     """Appends store batches keyed by their last seq (≤ 100 records each); an item of one
     record, as the stream first stored them, reads the same; pages cut batches anywhere."""
@@ -406,6 +428,38 @@ def test_events_get_unique_contiguous_seqs_under_concurrent_writers(store: Platf
     events = store.events.read("run-x", limit=1000)
     assert [e.seq for e in events] == list(range(1, 81))
     assert [e.seq for e in store.events.read("run-x", after=78)] == [79, 80]
+
+
+def test_an_append_of_several_events_is_one_item_without_a_counter(store: PlatformStore):
+    store.events.append("run-p", [("model.started", {"n": 1})])
+    store.events.append("run-p", [("model.completed", {"n": 2}), ("model.usage", {"n": 3}),
+                                  ("tool.started", {"n": 4})])
+    store.events.append("run-p", [("tool.completed", {"n": 5})])
+    items = store.items.query_raw("run#run-p", "")
+    assert [i.sk for i in items] == ["ev#000000000001", "ev#000000000002",
+                                     "ev#000000000005"]  # no counter item
+    everything = store.events.read("run-p")
+    assert [(e.seq, e.data["n"]) for e in everything] == [(n, n) for n in range(1, 6)]
+    for after in range(6):  # a cursor inside an item reads on from the next event
+        assert [e.seq for e in store.events.read("run-p", after=after)] == \
+            list(range(after + 1, 6))
+        assert [e.seq for e in store.events.read("run-p", after=after, limit=2)] == \
+            list(range(after + 1, min(after + 3, 6)))
+    assert store.events.read("run-p", after=5, limit=1) == []
+
+
+def test_events_of_a_run_written_with_a_counter_read_and_append_alike(store: PlatformStore):
+    """Runs written before kept ``events`` {"seq"} beside one ``ev#{seq}`` per event."""
+    from agentloom.platform.domain import Event
+    from agentloom.platform.store.items import put, seq_key
+
+    old = [Event(run_id="run-o", seq=n, type="tool.started", at=1.0, data={"n": n})
+           for n in (1, 2)]
+    store.items.transact([put("run#run-o", "events", {"seq": 2}),
+                          *(put("run#run-o", seq_key("ev", e.seq), e) for e in old)])
+    assert store.events.append("run-o", [("tool.completed", {"n": 3})]) == 3
+    assert [e.seq for e in store.events.read("run-o")] == [1, 2, 3]
+    assert [e.seq for e in store.events.read("run-o", after=1)] == [2, 3]
 
 
 def test_tokens_are_found_by_the_hash_of_their_secret(store: PlatformStore):

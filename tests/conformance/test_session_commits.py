@@ -171,6 +171,10 @@ def check_consistent(joint: Joint, session_id: str, run_id: str) -> None:
                 if e.body.get("kind") == "assistant" and (e.body.get("call") or {}).get("usage"))
     run = joint.platform.runs.get(session_id, run_id)
     assert run is not None and run.value.usage.calls == calls
+    # the events read back in order, one model.usage per committed call (in its commit)
+    events = joint.platform.events.read(run_id, limit=10_000)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert sum(1 for e in events if e.type == "model.usage") == calls
 
 
 async def _reference(joint: Joint, calls: int, *, after_join: bool | None = None

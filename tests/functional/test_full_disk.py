@@ -134,11 +134,12 @@ def cli(*args):
     return done
 ran = cli("run", "--agent", agent, "note it")
 run_id = next(l.split()[2] for l in ran.stdout.splitlines() if l.startswith("▶ run "))
-with open(Path(home).parent / "fill", "wb") as fill:  # the disk fills after the run
+# the disk fills after the run; unbuffered, so no partial write is left to flush at close
+# (whatever the free space is a multiple of)
+with open(Path(home).parent / "fill", "wb", buffering=0) as fill:
     try:
         while True:
             fill.write(b"\0" * 65536)
-            fill.flush()
     except OSError:
         pass
 print(json.dumps({"wal": sorted(p.name for p in Path(home).glob("*-wal"))}), flush=True)

@@ -2,8 +2,8 @@
 
 Items (``pk`` and ``sk`` are strings)::
 
-    pk=RUN#{run_id}  sk=HEAD                        version (N), body (S)
-    pk=RUN#{run_id}  sk=LOG#{stream}#{seq:012d}     stream (S), seq (N), body (S)
+    pk=RUN#{run_id}  sk=HEAD                        version (N), body (S; B sealed)
+    pk=RUN#{run_id}  sk=LOG#{stream}#{seq:012d}     stream (S), seq (N), body (S; B sealed)
     pk=RUN#{run_id}  sk=BLOB#{key}                  data (B), parts (N), size (N)
     pk=RUN#{run_id}  sk=BLOB#{key}#{part:06d}       data (B)   parts 1.. of a blob > 256 KiB
 
@@ -27,6 +27,10 @@ entries fits (a commit of 300 entries is a head and two packs).
 botocore's retries reuse the request's ``ClientRequestToken``, so a retry
 after a lost response does not turn our own success into a conflict.
 
+The HEAD's body is usually a delta against a base blob of the run (``BaseCheckpointStore``:
+"Heads as deltas"), so what a commit puts is a few hundred bytes: one write unit's 1 KB
+even sealed, 2 units in the transaction.
+
 Sizes. A head or entry body above 32 KiB reaches this adapter already spilled by
 ``BaseCheckpointStore``: its ``body`` is ``{"$spill": "sha256:…", "bytes": n}`` and the
 text is a blob, written before the transaction. So a HEAD or LOG item stays below
@@ -38,7 +42,10 @@ complete. Every key derives from the content hash, so a retry rewrites identical
 the base class checks the hash on every read.
 
 Encrypted (``codec=``, e.g. ``agentloom.crypto.EnvelopeCodec`` with a ``KmsKeyring``):
-``body`` holds a base64 envelope and ``data`` raw envelope bytes (a blob's envelope is
+``body`` holds the raw envelope bytes (``B``; the base class's rows are base64 text, and
+DynamoDB bills binary at its length: a quarter less; an item written as base64 text
+``S`` by an older version reads the same), a pack's bodies base64 text, ``data`` raw
+envelope bytes (a blob's envelope is
 chunked like any blob); key records (wrapped data keys) are blobs of the run. ``pk``,
 ``sk``, ``stream``, ``seq``, ``version`` stay plaintext. The base class does all of it,
 and keeps a sealed row within the same 32 KiB, so the sizes above hold.
@@ -59,6 +66,8 @@ call adds nothing; reads are not counted):
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import threading
@@ -68,6 +77,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from agentloom_runtime.checkpoint.store import (
+    HEAD_DELTA_BYTES,
     BaseCheckpointStore,
     CommitCompanion,
     CompanionConflict,
@@ -131,20 +141,29 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         self.bytes_written = 0
         self.write_units = 0
 
+    def _delta_bytes(self, run_id: str) -> int:
+        """A HEAD item within 1 KB (one write unit, 2 in the transaction): its key and
+        attributes, the envelope (stored as bytes), and the row."""
+        fixed = item_size({"pk": {"S": _pk(run_id)}, "sk": {"S": "HEAD"},
+                           "version": {"N": "1" * 12}, "body": {"S": ""}})
+        room = 1024 - fixed - (self._codec.overhead if self._codec is not None else 0)
+        return max(room, HEAD_DELTA_BYTES)
+
     # -- primitives --------------------------------------------------------------------
 
     def _get_head(self, run_id: str) -> tuple[int, str] | None:
         item = self._get_item(run_id, "HEAD")
         if item is None:
             return None
-        return int(item["version"]["N"]), str(item["body"]["S"])
+        return int(item["version"]["N"]), _text(item["body"])
 
     def _write(self, run_id: str, expected: int, new: int, head: str,
                rows: list[tuple[str, int, str]], joined: CompanionWrites | None = None) -> None:
         _check_entries(run_id, rows)
         pk = _pk(run_id)
+        sealed = self._codec is not None
         head_item: Item = {"pk": {"S": pk}, "sk": {"S": "HEAD"}, "version": {"N": str(new)},
-                           "body": {"S": head}}
+                           "body": _body(head, sealed)}
         head_put: dict[str, Any] = {"TableName": self.table_name, "Item": head_item,
                                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         if expected == 0:
@@ -156,7 +175,8 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         companion = DynamoDbTransaction()
         if joined is not None:
             joined.join(companion)
-        items = _log_items(pk, rows, MAX_TRANSACT_ACTIONS - 1 - len(companion.actions))
+        items = _log_items(pk, rows, MAX_TRANSACT_ACTIONS - 1 - len(companion.actions),
+                           sealed)
         actions: list[dict[str, Any]] = [{"Put": head_put}]
         actions += [{"Put": {"TableName": self.table_name, "Item": item,
                              "ConditionExpression": "attribute_not_exists(pk)"}}
@@ -344,13 +364,35 @@ def _log_sk(stream: str, seq: int) -> str:
     return f"LOG#{escaped}#{seq:0{_SEQ_DIGITS}d}"
 
 
-def _log_items(pk: str, rows: list[tuple[str, int, str]], room: int) -> list[Item]:
+def _body(text: str, sealed: bool) -> dict[str, Any]:
+    """A row's ``body`` attribute: a sealed row (base64 text) as its raw envelope bytes
+    (``B``: DynamoDB counts binary at its length, a quarter less than the base64)."""
+    if sealed:
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            data = None  # not an envelope (the base class refuses it on read)
+        if data is not None and base64.b64encode(data).decode("ascii") == text:
+            return {"B": data}
+    return {"S": text}
+
+
+def _text(value: dict[str, Any]) -> str:
+    """A ``body`` attribute as the base class's row text."""
+    if "B" in value:
+        return base64.b64encode(bytes(value["B"])).decode("ascii")
+    return str(value["S"])
+
+
+def _log_items(pk: str, rows: list[tuple[str, int, str]], room: int,
+               sealed: bool = False) -> list[Item]:
     """The LOG items of ``rows``: one per entry when they fit ``room`` actions, else
     packs — consecutive entries of a stream in one item of at most ``PACK_BYTES``, keyed
     by its *last* seq (so a range read from any seq finds the pack holding it)."""
     if len(rows) <= room:
         return [{"pk": {"S": pk}, "sk": {"S": _log_sk(stream, seq)}, "stream": {"S": stream},
-                 "seq": {"N": str(seq)}, "body": {"S": body}} for stream, seq, body in rows]
+                 "seq": {"N": str(seq)}, "body": _body(body, sealed)}
+                for stream, seq, body in rows]
     packs: list[list[tuple[str, int, str]]] = []
     size = 0
     for row in rows:
@@ -375,7 +417,7 @@ def _item_rows(item: Item) -> list[tuple[int, str]]:
     """(seq, body) of a LOG item: one entry, or every entry of a pack."""
     if "pack" in item:
         return [(int(seq), str(body)) for seq, body in json.loads(item["pack"]["S"])]
-    return [(int(item["seq"]["N"]), str(item["body"]["S"]))]
+    return [(int(item["seq"]["N"]), _text(item["body"]))]
 
 
 def _is_blob_key(key: str) -> bool:

@@ -20,6 +20,8 @@ from .store import BaseCheckpointStore, CommitCompanion, CompanionWrites
 
 
 class InMemoryCheckpointStore(BaseCheckpointStore):
+    head_bases = False  # nothing is persisted: a delta would only cost CPU
+
     def __init__(self, *, companion: CommitCompanion | None = None) -> None:
         super().__init__(companion=companion)
         self._lock = threading.Lock()

@@ -29,6 +29,13 @@ up to 100 items stay below DynamoDB's 4 MB transaction limit whatever the bodies
 Text that is not valid Unicode (a lone surrogate) in a body, a run id or a stream name
 is refused with ``ConfigError`` before anything is written.
 
+**Heads as deltas.** A head above 512 bytes is stored as a delta against a *base*: an
+earlier head of the run, kept once as a content-addressed blob (written, like a spilled
+value, before the conditional write) — ``{"$base": "sha256:<hex>", "$delta": <patch>}``
+(``_bases``). What changes every commit is all a row holds, so a head row stays below
+~640 bytes (one DynamoDB write unit's 1 KB, sealed); the store rebases when the delta
+outgrows that, at most once every 4 commits. ``load_head`` returns the whole head.
+
 **Encryption is one codec under every adapter.** A store given a ``codec``
 (``RecordCodec``; the implementation is ``agentloom.crypto.EnvelopeCodec``) seals every
 value it persists — head texts, entry bodies, spill references, blobs and spilled
@@ -69,12 +76,27 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from agentloom_runtime.errors import ConfigError, PersistenceError
 
+from . import _bases
+from ._ports import (
+    CommitCompanion,
+    CompanionConflict,
+    CompanionWrites,
+    KeySlots,
+    RecordCodec,
+    Sealer,
+)
+
+__all__ = ["BaseCheckpointStore", "Commit", "CommitCompanion", "CompanionConflict",
+           "CompanionWrites", "Head", "ItemId", "KeySlots", "LogEntry", "RecordCodec",
+           "Sealer", "blob_key", "dumps"]
+
 HEAD_INLINE_BYTES = 32 * 1024  # a larger head is spilled (heads are normally <= 2 KB)
 ENTRY_INLINE_BYTES = 32 * 1024  # a larger entry body is spilled
+HEAD_DELTA_BYTES = _bases.DELTA_BYTES  # a larger head delta row rebases (``_delta_bytes``)
 SPILL_KEY = "$spill"  # the reference's key: {"$spill": <blob key>, "bytes": <n>}
 COMMIT_INLINE_BYTES = 1024 * 1024  # rows of one commit above this total: largest spilled
 COMPANION_ATTEMPTS = 20  # prepare + write again while the companion's writes conflict
@@ -133,69 +155,6 @@ class ItemId:
         return f"blob {self.name}"
 
 
-class KeySlots(Protocol):
-    """Where a codec keeps its key records: a run's blob space, through the backend's
-    blob primitives. ``name`` has the shape of a blob key (``sha256:<64 hex>``) but is no
-    content hash; ``put`` is a no-op when the name is present."""
-
-    def get(self, run_id: str, name: str) -> bytes | None: ...
-
-    def put(self, run_id: str, name: str, data: bytes) -> None: ...
-
-
-class Sealer(Protocol):
-    """Seals the values of one write (a commit or a blob) under one data key."""
-
-    def seal(self, item: ItemId, plaintext: bytes) -> bytes: ...
-
-
-class RecordCodec(Protocol):
-    """The encryption hook of ``BaseCheckpointStore`` (see the module docstring)."""
-
-    @property
-    def overhead(self) -> int:
-        """Bytes an envelope adds to its plaintext (it must not depend on the item)."""
-        ...
-
-    def sealer(self, run_id: str, slots: KeySlots) -> Sealer:
-        """A sealer for ``run_id``; it may store the run's key record in ``slots`` first."""
-        ...
-
-    def open(self, item: ItemId, envelope: bytes, slots: KeySlots) -> bytes:
-        """The plaintext; ``PersistenceError`` if the envelope fails authentication (moved,
-        altered), ``ConfigError`` if this codec's keyring cannot open its data key."""
-        ...
-
-
-class CompanionConflict(PersistenceError):
-    """A condition of a companion's writes failed: the host's data changed since
-    ``prepare`` read it. Nothing was written; the store retries the commit."""
-
-    code = "companion_conflict"
-
-
-class CompanionWrites(Protocol):
-    """A host's writes, joined to one commit's transaction."""
-
-    def join(self, transaction: object) -> None:
-        """Add the writes to ``transaction`` (what it is depends on the backend: see its
-        adapter). Raise ``CompanionConflict`` when one of their conditions fails."""
-        ...
-
-    def committed(self) -> None:
-        """The transaction committed (notify, emit); must not raise."""
-        ...
-
-
-class CommitCompanion(Protocol):
-    """The host port of a checkpoint store (see "Companion writes")."""
-
-    def prepare(self, store: BaseCheckpointStore, commit: Commit) -> CompanionWrites | None:
-        """The host's writes for ``commit``, computed before its transaction (``store``
-        may be read: entries of ``commit`` are not stored yet); None: nothing to add."""
-        ...
-
-
 def dumps(value: Any) -> str:
     """The stored JSON text of ``value``; ``ConfigError`` on a lone surrogate."""
     return _serialize(value)[0]
@@ -215,6 +174,15 @@ class BaseCheckpointStore(ABC):
     _codec: RecordCodec | None = None  # for adapters whose constructor predates the hook
 
     _companion: CommitCompanion | None = None
+
+    head_bases = True  # store a large head as a delta against a base (``_bases``)
+    _base_cache: _bases.Bases | None = None
+
+    @property
+    def _remembered(self) -> _bases.Bases:
+        if self._base_cache is None:  # also for adapters that skip __init__
+            self._base_cache = _bases.Bases()
+        return self._base_cache
 
     def __init__(self, *, codec: RecordCodec | None = None,
                  companion: CommitCompanion | None = None) -> None:
@@ -238,8 +206,10 @@ class BaseCheckpointStore(ABC):
         if raw is None:
             return None
         version, text = raw
-        return Head(version, self._load_body(run_id, self._open_row(
-            ItemId.head(run_id, version), text)))
+        body = self._load_body(run_id, self._open_row(ItemId.head(run_id, version), text))
+        if _bases.is_reference(body):
+            body = self._based(run_id, body)
+        return Head(version, body)
 
     def commit(self, commit: Commit) -> int:
         """Write head + entries atomically iff the stored version equals
@@ -249,7 +219,7 @@ class BaseCheckpointStore(ABC):
         run_id = commit.run_id
         _check_name(run_id, "run_id")
         spilled: dict[str, bytes] = {}  # blob key -> text, written before the commit
-        head_text = self._inline_or_spill(commit.head, HEAD_INLINE_BYTES, spilled)
+        head_text, base = self._head_row(commit, spilled)
         rows = self._entry_rows(commit, spilled)
         # Everything is validated: from here on the backend may be written to.
         new_version = commit.expected_version + 1
@@ -273,7 +243,62 @@ class BaseCheckpointStore(ABC):
             if joined is not None:
                 joined.committed()
             break
+        if base is not None:
+            self._remembered.put(run_id, base)
         return new_version
+
+    def _head_row(self, commit: Commit, spilled: dict[str, bytes]
+                  ) -> tuple[str, _bases.Base | None]:
+        """The head's row text: the head itself (or its spill reference), or a delta
+        against the run's base (``_bases``; a new base goes to ``spilled``), and the base
+        the row refers to."""
+        head = commit.head
+        text, data = _serialize(head)
+        forced = _bases.is_reference(head)
+        if not forced and (not self.head_bases or len(data) <= _bases.BASE_MIN_BYTES):
+            return self._inline_or_spill(head, HEAD_INLINE_BYTES, spilled), None
+        version = commit.expected_version + 1
+        base = self._remembered.get(commit.run_id)
+        if base is not None and not forced:
+            row = {_bases.BASE_KEY: base.key, _bases.DELTA_KEY: _bases.diff(base.body, head)}
+            size = len(_serialize(row)[1])
+            if size <= self._delta_bytes(commit.run_id):
+                return self._inline_or_spill(row, HEAD_INLINE_BYTES, spilled), base
+            if version - base.made_at < _bases.REBASE_COMMITS:  # no blob per commit
+                if size < len(data):
+                    return self._inline_or_spill(row, HEAD_INLINE_BYTES, spilled), base
+                return self._inline_or_spill(head, HEAD_INLINE_BYTES, spilled), None
+        new = _bases.Base(blob_key(data), text, json.loads(text), version)
+        spilled[new.key] = data
+        return _serialize({_bases.BASE_KEY: new.key, _bases.DELTA_KEY: {}})[0], new
+
+    def _delta_bytes(self, run_id: str) -> int:
+        """The largest delta row (plaintext JSON bytes) before a rebase; an adapter
+        billed by item size may allow what still fits its unit."""
+        return HEAD_DELTA_BYTES
+
+    def _based(self, run_id: str, row: dict[str, Any]) -> dict[str, Any]:
+        """The head a base reference stands for (the base remembered for the run's
+        next commit)."""
+        parsed = _bases.parse_reference(row)
+        if parsed is None:
+            raise PersistenceError(f"run {run_id}: malformed head base reference",
+                                   details={"run_id": run_id})
+        key, patch = parsed
+        base = self._remembered.get(run_id)
+        if base is None or base.key != key:
+            try:
+                text = self.get_blob(run_id, key).decode()
+            except KeyError:
+                raise PersistenceError(f"run {run_id}: the head's base {key} is missing",
+                                       details={"run_id": run_id, "blob": key}) from None
+            base = _bases.Base(key, text, json.loads(text), 0)
+            self._remembered.put(run_id, base)
+        body: dict[str, Any] = json.loads(base.text)
+        try:
+            return _bases.apply(body, patch)
+        except ValueError as exc:
+            raise PersistenceError(f"run {run_id}: {exc}", details={"run_id": run_id}) from None
 
     def _entry_rows(self, commit: Commit, spilled: dict[str, bytes]
                     ) -> list[tuple[str, int, str]]:

@@ -37,8 +37,8 @@ Item layout (``{x}`` = an id; seqs are zero-padded to 12 digits so they sort)::
     active                    run#{run}                       {"session_id"} (runs that hold
                                                               a session: queued, running,
                                                               interrupted; for recovery)
-    run#{run}                 events                          {"seq"} (the event counter)
-    run#{run}                 ev#{seq}                        Event
+    run#{run}                 ev#{first seq}                  Event, or {"events": [Event…]}
+                                                              (one append; no counter)
     token#{sha256}            token                           Token (looked up by hash)
 
 Companions keep their own items in the same store through these primitives (model

@@ -17,8 +17,9 @@ crash leaves the run's head *and* what it implies for the session, or neither:
 - the run's usage totals and cost (provider usage of the commit's model calls: an
   action's on its assistant record, a compaction's or review's in ``ops``), on the run
   item and on its entry in the space's run index (what operators list), and one
-  ``model.usage`` event per call (the run's event counter conditioned on its version:
-  an event appended meanwhile is a ``CompanionConflict``, and the commit asks again);
+  ``model.usage`` event per call (the commit's events are one item, ``ev#{first seq}``,
+  that must not exist: an event appended meanwhile is a ``CompanionConflict``, and the
+  commit asks again);
 - a status record when the run failed or was cancelled (once per execution and status),
   and the run's leaving the stream's ``open`` set once it completed, failed or was
   cancelled;

@@ -4,7 +4,7 @@ Items (layout in ``items``): ``session#{session}`` ``session`` (the lease),
 ``run#{run}``, ``idem#{sha256}``, ``stream``, ``rec#{last seq}``,
 ``view#{watermark}#{run}``; ``session#{session}#i#{instance}`` ``rec#{last seq}``;
 ``user#{user}`` ``session#{space}#{session}``; ``space#{space}`` ``runs#{status}#{run}``;
-``run#{run}`` ``run``, ``events``, ``ev#{seq}``; ``active`` ``run#{run}``.
+``run#{run}`` ``run``, ``ev#{first seq}``; ``active`` ``run#{run}``.
 
 **One active run per session** is the compare-and-set on the session item:
 ``Runs.start`` writes the session (``active_run`` set, expecting the version it read),
@@ -14,12 +14,21 @@ transaction. Of concurrent asks exactly one commits; the others see the winner.
 **The record stream in batches.** Records appended together are stored as batches of at
 most ``RECORDS_PER_ITEM`` (``{"records": [SessionRecord, …]}``), each keyed by the seq of
 its *last* record, so that a range read from any seq finds the batch holding it (an
-item of one older ``SessionRecord`` reads the same way). A step's records therefore
+item of one older ``SessionRecord`` reads the same way). Each sub-agent instance's
+records are also copied to its own stream (``session#{session}#i#{instance}``); main's
+are not (most records are main's: they are read from the whole stream, filtered, so a
+commit writes one batch, not two; sessions written before also hold a main copy,
+unread). A step's records therefore
 cost a few items, however many they are, and fit one transaction with the run's commit
 (``record_writes``, ``view_write``: ``agentloom.platform.store.session_commits``).
 
-**Run events** get unique, contiguous seqs: an append is a compare-and-set on the run's
-event counter, retried.
+**Run events** get unique, contiguous seqs without a counter: an append writes *one*
+item, ``ev#{its first seq}`` (an ``Event``, or ``{"events": [Event, …]}`` for several),
+that must not exist, after the last seq read (the item with the highest key) — a
+concurrent append took that key, so it is read again and retried. A commit's
+``model.usage`` events are one such item in its transaction. A read starts at the item
+holding ``after + 1`` (the last key at or before it). (Runs written before kept a
+counter item ``events``; nothing reads it now.)
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ from .items import (
     seq_key,
 )
 
+MAIN = "main"  # the instance whose records are not copied by instance
 RECORDS_PER_ITEM = 100  # session records in one batch item (~25 KB) ...
 RECORD_BATCH_BYTES = 32 * 1024  # ... and about this many bytes at most
 EVENT_ATTEMPTS = 100
@@ -213,7 +223,10 @@ class Streams:
                 instance: str | None = None) -> list[SessionRecord]:
         """The stream's records with a seq after ``after`` (of ``instance``'s, or all),
         ascending, at most ``limit``."""
-        pk = f"session#{session_id}" + (f"#i#{instance}" if instance else "")
+        # main's records are read from the whole stream (no copy of them is kept by
+        # instance: most records are main's); another instance's from its own copy
+        by_instance = instance is not None and instance != MAIN
+        pk = f"session#{session_id}" + (f"#i#{instance}" if by_instance else "")
         # each batch read holds at least one record after ``after`` (its last); read a
         # few batches first (one may hold 100 records), then what may still be missing
         found: list[SessionRecord] = []
@@ -221,7 +234,8 @@ class Streams:
         while len(found) < limit and want > 0:
             page = self._items.query_raw(pk, "rec#", after=cursor, limit=want)
             for stored in page:
-                found += [r for r in _batch(stored.text) if r.seq > after]
+                found += [r for r in _batch(stored.text) if r.seq > after and
+                          (instance is None or r.instance == instance)]
                 if len(found) >= limit:
                     break
             if len(page) < want:
@@ -234,15 +248,16 @@ class Streams:
 
 
 class Events:
-    """``store.events``: append a run's events, read them after a seq."""
+    """``store.events``: append a run's events, read them after a seq (module
+    docstring: one item per append, keyed by its first seq)."""
 
     def __init__(self, items: ItemStore) -> None:
         self._items = items
         self._lock = threading.Lock()
 
     def append(self, run_id: str, events: Sequence[tuple[str, dict[str, Any]]]) -> int:
-        """Append events with the next seqs (compare-and-set on the counter, retried);
-        returns the last seq."""
+        """Append events with the next seqs (their item must not exist yet: retried on a
+        concurrent append); returns the last seq."""
         with self._lock:  # writers in one process take turns; others retry
             for _ in range(EVENT_ATTEMPTS):
                 writes, last = self.append_writes(run_id, events)
@@ -251,28 +266,55 @@ class Events:
                     return last
                 except WriteConflict:
                     time.sleep(0.001)
-        raise WriteConflict(f"run {run_id}: the event counter kept changing", index=0,
-                            pk=f"run#{run_id}", sk="events")
+        raise WriteConflict(f"run {run_id}: other events kept being appended", index=0,
+                            pk=f"run#{run_id}", sk="ev#")
 
     def append_writes(self, run_id: str, events: Sequence[tuple[str, dict[str, Any]]]
                       ) -> tuple[list[Write], int]:
-        """The writes that append ``events`` after the counter as read now (conditioned
-        on its version), and the last seq they take."""
+        """The write that appends ``events`` after the last seq as read now — one item,
+        ``ev#{first seq}``, that must not exist (a concurrent append took the seq: the
+        caller reads again) — and the last seq they take."""
         pk = f"run#{run_id}"
-        found = self._items.get_raw(pk, "events")
-        version, last = (found[0], json.loads(found[1])["seq"]) if found else (0, 0)
+        last = self.last_seq(run_id)
         at = now()
-        writes = [put(pk, "events", {"seq": last + len(events)},
-                      version if found else ABSENT)]
-        writes += [put(pk, seq_key("ev", last + i), Event(
-            run_id=run_id, seq=last + i, type=topic, at=at, data=data), ABSENT)
-            for i, (topic, data) in enumerate(events, 1)]
-        return writes, last + len(events)
+        batch = [Event(run_id=run_id, seq=last + i, type=topic, at=at, data=data)
+                 for i, (topic, data) in enumerate(events, 1)]
+        body = batch[0] if len(batch) == 1 else \
+            {"events": [e.model_dump(mode="json") for e in batch]}
+        return [put(pk, seq_key("ev", last + 1), body, ABSENT)], last + len(events)
+
+    def last_seq(self, run_id: str) -> int:
+        """The seq of the run's last event (0: none)."""
+        found = self._items.query_raw(f"run#{run_id}", "ev#", limit=1, reverse=True)
+        return _events(found[0].text)[-1].seq if found else 0
 
     def read(self, run_id: str, *, after: int = 0, limit: int = 200) -> list[Event]:
-        """The run's events with a seq after ``after``, ascending, at most ``limit``."""
-        return self._items.query(f"run#{run_id}", "ev#", Event, after=seq_key("ev", after),
-                                 limit=limit)
+        """The run's events with a seq after ``after``, ascending, at most ``limit``: the
+        item holding ``after + 1`` (keyed by its first seq, at or before it), then the
+        items after it."""
+        if limit <= 0:
+            return []
+        pk = f"run#{run_id}"
+        holding = self._items.query_raw(pk, "ev#", after=seq_key("ev", after + 2), limit=1,
+                                        reverse=True)
+        found = [e for e in _events(holding[0].text) if e.seq > after] if holding else []
+        cursor = holding[0].sk if holding else None
+        while len(found) < limit:
+            want = limit - len(found)  # each item holds at least one event
+            page = self._items.query_raw(pk, "ev#", after=cursor, limit=want)
+            for stored in page:
+                found += [e for e in _events(stored.text) if e.seq > after]
+            if len(page) < want:
+                break
+            cursor = page[-1].sk
+        return found[:limit]
+
+
+def _events(text: str) -> list[Event]:
+    body = json.loads(text)
+    if "events" in body:
+        return [Event.model_validate(e) for e in body["events"]]
+    return [Event.model_validate(body)]  # an item of one event
 
 
 def record_writes(head: Versioned[StreamHead], new_head: StreamHead,
@@ -288,7 +330,7 @@ def record_writes(head: Versioned[StreamHead], new_head: StreamHead,
         by_instance.setdefault(record.instance, []).append(record)
     groups = [(f"session#{sid}", list(records))]
     groups += [(f"session#{sid}#i#{instance}", found) for instance, found in
-               by_instance.items()]
+               by_instance.items() if instance != MAIN]  # main reads the whole stream
     for pk, group in groups:
         for batch in _batches([r.model_dump(mode="json") for r in group]):
             writes.append(put(pk, seq_key("rec", batch[-1]["seq"]), {"records": batch},
