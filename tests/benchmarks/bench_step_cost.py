@@ -92,7 +92,8 @@ def build(store: Any, *, budget: bool = False, hook_count: int = 0,
     registry, bindings = hooks(hook_count) if hook_count else (None, [])
     snapshot = make_snapshot(model={"model": "m", "context_window": WINDOW,
                                     "max_output_tokens": 4096},
-                             limits={"max_model_calls": 10_000, "max_iterations": 10_000},
+                             limits={"max_model_calls": 10_000, "max_iterations": 10_000,
+                                     "max_tokens": 10**12},  # 10,000 messages per call
                              hooks=bindings)
     kwargs: dict[str, Any] = {} if budget else {"compaction_policy": NoCompaction()}
     return create_engine(snapshot, save=store, model_gateway=model or CountingModel(),
