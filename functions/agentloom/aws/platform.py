@@ -17,6 +17,7 @@ injected (``AwsClients``), built once per container from the region otherwise.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,7 +104,9 @@ class AwsClients:
                    sfn=client("stepfunctions"), ecs=client("ecs"), efs=client("efs"))
 
 
+@functools.cache
 def _session() -> Any:
+    """One botocore session per container: its loader reads each service model once."""
     import botocore.session  # the aws extra; loaded when a container wires itself
 
     return botocore.session.get_session()

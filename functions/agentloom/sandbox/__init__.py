@@ -6,8 +6,9 @@ or ``._liveness`` does not import bubblewrap's runner and the workspace package 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentloom_runtime._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .bwrap import BubblewrapRunner
@@ -18,9 +19,4 @@ _FROM = {"BubblewrapRunner": ".bwrap", "FargateTaskSpec": ".fargate",
          "task_definition": ".fargate"}
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _FROM:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_FROM[name], __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _FROM)

@@ -13,8 +13,9 @@ Wiring a host::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentloom_runtime._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .archive import SkillLimits, SkillTree, tree_from_directory, tree_from_zip
@@ -51,9 +52,4 @@ _FROM = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _FROM:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_FROM[name], __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _FROM)

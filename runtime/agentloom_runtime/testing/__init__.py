@@ -12,8 +12,9 @@ HTTP test server.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentloom_runtime._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from agentloom_runtime.testing.function import FunctionModel
@@ -70,13 +71,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, {name: f".{home}" for name, home in _HOMES.items()})
 
 
 def __dir__() -> list[str]:
