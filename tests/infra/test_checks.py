@@ -41,9 +41,14 @@ def test_nag_runs_on_the_app_and_every_finding_is_acknowledged(synthesized, tmp_
     app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": "nag"},
                   outdir=str(tmp_path))
     stack = build_app(app)
+    from aws_cdk import aws_iam as iam
     from aws_cdk import aws_sqs as sqs
 
     sqs.Queue(stack, "Plain")  # no SSL enforcement, no DLQ: SQS3/SQS4
+    # A new Resource "*" on a role whose other "*" actions are acknowledged (on its
+    # unscoped policy, never on the role) is a finding of its own
+    stack.functions.step.add_to_role_policy(iam.PolicyStatement(
+        actions=["s3:GetObject"], resources=["*"]))
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
     report = json.loads((tmp_path / "validation-report.json").read_text())
@@ -52,7 +57,9 @@ def test_nag_runs_on_the_app_and_every_finding_is_acknowledged(synthesized, tmp_
              for c in v["violatingConstructs"]}
     # Only the new queue's findings: everything else stays acknowledged.
     assert found == {("AwsSolutions-SQS3", "AgentLoom-nag/Plain/Resource"),
-                     ("AwsSolutions-SQS4", "AgentLoom-nag/Plain/Resource")}
+                     ("AwsSolutions-SQS4", "AgentLoom-nag/Plain/Resource"),
+                     ("AwsSolutions-IAM5[Resource::*]",
+                      "AgentLoom-nag/Functions/StepRole/DefaultPolicy/Resource")}
     assert nag["suppressedViolations"]  # the acknowledgements are visible in the report
 
 
