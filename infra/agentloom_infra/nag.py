@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_cognito as cognito
 from constructs import IConstruct
 
 if TYPE_CHECKING:
@@ -110,6 +111,9 @@ def acknowledge(stack: AgentLoomStack) -> None:
          "time; conditioned on the sandbox cluster")
     _ack(runs, "IAM5[Resource::*]", "X-Ray and CloudWatch Logs delivery actions support "
          "no resource-level permissions")
+    if stack.config.state_machine_log_level != "ALL":
+        _ack(runs, "SF1", "logs ERROR by default (context stateMachineLogLevel): ALL writes "
+             "every history event to CloudWatch; the history itself stays in Step Functions")
     _ack(stack.sandbox.execution_role, "IAM5[Resource::*]", "ecr:GetAuthorizationToken "
          "has no resource; image pulls are scoped to the image repository")
     _ack(stack.network.endpoint_sg, "EC23", "interface endpoints accept HTTPS from the "
@@ -118,9 +122,10 @@ def acknowledge(stack: AgentLoomStack) -> None:
         "@aws-cdk/aws-ec2:ipv4IgnoreEgressRule",
         "the Lambdas' group allows all egress (model providers); the EFS rule is redundant")
     _ack_custom_resource(stack)
+    if stack.http.user_pool is not None and stack.http.mfa != cognito.Mfa.REQUIRED:
+        _ack(stack.http.user_pool, "COG2", "MFA is optional (TOTP) by default so the first "
+             "admin can sign in from the CLI; context userPoolMfa=REQUIRED requires it")
     if stack.http.user_pool is not None:
-        _ack(stack.http.user_pool, "COG2", "MFA is optional (TOTP) so the first admin can "
-             "sign in from the CLI; enable REQUIRED per deployment (docs/deploy.md)")
         _ack(stack.http.user_pool, "COG8", "the Plus feature plan (threat protection) is "
              "a per-user cost; a deployment may opt in (docs/deploy.md)")
 

@@ -15,13 +15,17 @@ import json
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from agentloom_infra.alarms import Alarms
 from agentloom_infra.config import StageConfig
 from agentloom_infra.data_stores import DataStores
+from agentloom_infra.dns_firewall import DnsFirewall
+from agentloom_infra.endpoints import restrict_endpoints
 from agentloom_infra.functions import Functions
 from agentloom_infra.grants import grant_items, grant_key_use
 from agentloom_infra.http_api import HttpApi
@@ -37,11 +41,13 @@ from agentloom_infra.workspace import ROOT as WORKSPACE_ROOT
 
 class AgentLoomStack(cdk.Stack):
     """One stage of AgentLoom. Construct attributes: ``data``, ``network``, ``workspace``,
-    ``sandbox``, ``functions``, ``runs``, ``http``, ``triggers``, ``alarms``."""
+    ``sandbox``, ``dns``, ``functions``, ``runs``, ``http``, ``triggers``, ``alarms``;
+    and ``config``, the stage's context values."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig,
                  **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.config = config
         removal = cdk.RemovalPolicy.RETAIN if config.retain else cdk.RemovalPolicy.DESTROY
         prefix = config.prefix
         self.data = DataStores(self, "Data", prefix=prefix, removal_policy=removal)
@@ -57,6 +63,13 @@ class AgentLoomStack(cdk.Stack):
             self, "Sandbox", vpc=vpc, family_prefix=f"{prefix}-sbx", key=key,
             uid=self.workspace.uid, gid=self.workspace.gid, image=config.sandbox_image,
             removal_policy=removal)
+        restrict_endpoints(interface=self.network.sandbox_endpoints,
+                           gateway=self.network.gateway_endpoints,
+                           log_group=self.sandbox.log_group, image=config.sandbox_image,
+                           tables=[self.data.checkpoints, self.data.platform,
+                                   self.data.idempotency])
+        self.dns = DnsFirewall(self, "Dns", vpc=vpc, prefix=prefix,
+                               extra_domains=config.dns_allowed_domains)
         isolated = vpc.select_subnets(subnet_type=self.network.isolated_subnets.subnet_type)
         run_name = f"{prefix}-run"
         self.functions = Functions(
@@ -84,10 +97,10 @@ class AgentLoomStack(cdk.Stack):
             subnet_ids=isolated.subnet_ids, security_group=self.network.sandbox_sg,
             task_family_prefix=self.sandbox.family_prefix,
             sandbox_execution_role=self.sandbox.execution_role, encryption_key=key,
-            removal_policy=removal)
+            log_level=sfn.LogLevel(config.state_machine_log_level), removal_policy=removal)
         self.http = HttpApi(self, "Http", prefix=prefix, handler=self.functions.api, key=key,
                             issuer=config.jwt_issuer, audience=config.jwt_audience,
-                            removal_policy=removal)
+                            mfa=cognito.Mfa(config.user_pool_mfa), removal_policy=removal)
         self.triggers = Triggers(
             self, "Triggers", prefix=prefix, handler=self.functions.trigger, key=key,
             event_pattern=config.event_pattern, event_trigger=config.event_trigger,

@@ -29,6 +29,8 @@ def test_no_context_is_the_dev_stage() -> None:
     assert (dev.rollover_cycles, dev.azs, dev.triggers, dev.jwt_audience) == \
         (500, 1, {}, ())
     assert dev.memory_mb == {}  # functions.MEMORY_MB applies
+    assert (dev.state_machine_log_level, dev.user_pool_mfa, dev.dns_allowed_domains) == \
+        ("ERROR", "OPTIONAL", ())
 
 
 def test_one_az_outside_prod_two_in_prod_unless_maxazs_says() -> None:
@@ -50,6 +52,13 @@ def test_cli_text_and_cdk_json_values_read_alike() -> None:
         (40, ("a", "b"), {"step": 5})
     assert text.retain and text.triggers == {"t": TRIGGER}
     assert (text.memory_mb, text.azs) == ({"step": 640}, 3)
+
+
+def test_dns_domains_read_as_a_comma_separated_list() -> None:
+    assert config(dnsAllowedDomains="mcp.example.com,*.models.example.org") == \
+        config(dnsAllowedDomains=["mcp.example.com", "*.models.example.org"])
+    assert config(dnsAllowedDomains="mcp.example.com").dns_allowed_domains == \
+        ("mcp.example.com",)
 
 
 def test_an_empty_value_takes_the_default() -> None:
@@ -80,6 +89,10 @@ def test_an_empty_value_takes_the_default() -> None:
     ({"jwtAudience": "a"}, "context 'jwtIssuer' and 'jwtAudience' go together"),
     ({"scheduleCron": "rate(1 day) and more)"}, "context 'scheduleCron'"),
     ({"otelLayerArn": "arn:aws:lambda:eu-west-1:1:function:x"}, "context 'otelLayerArn'"),
+    ({"dnsAllowedDomains": "mcp.example.com,Evil..com"}, "context 'dnsAllowedDomains'"),
+    ({"dnsAllowedDomains": "*"}, "context 'dnsAllowedDomains' must be comma-separated"),
+    ({"stateMachineLogLevel": "DEBUG"}, "context 'stateMachineLogLevel' must be one of"),
+    ({"userPoolMfa": "required"}, "context 'userPoolMfa' must be one of OFF"),
     ({"triggers": {"t": TRIGGER}, "scheduleTrigger": "u"},
      "context 'scheduleTrigger' names 'u', which is not in 'triggers'"),
 ])

@@ -100,3 +100,113 @@ def test_sandbox_task_definitions_pass_the_task_role(synthesized):
     assert {"Fn::GetAtt": [role, "Arn"]} in [r for s in passes
                                             for r in (s["Resource"] if isinstance(
                                                 s["Resource"], list) else [s["Resource"]])]
+
+
+# VPC endpoints
+
+
+def _endpoint_policies(synthesized):
+    """Service suffix (``ecr.api``, ``s3``…) → the endpoint's policy statements."""
+    found = {}
+    for endpoint in synthesized.of_type("AWS::EC2::VPCEndpoint").values():
+        props = endpoint["Properties"]
+        service = props["ServiceName"]["Fn::Join"][1][-1].removeprefix(".")
+        found[service] = props["PolicyDocument"]["Statement"]  # absent: no policy = any
+    return found
+
+
+OUR_ACCOUNT = {"StringEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}}
+
+
+def test_every_endpoint_has_a_policy_for_this_accounts_resources(synthesized):
+    policies = _endpoint_policies(synthesized)
+    assert set(policies) == {"ecr.api", "ecr.dkr", "logs", "s3", "dynamodb"}
+    for service in ("ecr.api", "ecr.dkr"):
+        by_action = {frozenset(_as_set(s["Action"])): s for s in policies[service]}
+        token = by_action[frozenset({"ecr:GetAuthorizationToken"})]
+        assert token["Resource"] == "*" and token["Condition"] == OUR_ACCOUNT  # no ARN
+        pull = by_action[frozenset({"ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+                                    "ecr:BatchCheckLayerAvailability"})]
+        assert pull["Condition"] == OUR_ACCOUNT
+        assert pull["Resource"]["Fn::Join"][1][-3:] == [
+            ":", {"Ref": "AWS::AccountId"}, ":repository/*"]  # this account's only
+        assert len(by_action) == 2
+    (logs,) = policies["logs"]
+    (sandbox_logs,) = [lid for lid, r in synthesized.of_type("AWS::Logs::LogGroup").items()
+                       if lid.startswith("SandboxLogs")]
+    assert logs["Resource"] == {"Fn::GetAtt": [sandbox_logs, "Arn"]}
+    assert _as_set(logs["Action"]) == {"logs:CreateLogStream", "logs:PutLogEvents"}
+    assert logs["Condition"] == OUR_ACCOUNT
+    (dynamodb,) = policies["dynamodb"]
+    tables = set(synthesized.of_type("AWS::DynamoDB::Table"))
+    assert {r["Fn::GetAtt"][0] for r in dynamodb["Resource"]} == tables
+    assert dynamodb["Condition"] == OUR_ACCOUNT
+    assert not any(a.endswith("*") or a == "dynamodb:Scan" for a in dynamodb["Action"])
+
+
+def test_s3_from_the_sandbox_reaches_only_the_ecr_layer_bucket_read_only(synthesized):
+    (s3,) = _endpoint_policies(synthesized)["s3"]
+    assert (s3["Effect"], s3["Action"]) == ("Allow", "s3:GetObject")  # no PUT anywhere
+    # ECR's layer bucket of the region (pre-signed by ECR: no principal condition)
+    assert s3["Resource"] == {"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":s3:::prod-", {"Ref": "AWS::Region"},
+        "-starport-layer-bucket/*"]]}
+
+
+def test_an_image_in_another_account_adds_only_its_repository():
+    import aws_cdk as cdk
+    from agentloom_infra.endpoints import image_repository
+
+    stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="111111111111",
+                                                          region="eu-west-1"))
+    arn = image_repository(stack, "222222222222.dkr.ecr.us-east-2.amazonaws.com/sbx:1")
+    assert stack.resolve(arn)["Fn::Join"][1][-1] == \
+        ":ecr:us-east-2:222222222222:repository/sbx"
+    assert image_repository(stack, None) is None
+    assert image_repository(stack, "docker.io/library/python:3.12") is None
+
+
+def test_sandbox_security_group_reaches_only_the_endpoints_it_needs(synthesized):
+    """Its 443 egress names the endpoints' group; that group is on the three endpoints a
+    task needs to start and nothing else (test_stack checks the egress rules)."""
+    (endpoint_sg,) = [lid for lid, r in synthesized.of_type("AWS::EC2::SecurityGroup").items()
+                      if r["Properties"]["GroupDescription"].startswith("VPC interface")]
+    users = [props for r in synthesized.resources.values()
+             for props in [r.get("Properties", {})]
+             if {"Fn::GetAtt": [endpoint_sg, "GroupId"]} in props.get("SecurityGroupIds", [])]
+    assert len(users) == 3
+    assert all(u["VpcEndpointType"] == "Interface" for u in users)
+
+
+# DNS
+
+
+def test_dns_firewall_allows_the_list_and_blocks_everything_else(synthesized):
+    lists = {r["Properties"]["Name"]: (lid, r["Properties"]["Domains"])
+             for lid, r in synthesized.of_type(
+                 "AWS::Route53Resolver::FirewallDomainList").items()}
+    allowed_lid, allowed = lists["agentloom-test-allowed"]
+    everything_lid, everything = lists["agentloom-test-everything"]
+    assert everything == ["*"]
+    assert set(allowed) == {"amazonaws.com", "*.amazonaws.com", "*.api.aws",
+                            "api.openai.com", "api.deepseek.com"}
+    (group,) = synthesized.of_type("AWS::Route53Resolver::FirewallRuleGroup").values()
+    rules = sorted(group["Properties"]["FirewallRules"], key=lambda r: r["Priority"])
+    assert [(r["Action"], r["FirewallDomainListId"]["Fn::GetAtt"][0]) for r in rules] == [
+        ("ALLOW", allowed_lid), ("BLOCK", everything_lid)]
+    assert rules[1]["BlockResponse"] == "NXDOMAIN"
+    (association,) = synthesized.of_type(
+        "AWS::Route53Resolver::FirewallRuleGroupAssociation").values()
+    (vpc,) = synthesized.of_type("AWS::EC2::VPC")
+    assert association["Properties"]["VpcId"] == {"Ref": vpc}  # every subnet of the VPC
+
+
+def test_the_allowed_model_domains_are_the_catalogues_providers():
+    from urllib.parse import urlsplit
+
+    from agentloom_infra.dns_firewall import MODEL_DOMAINS
+
+    from agentloom.models import DEFAULT_BASE_URLS
+
+    assert sorted(MODEL_DOMAINS) == sorted(urlsplit(url).hostname
+                                           for url in DEFAULT_BASE_URLS.values())

@@ -93,11 +93,12 @@ def test_rollover_starts_the_same_machine_with_the_next_generation(synthesized):
                   "command.$": "States.StringToJson('null')"}}
 
 
-def test_standard_logging_all_without_data_and_tracing(synthesized):
+def test_standard_logging_errors_without_data_and_tracing(synthesized):
+    # ERROR by default (context stateMachineLogLevel; test_checks: ALL from context)
     synthesized.assertions.has_resource_properties("AWS::StepFunctions::StateMachine", {
         "StateMachineName": "agentloom-test-run", "StateMachineType": "STANDARD",
         "TracingConfiguration": {"Enabled": True},
-        "LoggingConfiguration": {"Level": "ALL", "IncludeExecutionData": False,
+        "LoggingConfiguration": {"Level": "ERROR", "IncludeExecutionData": False,
                                  "Destinations": Match.any_value()}})
 
 
