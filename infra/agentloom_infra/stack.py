@@ -165,6 +165,15 @@ class AgentLoomStack(cdk.Stack):
         self._grant_sandbox_setup(fns.step, fns.unscoped["step"])
         self.workspace.restrict_mounts(lambda_role=iam.ArnPrincipal(fns.role_arns["step"]),
                                        sandbox_role=self.sandbox.task_role)
+        # The policy names the step role by ARN (no reference: a cycle), and EFS refuses
+        # a principal that does not exist yet: the file system waits for the role alone
+        # (not its default policy, which references the file system)
+        fs_resource = self.workspace.file_system.node.default_child
+        step_role = fns.step.role
+        assert isinstance(fs_resource, cdk.CfnResource) and step_role is not None
+        role_resource = step_role.node.default_child
+        assert isinstance(role_resource, cdk.CfnResource)
+        fs_resource.add_resource_dependency(role_resource)
         # RunTask of a revision with a task role passes that role too
         self.runs.state_machine.role.add_to_principal_policy(iam.PolicyStatement(
             actions=["iam:PassRole"], resources=[self.sandbox.task_role.role_arn],

@@ -66,6 +66,9 @@ def test_the_step_role_named_in_the_policy_is_the_step_functions_role(synthesize
     role = synthesized.resources[step]["Properties"]["Role"]["Fn::GetAtt"][0]
     role_name = synthesized.resources[role]["Properties"]["RoleName"]["Fn::Join"][1]
     assert named[-2].endswith(":role/" + role_name[0]) and named[-1] == role_name[1]
+    # and EFS checks that the principal exists: the file system is created after it
+    (fs,) = synthesized.of_type("AWS::EFS::FileSystem").values()
+    assert role in fs["DependsOn"]
 
 
 def test_sandbox_task_role_only_mounts_session_access_points(synthesized):
