@@ -126,6 +126,10 @@ class Functions(Construct):
         self.trigger = self._function("trigger", env={**common_env, **trigger_env},
                                       reserved=reserved.get("trigger"))
 
+    def function(self, name: Function) -> lambda_.Function:
+        """The function called ``name``."""
+        return {"api": self.api, "step": self.step, "trigger": self.trigger}[name]
+
     def _function(self, name: Function, *, env: Mapping[str, str], reserved: int | None,
                   file_system: lambda_.FileSystem | None = None) -> lambda_.Function:
         shared = self._shared

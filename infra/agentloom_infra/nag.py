@@ -22,6 +22,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_cognito as cognito
 from constructs import IConstruct
 
+from agentloom_infra.config import FUNCTIONS, Function
+
 if TYPE_CHECKING:
     from agentloom_infra.stack import AgentLoomStack
 
@@ -72,20 +74,20 @@ def acknowledge(stack: AgentLoomStack) -> None:
     task_wildcard = f"IAM5[Resource::{_arn(stack, 'ecs', 'task', f'{cluster}/*')}]"
     families = f"IAM5[Resource::" \
                f"{_arn(stack, 'ecs', 'task-definition', stack.sandbox.family_prefix + '-*')}]"
-    unscoped_reasons = {
+    unscoped_reasons: dict[Function, str] = {
         "api": "X-Ray PutTraceSegments/PutTelemetryRecords and Lambda's VPC ENI actions "
                "have no resource; ecs:ListTasks is conditioned on the sandbox cluster",
         "step": "X-Ray, Lambda's VPC ENI actions, ECS Register/DescribeTaskDefinition have "
                 "no resource-level permissions; ecs:ListTasks is conditioned on the cluster",
         "trigger": "X-Ray PutTraceSegments/PutTelemetryRecords and Lambda's VPC ENI actions "
                    "have no resource"}
-    for name, fn in (("api", fns.api), ("step", fns.step), ("trigger", fns.trigger)):
+    for name in FUNCTIONS:
+        fn = fns.function(name)
         _ack(fn, "L1", "Python 3.12 is the runtime the bundle's wheels are built for "
              "(cp312 manylinux aarch64); moving runtime is a deliberate, tested change")
         _ack(fns.unscoped[name], "IAM5[Resource::*]", unscoped_reasons[name])
     indexes = f"IAM5[Resource::{nag_ref(stack, stack.knowledge.bucket_arn)}/index/*]"
-    roles = {name: _role(fn) for name, fn in (("api", fns.api), ("step", fns.step),
-                                               ("trigger", fns.trigger))}
+    roles = {name: _role(fns.function(name)) for name in FUNCTIONS}
     for role in roles.values():
         _ack(role, indexes, "one S3 Vectors index per knowledge base, created at run time; "
              "scoped to the stage's one vector bucket")

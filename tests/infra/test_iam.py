@@ -74,6 +74,14 @@ def test_function_roles_have_no_managed_policy_and_write_only_their_log_group(sy
         assert write["Resource"] == {"Fn::GetAtt": [group, "Arn"]}
 
 
+def test_the_only_managed_policy_is_cdks_custom_resource_providers(synthesized):
+    managed = {(lid, json.dumps(arn)) for lid, r in synthesized.of_type("AWS::IAM::Role").items()
+               for arn in r["Properties"].get("ManagedPolicyArns", [])}
+    (only,) = managed  # the S3 prefix-list lookup's singleton (CDK's own function)
+    assert only[0].startswith("AWS679f53fac002430cb0da5b7982bd2287")
+    assert "AWSLambdaBasicExecutionRole" in only[1]
+
+
 def test_function_star_statements_are_only_in_their_unscoped_policy(synthesized):
     for name in HANDLERS:
         for policy in _policies(synthesized, _role(synthesized, name)):

@@ -211,5 +211,5 @@ def test_the_allowed_model_domains_are_the_catalogues_providers():
 
     from agentloom.models import DEFAULT_BASE_URLS
 
-    assert sorted(MODEL_DOMAINS) == sorted(urlsplit(url).hostname
+    assert sorted(MODEL_DOMAINS) == sorted(str(urlsplit(url).hostname)
                                            for url in DEFAULT_BASE_URLS.values())
