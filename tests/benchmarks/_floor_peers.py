@@ -33,22 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-TEXT = 400
-
-
-def history(n: int) -> list[dict[str, str]]:
-    out = []
-    for i in range(n // 2):
-        out.append({"role": "user", "content": f"question {i}: " + "lorem ipsum " * 20})
-        out.append({"role": "assistant", "content": f"answer {i}: " + "dolor sit amet " * 20})
-    return out
-
-
-def argument(n: int) -> str:
-    return (f"{n} " + "x" * TEXT)[:TEXT]
-
-
-RESULT = "r" * TEXT
+from _floor_workload import RESULT, argument, history  # this script's directory
 
 
 def wal_size(path: Path) -> int:
