@@ -15,7 +15,8 @@ long or non-ASCII contents), so re-estimating a growing view costs little more t
 new messages, and a view rebuilt from a checkpoint mostly costs hashing its texts.
 ``estimator_for(connection)`` picks one from a model connection: the connection's explicit
 ``estimator``, else a vendor tokenizer only for an exact known model id at the vendor's own
-endpoint, else the bytes estimator. Never mutate a message in place once it has been
+endpoint (when its package is installed: a deployment may leave a tokenizer out, then a
+warning once), else the bytes estimator. Never mutate a message in place once it has been
 estimated: replace it.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import sys
 import threading
@@ -39,6 +41,8 @@ from agentloom_runtime.errors import ConfigError
 from ._estimate_cache import _IDENTITY_ENTRIES, _CostCache, _text_cache
 from ._estimate_cache import clear_text_caches as clear_text_caches
 from ._protocol import PRIVATE_PREFIX, chunk_text, content_text, dumps
+
+_log = logging.getLogger(__name__)
 
 _CHUNK_CHARS = 50_000  # bpe-openai: < 1,000,000 chars and <= 200,000 tokens per call
 _LONG_TEXT = 256  # contents at least this long are also cached by value
@@ -453,9 +457,9 @@ def estimator_for(connection: Mapping[str, Any]) -> TokenEstimator:
     tokenizer only for an exact known model id at that vendor's own endpoint (https
     ``api.openai.com`` for ``OPENAI_MODELS``, ``api.deepseek.com`` for
     ``DEEPSEEK_MODELS``); anything else — a proxy, a fine-tune, an unknown id — gets the
-    conservative ``Utf8BytesEstimator``. Raises ImportError naming the package when the
-    chosen tokenizer is not installed (never a silent fallback: the choice is bound into
-    checkpoints)."""
+    conservative ``Utf8BytesEstimator``, as does a vendor model whose tokenizer package
+    is not installed (logged once). An explicit choice whose package is missing raises
+    ImportError naming it (never a silent fallback from what was asked for)."""
     configured = connection.get("estimator")
     if configured is not None:
         make = ESTIMATOR_CHOICES.get(configured) if isinstance(configured, str) else None
@@ -466,10 +470,29 @@ def estimator_for(connection: Mapping[str, Any]) -> TokenEstimator:
     endpoint = _endpoint(connection)
     model = str(connection.get("model") or connection.get("model_id") or "")
     if endpoint == OPENAI_ENDPOINT and model in OPENAI_MODELS:
-        return OpenAIEstimator(encoding=OPENAI_MODELS[model])
-    if endpoint == DEEPSEEK_ENDPOINT and model in DEEPSEEK_MODELS:
-        return DeepSeekEstimator()
+        if _installed(OpenAIEstimator.package):
+            return OpenAIEstimator(encoding=OPENAI_MODELS[model])
+    elif endpoint == DEEPSEEK_ENDPOINT and model in DEEPSEEK_MODELS:
+        if _installed(DeepSeekEstimator.package):
+            return DeepSeekEstimator()
     return Utf8BytesEstimator()
+
+
+_MISSING_WARNED: set[str] = set()
+
+
+def _installed(package: str) -> bool:
+    """Whether a vendor tokenizer's package is importable; the first time one is not, a
+    warning (a deployment may leave it out: the AWS stack's ``tokenizers`` context)."""
+    if importlib.util.find_spec(package.replace("-", "_")) is not None:
+        return True
+    with _LOCK:
+        if package not in _MISSING_WARNED:
+            _MISSING_WARNED.add(package)
+            _log.warning("the %s tokenizer is not installed: connections it would count "
+                         "for use the byte estimator (conservative: compacts earlier)",
+                         package)
+    return False
 
 
 def text_cost(estimator: TokenEstimator, text: str) -> int:
