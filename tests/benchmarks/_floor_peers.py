@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _floor_workload import RESULT, argument, history  # this script's directory
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared workload
+from benchmarks._floor_workload import RESULT, argument, history
 
 
 def wal_size(path: Path) -> int:

@@ -48,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _floor_workload import RESULT, TEXT, argument, history  # this script's directory
+from benchmarks._floor_workload import RESULT, TEXT, argument, history
 from support.engine import make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore

@@ -286,12 +286,12 @@ def test_text_cost_is_the_cost_of_a_user_message(make: type) -> None:
 def test_a_vendor_model_without_its_tokenizer_installed_counts_bytes_and_warns_once(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """A deployment that leaves the tokenizer out (the AWS stack's ``tokenizers``)."""
-    real = estimators.importlib.util.find_spec
+    real = importlib.util.find_spec
 
     def find_spec(name: str, *args: Any) -> Any:
         return None if name == "bpe_openai" else real(name, *args)
 
-    monkeypatch.setattr(estimators.importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)  # as estimators calls it
     monkeypatch.setattr(estimators, "_MISSING_WARNED", set())
     vendor = {"base_url": OPENAI, "model": "gpt-4o"}
     with caplog.at_level("WARNING", logger=estimators.__name__):
