@@ -34,6 +34,8 @@ LAYER_ARN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$
 SCHEDULE = r"^(cron\([^()]+\)|rate\([^()]+\))$"
 Function = Literal["api", "step", "trigger"]  # the stack's Lambda functions
 FUNCTIONS = get_args(Function)
+Tokenizer = Literal["openai", "deepseek"]  # vendor tokenizer families (bundling.TOKENIZERS)
+TOKENIZER_FAMILIES = get_args(Tokenizer)
 TRIGGER_KEYS = ("agent_id", "question", "space_id", "user_id", "version")
 
 
@@ -63,6 +65,14 @@ def _comma_list(value: object) -> object:
     if isinstance(value, str):
         return tuple(value.split(","))
     return tuple(value) if isinstance(value, list) else value
+
+
+def _families(value: object) -> object:
+    """``_comma_list``, with ``none`` for no family at all."""
+    if value == "none" or value == ["none"]:
+        return ()
+    listed = _comma_list(value)
+    return tuple(sorted(set(listed))) if isinstance(listed, tuple) else listed
 
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
@@ -101,6 +111,8 @@ _EXPECTED = {
                           "(arn:aws:lambda:<region>:<account>:layer:<name>:<version>)",
     "otelLayerArn": "must be a layer version ARN (the ADOT Python layer for arm64 of your "
                     "region)",
+    "tokenizers": f"must be 'none' or comma-separated families of "
+                  f"{list(TOKENIZER_FAMILIES)}",
 }
 # ... and what one entry of a mapping key must be (the entry is named too).
 _EXPECTED_ENTRY = {
@@ -159,6 +171,11 @@ class StageConfig(BaseModel):
         default=None, alias="powertoolsLayerArn", pattern=LAYER_ARN, description=(
             "A Powertools v3 python3.12 arm64 layer instead of the public one of the "
             "stack's region (another partition, a pinned or private copy)"))
+    tokenizers: Annotated[tuple[Tokenizer, ...], BeforeValidator(_families)] = Field(
+        default=tuple(sorted(TOKENIZER_FAMILIES)), description=(
+            "The vendor tokenizers the tokenizer layer ships ('none': no layer, every "
+            "connection counts with the byte estimator; docs/deploy.md \"Lambda code "
+            "and layers\")"))
     otel_layer_arn: str | None = Field(default=None, alias="otelLayerArn",
                                        pattern=LAYER_ARN, description=(
                                            "The ADOT Python layer (arm64): the GenAI spans "

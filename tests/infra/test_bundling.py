@@ -9,7 +9,9 @@ import subprocess
 import sys
 import tomllib
 
+import aws_cdk as cdk
 import pytest
+from agentloom_infra import build_app
 from agentloom_infra.bundling import (
     ELSEWHERE,
     LAYER_SOURCE_EXCLUDES,
@@ -25,6 +27,7 @@ from agentloom_infra.bundling import (
 )
 from agentloom_infra.bytecode import NoTargetPython, compile_bundle, target_python
 from agentloom_infra.functions import LAYERS, POWERTOOLS_ARN
+from aws_cdk.assertions import Template
 
 
 def test_requirements_are_core_plus_aws_extra_without_what_lambda_provides():
@@ -125,6 +128,23 @@ def test_each_function_takes_its_layers(synthesized):
             synthesized.of_type("AWS::Lambda::Function").values()
             if f["Properties"]["Handler"].startswith("agentloom.handlers.")}
     assert json_key(layer["Content"]) not in code  # its own asset
+    assert layer["Description"].startswith("vendor tokenizers: deepseek, openai")
+
+
+def test_the_tokenizer_layer_holds_only_the_families_the_context_names():
+    assert tokenizer_requirements(families=("openai",)) == [
+        r for r in tokenizer_requirements() if r.startswith("bpe-openai")]
+    assert tokenizer_requirements(families=()) == []
+    # A stage whose connections never use a vendor tokenizer ships no layer at all.
+    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": "notok",
+                           "tokenizers": "none"})
+    template = Template.from_stack(build_app(app)).to_json()
+    resources = template["Resources"]
+    assert not [r for r in resources.values() if r["Type"] == "AWS::Lambda::LayerVersion"]
+    for resource in resources.values():
+        if resource["Type"] == "AWS::Lambda::Function" and resource["Properties"][
+                "Handler"].startswith("agentloom.handlers."):
+            assert resource["Properties"]["Layers"] == [{"Fn::Sub": POWERTOOLS_ARN}]
 
 
 # Import names of the distributions and files the code bundle leaves out (Powertools

@@ -52,6 +52,14 @@ def test_cli_text_and_cdk_json_values_read_alike() -> None:
     assert (text.memory_mb, text.azs) == ({"step": 640}, 3)
 
 
+def test_tokenizers_name_families_or_none() -> None:
+    assert config().tokenizers == ("deepseek", "openai")
+    assert config(tokenizers="openai").tokenizers == ("openai",)
+    assert config(tokenizers="openai,deepseek,openai") == config(tokenizers=["deepseek",
+                                                                             "openai"])
+    assert config(tokenizers="none").tokenizers == ()
+
+
 def test_an_empty_value_takes_the_default() -> None:
     assert config(stage="", sandboxImage="", powertoolsLayerArn="") == config()
 
@@ -80,6 +88,8 @@ def test_an_empty_value_takes_the_default() -> None:
     ({"jwtAudience": "a"}, "context 'jwtIssuer' and 'jwtAudience' go together"),
     ({"scheduleCron": "rate(1 day) and more)"}, "context 'scheduleCron'"),
     ({"otelLayerArn": "arn:aws:lambda:eu-west-1:1:function:x"}, "context 'otelLayerArn'"),
+    ({"tokenizers": "openai,llama"}, "context 'tokenizers' must be 'none' or"),
+    ({"tokenizers": "none,openai"}, "context 'tokenizers' must be 'none' or"),
     ({"triggers": {"t": TRIGGER}, "scheduleTrigger": "u"},
      "context 'scheduleTrigger' names 'u', which is not in 'triggers'"),
 ])
