@@ -29,7 +29,6 @@ from agentloom.aws.workspaces import EfsWorkspaces
 from agentloom.capabilities import Capabilities
 from agentloom.crypto import EnvelopeCodec, KeyScope
 from agentloom.crypto.kms_keyring import KmsKeyring
-from agentloom.models import ModelDiscovery
 from agentloom.models.gateway import ConnectionModels, default_model_factory
 from agentloom.platform.admin import AdminService
 from agentloom.platform.agents import DraftRules
@@ -187,7 +186,7 @@ class AwsPlatform:
         checkpoints.attach(commits)
         tracker = RunTracker(store, checkpoints, redactor=redactor, commits=commits)
         admin = AdminService(store, rules, secrets=CodecSecrets(keyring, store),
-                             discovery=ModelDiscovery(), capabilities=capabilities)
+                             capabilities=capabilities)  # discovery made on first use
         models = ConnectionModels(admin, model_factory or default_model_factory,
                                   redact=tracker.redactor.add)
         host = aws_host(config, tracker, models, capabilities)
