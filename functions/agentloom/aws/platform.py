@@ -105,10 +105,11 @@ class AwsClients:
 
 @functools.cache
 def _session() -> Any:
-    """One botocore session per container: its loader reads each service model once."""
-    import botocore.session  # the aws extra; loaded when a container wires itself
+    """One botocore session per container: its loader reads each service model once
+    (``_botocore.ColdStartLoader``: without botocore's scan of every service folder)."""
+    from agentloom.aws._botocore import cold_start_session  # botocore: the aws extra
 
-    return botocore.session.get_session()
+    return cold_start_session()
 
 
 def document_scope(store: PlatformStore, stage: str) -> Callable[[str], KeyScope]:
