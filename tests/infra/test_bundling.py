@@ -19,12 +19,13 @@ from agentloom_infra.bundling import (
     TOKENIZERS,
     UNUSED_FILES,
     installed,
+    powertools_requirements,
     remove_distribution,
     requirements,
     tokenizer_requirements,
 )
 from agentloom_infra.bytecode import NoTargetPython, compile_bundle, target_python
-from agentloom_infra.functions import LAYERS, POWERTOOLS_ARN
+from agentloom_infra.functions import LAYERS
 
 
 def test_requirements_are_core_plus_aws_extra_without_what_lambda_provides():
@@ -101,6 +102,7 @@ def test_left_out_are_the_layers_and_what_no_lambda_imports():
                               "pycparser", *TOKENIZERS}
     assert set(UNUSED_FILES) == {"yaml/_yaml.*.so", "_yaml", "bin"}
     assert {r.split(">")[0] for r in tokenizer_requirements()} == TOKENIZERS
+    assert [r.split(">")[0] for r in powertools_requirements()] == ["aws-lambda-powertools"]
     # api, step and trigger all create engines (an ask starts the run's engine), and an
     # engine's budget policy constructs its estimator: every function takes both layers.
     assert LAYERS == dict.fromkeys(("api", "step", "trigger"), ("powertools", "tokenizers"))
@@ -113,18 +115,23 @@ def _layers(synthesized, handler):
 
 
 def test_each_function_takes_its_layers(synthesized):
-    (tokenizers,) = synthesized.of_type("AWS::Lambda::LayerVersion")
-    layer = synthesized.resources[tokenizers]["Properties"]
-    assert layer["CompatibleRuntimes"] == ["python3.12"]
-    assert layer["CompatibleArchitectures"] == ["arm64"]
-    powertools = {"Fn::Sub": POWERTOOLS_ARN}
-    assert "python312-arm64" in POWERTOOLS_ARN and "${AWS::Region}" in POWERTOOLS_ARN
-    for handler in ("api", "step", "trigger"):
-        assert _layers(synthesized, handler) == [powertools, {"Ref": tokenizers}]
+    layers = synthesized.of_type("AWS::Lambda::LayerVersion")
+    by_description = {layer["Properties"]["Description"].split()[0]: lid
+                      for lid, layer in layers.items()}
+    assert set(by_description) == {"aws-lambda-powertools", "bpe-openai"}
+    powertools, tokenizers = by_description["aws-lambda-powertools"], by_description["bpe-openai"]
     code = {json_key(f["Properties"]["Code"]) for f in
             synthesized.of_type("AWS::Lambda::Function").values()
             if f["Properties"]["Handler"].startswith("agentloom.handlers.")}
-    assert json_key(layer["Content"]) not in code  # its own asset
+    for lid in (powertools, tokenizers):
+        layer = synthesized.resources[lid]["Properties"]
+        assert layer["CompatibleRuntimes"] == ["python3.12"]
+        assert layer["CompatibleArchitectures"] == ["arm64"]
+        assert json_key(layer["Content"]) not in code  # its own asset
+    assert json_key(layers[powertools]["Properties"]["Content"]) != \
+        json_key(layers[tokenizers]["Properties"]["Content"])
+    for handler in ("api", "step", "trigger"):
+        assert _layers(synthesized, handler) == [{"Ref": powertools}, {"Ref": tokenizers}]
 
 
 # Import names of the distributions and files the code bundle leaves out (Powertools
