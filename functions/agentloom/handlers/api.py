@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentloom.handlers._cold import cold_start
+from agentloom.cold_start import cold_start
 
 if TYPE_CHECKING:  # the resolver and the platform load on the first request
     from agentloom.api._resolver import ApiResolver

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from agentloom.handlers._cold import cold_start
+from agentloom.cold_start import cold_start
 
 if TYPE_CHECKING:  # imported by the wiring, with the collector paused
     from agentloom.triggers import TriggerService

@@ -1,5 +1,5 @@
 """A handler's wiring runs with the cyclic collector paused, and what it built is frozen
-out of later collections (``agentloom.handlers._cold``)."""
+out of later collections (``agentloom.cold_start``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import gc
 
 import pytest
 
+from agentloom.cold_start import cold_start
 from agentloom.handlers import api, step, trigger
-from agentloom.handlers._cold import cold_start
 
 
 def test_wiring_runs_with_the_collector_paused_then_freezes_what_it_built():
