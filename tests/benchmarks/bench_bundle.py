@@ -13,7 +13,7 @@ The Powertools layer is built as ``cdk deploy`` builds it (``bundling.powertools
 the pinned wheel, compiled like the code bundle); a ``powertoolsLayerArn`` layer is
 not measured here.
 
-    .venv/bin/python tests/benchmarks/bench_bundle.py [--host] [--repeat N]
+    .venv/bin/python tests/benchmarks/bench_bundle.py [--host [--baseline REF]] [--repeat N]
 
 ``--host`` builds for this machine's platform and Python instead, and then runs each
 function's first invocation from its own artifacts alone (``support.lambda_bundle``:
@@ -23,6 +23,8 @@ of the ``-X importtime`` total (target <= 300 ms), the wall and CPU time of impo
 ``_wire()``, and the modules loaded; then ``import agentloom_runtime.engine`` from the
 bundle (target <= 150 ms) and, from this checkout, ``agentloom run`` on the demo model
 until its first model request (target <= 0.5 s; interpreter start included).
+``--baseline REF`` then measures the wiring again interleaved with the bundle of commit
+REF (``_baseline.py``): the change's effect under the same load.
 """
 
 from __future__ import annotations
@@ -146,6 +148,19 @@ def _cold_start(paths: dict[str, Path], tmp: Path, repeat: int) -> None:
           f"(-X importtime total, from the bundle; target <= 150 ms)")
 
 
+def _against(ref: str, paths: dict[str, Path], tmp: Path, repeat: int) -> None:
+    import sysconfig
+
+    from _baseline import build_baseline, compare
+
+    platform = "manylinux2014_" + sysconfig.get_platform().split("-", 1)[1].replace("-", "_")
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    code, powertools = build_baseline(ref, tmp, platform, python)
+    runtime = lambda_runtime(tmp)
+    compare(ref, [code, powertools, paths["tokenizers"], runtime],
+            [paths["code"], paths["powertools"], paths["tokenizers"], runtime], tmp, repeat)
+
+
 HOOK = """
 import os, sys, time
 from agentloom_runtime.testing import keyed
@@ -186,6 +201,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", action="store_true", help="build for this platform")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--baseline", help="a commit to compare the wiring with (--host)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -200,6 +216,8 @@ def main() -> None:
         if args.host:
             _cold_start(paths, tmp, args.repeat)
             _first_model_request(tmp, args.repeat)
+        if args.host and args.baseline:
+            _against(args.baseline, paths, tmp, args.repeat)
 
 
 if __name__ == "__main__":
