@@ -24,7 +24,7 @@ of the ``-X importtime`` total (target <= 300 ms), the wall and CPU time of impo
 bundle (target <= 150 ms) and, from this checkout, ``agentloom run`` on the demo model
 until its first model request (target <= 0.5 s; interpreter start included).
 ``--baseline REF`` then measures the wiring again interleaved with the bundle of commit
-REF (``_baseline.py``): the change's effect under the same load.
+REF (``benchmarks/_baseline.py``): the change's effect under the same load.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def _cold_start(paths: dict[str, Path], tmp: Path, repeat: int) -> None:
 def _against(ref: str, paths: dict[str, Path], tmp: Path, repeat: int) -> None:
     import sysconfig
 
-    from _baseline import build_baseline, compare
+    from benchmarks._baseline import build_baseline, compare
 
     platform = "manylinux2014_" + sysconfig.get_platform().split("-", 1)[1].replace("-", "_")
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
