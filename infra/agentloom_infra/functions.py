@@ -2,14 +2,15 @@
 
 Python 3.12 on ARM64 (JSON structured logging through the Lambda log format, X-Ray
 active tracing), each in the VPC's egress subnets with its own encrypted log group.
-Layers (``LAYERS``): every function takes the public Powertools layer (``POWERTOOLS_ARN``
-for the stack's region, or the ``powertoolsLayerArn`` context value) and the tokenizer
-layer built here (``bundling.tokenizer_layer``, of the ``tokenizers`` families): all three
-create engines — step for its cycles, api for detail/resolve/supplement/cancel, api and
-trigger when an ask starts a run (``SfnRunLauncher.launch`` starts the engine) — and every
-engine's budget policy binds a vendor tokenizer for exact model ids at the vendor's
-endpoint when the deployment ships it (docs/context.md#token-estimators; without it the
-byte estimator, with a warning). The environment is exactly the contract's
+Layers (``LAYERS``): every function takes the Powertools layer built here
+(``bundling.powertools_layer``: pyproject's pin, with bytecode; the ``powertoolsLayerArn``
+context value names another, e.g. the public one) and the tokenizer layer built here
+(``bundling.tokenizer_layer``, of the ``tokenizers`` families): all three create engines —
+step for its cycles, api for detail/resolve/supplement/cancel, api and trigger when an ask
+starts a run (``SfnRunLauncher.launch`` starts the engine) — and every engine's budget
+policy binds a vendor tokenizer for exact model ids at the vendor's endpoint when the
+deployment ships it (docs/context.md#token-estimators; without it the byte estimator, with
+a warning). The environment is exactly the contract's
 (docs/deploy.md): the common variables for all, EFS and sandbox variables for ``step``
 only, the trigger definitions for ``trigger`` only. Permissions are granted by the stack
 (``stack.py``), which sees every resource; this construct only builds the functions.
@@ -28,7 +29,12 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from agentloom_infra.bundling import FAMILIES, lambda_code, tokenizer_layer_code
+from agentloom_infra.bundling import (
+    FAMILIES,
+    lambda_code,
+    powertools_layer_code,
+    tokenizer_layer_code,
+)
 from agentloom_infra.config import Function
 from agentloom_infra.workspace import MOUNT_PATH
 
@@ -43,11 +49,6 @@ TIMEOUTS = {"api": cdk.Duration.seconds(29), "step": cdk.Duration.seconds(600),
 # model wait (the step is I/O-bound; ~0.29 vCPU). Context ``memoryMb`` overrides.
 MEMORY_MB: dict[Function, int] = {"api": 512, "step": 512, "trigger": 512}
 LAYERS = dict.fromkeys(HANDLERS, ("powertools", "tokenizers"))
-# Powertools for AWS Lambda (Python) v3, published by AWS in every commercial region
-# (docs.powertools.aws.dev/lambda/python/latest/#lambda-layer); other partitions publish
-# it under other accounts: set powertoolsLayerArn there.
-POWERTOOLS_ARN = ("arn:${AWS::Partition}:lambda:${AWS::Region}:017000801446:layer:"
-                  "AWSLambdaPowertoolsPythonV3-python312-arm64:27")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,9 +81,17 @@ class Functions(Construct):
                  removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self._code = lambda_code()
+        powertools: lambda_.ILayerVersion = (
+            lambda_.LayerVersion.from_layer_version_arn(self, "Powertools",
+                                                        powertools_layer_arn)
+            if powertools_layer_arn else lambda_.LayerVersion(
+                self, "Powertools", code=powertools_layer_code(),
+                compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
+                compatible_architectures=[lambda_.Architecture.ARM_64],
+                description="aws-lambda-powertools at pyproject's pin, with bytecode",
+                removal_policy=removal_policy))
         self.layers: dict[str, lambda_.ILayerVersion] = {
-            "powertools": lambda_.LayerVersion.from_layer_version_arn(
-                self, "Powertools", powertools_layer_arn or cdk.Fn.sub(POWERTOOLS_ARN)),
+            "powertools": powertools,
             **({"tokenizers": lambda_.LayerVersion(
                 self, "Tokenizers", code=tokenizer_layer_code(tokenizers),
                 compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
