@@ -5,10 +5,13 @@ The functions create one index per knowledge base (``kb-{base_id}``) at run time
 grant covers the bucket's indexes by ARN pattern; vectors carry only chunk keys and a
 document id (the passages stay in the platform table, sealed). The stack grants it to,
 and names it (``AGENTLOOM_VECTOR_BUCKET``) in, every function that builds engines.
+Retained with the stage's other data stores (context ``retain``); a disposable stage's
+bucket is deleted with the stack once its indexes are gone (docs/deploy.md, "Teardown").
 """
 
 from __future__ import annotations
 
+import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3vectors as s3vectors
@@ -25,13 +28,15 @@ class KnowledgeVectors(Construct):
     """Attributes: ``bucket`` (the L1 vector bucket), ``bucket_name``, ``bucket_arn``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, prefix: str,
-                 key: kms.IKey) -> None:
+                 key: kms.IKey,
+                 removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN) -> None:
         super().__init__(scope, construct_id)
         self.bucket_name = f"{prefix}-kb".lower()
         self.bucket = s3vectors.CfnVectorBucket(
             self, "Bucket", vector_bucket_name=self.bucket_name,
             encryption_configuration=s3vectors.CfnVectorBucket
             .EncryptionConfigurationProperty(sse_type="aws:kms", kms_key_arn=key.key_arn))
+        self.bucket.apply_removal_policy(removal_policy)
         self.bucket_arn = self.bucket.attr_vector_bucket_arn
         self.key = key
 

@@ -65,7 +65,8 @@ API_HANDLER = "agentloom.handlers.api.handler"
 PSEUDO = {"AWS::Partition": "aws", "AWS::Region": "us-east-1",
           "AWS::AccountId": "123456789012", "AWS::URLSuffix": "amazonaws.com",
           "AWS::StackName": "AgentLoom-test"}
-CONTEXT = {"aws:cdk:bundling-stacks": [], "stage": "test"}
+# a disposable stage (retain=false): one AZ, one NAT, data deleted with the stack
+CONTEXT = {"aws:cdk:bundling-stacks": [], "stage": "test", "retain": False}
 
 
 def resolve(node: Any, values: Mapping[str, str]) -> Any:
