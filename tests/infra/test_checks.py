@@ -257,3 +257,7 @@ def test_a_retained_stage_alarms_on_errors_throttles_5xx_and_table_throttles(pro
         "ReadThrottleEvents", "WriteThrottleEvents"] and len(read) == 6
     for alarm in alarms.values():  # every alarm notifies and names its way out
         assert alarm["AlarmActions"] and "docs/operations.md" in alarm["AlarmDescription"]
+
+
+def test_a_retained_stage_keeps_its_vector_indexes(prod):
+    prod.resource_count_is("Custom::VectorBucketTeardown", 0)

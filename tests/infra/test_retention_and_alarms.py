@@ -33,3 +33,22 @@ def test_a_disposable_stage_has_the_core_alarms_only(synthesized):
     assert "agentloom-test-trigger-failures" not in {
         q["Properties"].get("QueueName") for q in synthesized.of_type("AWS::SQS::Queue").values()}
     synthesized.assertions.resource_count_is("AWS::Lambda::EventInvokeConfig", 0)
+
+
+def test_a_disposable_stage_deletes_its_vector_indexes_before_the_bucket(synthesized):
+    (bucket,) = synthesized.of_type("AWS::S3Vectors::VectorBucket")
+    (teardown,) = synthesized.of_type("Custom::VectorBucketTeardown").values()
+    assert bucket in teardown["DependsOn"]  # CloudFormation deletes the teardown first
+    assert teardown["Properties"]["VectorBucketName"] == "agentloom-test-kb"
+    function = teardown["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+    role = synthesized.resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+    properties = synthesized.resources[role]["Properties"]
+    assert "ManagedPolicyArns" not in properties
+    (policy,) = properties["Policies"]
+    actions = [s["Action"] for s in policy["PolicyDocument"]["Statement"]]
+    assert actions == ["s3vectors:ListIndexes", "s3vectors:DeleteIndex",
+                       ["logs:CreateLogStream", "logs:PutLogEvents"]]
+    # the role outlives the custom resource's delete (its policy is inline, no
+    # separate AWS::IAM::Policy that CloudFormation could delete first)
+    assert not any({"Ref": role} in p["Properties"]["Roles"]
+                   for p in synthesized.of_type("AWS::IAM::Policy").values())

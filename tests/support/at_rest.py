@@ -51,6 +51,7 @@ FREE_AT_REST = {
     "AWS::EFS::MountTarget", "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Route",
     "AWS::ApiGatewayV2::Authorizer", "AWS::ApiGatewayV2::Stage",
     "AWS::Cognito::UserPoolClient", "Custom::AWS", "AWS::Lambda::EventInvokeConfig",
+    "Custom::VectorBucketTeardown",
     # per request, per execution or per delivery only
     "AWS::Lambda::Function", "AWS::StepFunctions::StateMachine", "AWS::ApiGatewayV2::Api",
     "AWS::SQS::Queue", "AWS::SNS::Topic", "AWS::Events::Rule", "AWS::Scheduler::Schedule",
