@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from botocore.exceptions import ClientError
@@ -83,8 +83,9 @@ def _failure(env: Any, error: str, cause: str) -> FailureEventException:
         if error == "States.TaskFailed" else CustomErrorName(error)
     return FailureEventException(FailureEvent(
         env=env, error_name=name, event_type=HistoryEventType.TaskFailed,
-        event_details=EventDetails(taskFailedEventDetails=TaskFailedEventDetails(
-            error=error, cause=cause, resource="runTask.sync", resourceType="ecs"))))
+        # one kind of details set (the TypedDict lists every kind as required)
+        event_details=cast(EventDetails, {"taskFailedEventDetails": TaskFailedEventDetails(
+            error=error, cause=cause, resource="runTask.sync", resourceType="ecs")})))
 
 
 def _run_task_fails(monkeypatch: pytest.MonkeyPatch, faults: list[tuple[str, str]]
@@ -122,8 +123,9 @@ def _start_execution_fails(monkeypatch: pytest.MonkeyPatch,
         if after_call:
             real(self, *args, **kwargs)
         raised.append(code)
-        raise ClientError({"Error": {"Code": code, "Message": "injected"},
-                           "ResponseMetadata": {"HTTPStatusCode": 400, "RequestId": "r"}},
+        raise ClientError(cast(Any, {"Error": {"Code": code, "Message": "injected"},
+                                     "ResponseMetadata": {"HTTPStatusCode": 400,
+                                                          "RequestId": "r"}}),
                           "StartExecution")
 
     monkeypatch.setattr(cls, "_eval_service_task", call)

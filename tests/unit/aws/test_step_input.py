@@ -17,7 +17,8 @@ def test_the_state_machine_payloads_parse() -> None:
     # after RunCommand the previous reply's command comes back whole
     after = StepInput.parse({"run_id": "run_abc", "generation": 2, "command": {
         "request_id": "cmd_1:a.b-c", "task_definition": "arn:td", "overrides": {}}})
-    assert after.request_id == "cmd_1:a.b-c" and after.command.task is None
+    assert after.request_id == "cmd_1:a.b-c"
+    assert after.command is not None and after.command.task is None
     # AfterCommand: how the task ended, success ({"Error": ""}) or the Catch's
     ok = StepInput.parse({"run_id": "run_abc", "generation": 2, "command": {
         "request_id": "cmd_1", "task": {"Error": ""}}})
