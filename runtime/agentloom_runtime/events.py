@@ -39,7 +39,8 @@ HostTopic = Literal[
     "run.status",            # run_id, status (the platform's), error {code, message} | None
     "model.usage",           # op_id, purpose, instance, input_tokens, output_tokens, cost
     "run.cancel_requested",  # run_id, by (the user who asked)
-    "run.step_failed",       # run_id, generation, code (the state machine's error name)
+    "run.step_failed",       # run_id, generation, code (the state machine's error name),
+                             # during (step | rollover)
 ]
 
 Topic = Literal[EngineTopic, HostTopic]

@@ -33,22 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-TEXT = 400
-
-
-def history(n: int) -> list[dict[str, str]]:
-    out = []
-    for i in range(n // 2):
-        out.append({"role": "user", "content": f"question {i}: " + "lorem ipsum " * 20})
-        out.append({"role": "assistant", "content": f"answer {i}: " + "dolor sit amet " * 20})
-    return out
-
-
-def argument(n: int) -> str:
-    return (f"{n} " + "x" * TEXT)[:TEXT]
-
-
-RESULT = "r" * TEXT
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared workload
+from benchmarks._floor_workload import RESULT, argument, history
 
 
 def wal_size(path: Path) -> int:

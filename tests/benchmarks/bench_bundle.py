@@ -9,11 +9,11 @@ Bytecode is compiled by a Python of the runtime's version (``bytecode.target_pyt
 without one on this machine the aarch64 build is compiled by this Python for its sizes
 only (labelled so: such a bundle would not load on Lambda; ``cdk deploy`` refuses it).
 
-The public Powertools layer is not downloadable offline: its figure here is the pinned
-``aws-lambda-powertools`` wheel installed for the same platform (the published layer is
-that package, built by AWS; its exact size is on the layer version).
+The Powertools layer is built as ``cdk deploy`` builds it (``bundling.powertools_layer``:
+the pinned wheel, compiled like the code bundle); a ``powertoolsLayerArn`` layer is
+not measured here.
 
-    .venv/bin/python tests/benchmarks/bench_bundle.py [--host] [--repeat N]
+    .venv/bin/python tests/benchmarks/bench_bundle.py [--host [--baseline REF]] [--repeat N]
 
 ``--host`` builds for this machine's platform and Python instead, and then runs each
 function's first invocation from its own artifacts alone (``support.lambda_bundle``:
@@ -23,6 +23,8 @@ of the ``-X importtime`` total (target <= 300 ms), the wall and CPU time of impo
 ``_wire()``, and the modules loaded; then ``import agentloom_runtime.engine`` from the
 bundle (target <= 150 ms) and, from this checkout, ``agentloom run`` on the demo model
 until its first model request (target <= 0.5 s; interpreter start included).
+``--baseline REF`` then measures the wiring again interleaved with the bundle of commit
+REF (``benchmarks/_baseline.py``): the change's effect under the same load.
 """
 
 from __future__ import annotations
@@ -47,8 +49,7 @@ from agentloom_infra.bundling import (
     PLATFORMS,
     PYTHON_VERSION,
     bundle,
-    pip_install,
-    requirements,
+    powertools_layer,
     tokenizer_layer,
 )
 from agentloom_infra.bytecode import NoTargetPython, target_python
@@ -103,9 +104,9 @@ def _build(tmp: Path, host: bool) -> tuple[dict[str, Path], str]:
              "tokenizers": tokenizer_layer(tmp / "tokenizers", platforms=platforms,
                                            python_version=python,
                                            compiler=compiler) / LAYER_PREFIX}
-    powertools = [r for r in requirements() if r.startswith("aws-lambda-powertools")]
-    pip_install(tmp / "powertools", powertools, platforms, python, "--no-deps")
-    paths["powertools"] = tmp / "powertools"
+    paths["powertools"] = powertools_layer(tmp / "powertools", platforms=platforms,
+                                           python_version=python,
+                                           compiler=compiler) / LAYER_PREFIX
     return paths, label
 
 
@@ -145,6 +146,19 @@ def _cold_start(paths: dict[str, Path], tmp: Path, repeat: int) -> None:
         engine.append(importtime_total(done.stderr))
     print(f"  import agentloom_runtime.engine: {statistics.median(engine):6.0f} ms "
           f"(-X importtime total, from the bundle; target <= 150 ms)")
+
+
+def _against(ref: str, paths: dict[str, Path], tmp: Path, repeat: int) -> None:
+    import sysconfig
+
+    from benchmarks._baseline import build_baseline, compare
+
+    platform = "manylinux2014_" + sysconfig.get_platform().split("-", 1)[1].replace("-", "_")
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    code, powertools = build_baseline(ref, tmp, platform, python)
+    runtime = lambda_runtime(tmp)
+    compare(ref, [code, powertools, paths["tokenizers"], runtime],
+            [paths["code"], paths["powertools"], paths["tokenizers"], runtime], tmp, repeat)
 
 
 HOOK = """
@@ -187,6 +201,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", action="store_true", help="build for this platform")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--baseline", help="a commit to compare the wiring with (--host)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -201,6 +216,8 @@ def main() -> None:
         if args.host:
             _cold_start(paths, tmp, args.repeat)
             _first_model_request(tmp, args.repeat)
+        if args.host and args.baseline:
+            _against(args.baseline, paths, tmp, args.repeat)
 
 
 if __name__ == "__main__":

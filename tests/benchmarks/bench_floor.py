@@ -3,15 +3,18 @@
     python tests/benchmarks/bench_floor.py [--peers /tmp/peers/bin/python] [--steps 20]
 
 A step is one tool call and its result: the model double answers at once with one call
-(400-character arguments), the tool returns 400 characters. For AgentLoom that is two
-engine steps (the model step, the tool step: three commits, as the guard commits before
-the call is sent). History: L = 10 / 500 / 5,000 messages loaded first, 3 warm-up steps,
-then ``--steps`` measured. Per step: CPU (``time.process_time``), wall
+(400-character arguments), the tool returns 400 characters (the texts:
+``_floor_workload.py``). For AgentLoom that is two engine steps, the model step and the
+tool step: three commits (the guard commits the model call before it is sent), four for a
+side-effecting tool (its dispatch is committed before it runs: the ``guarded`` row).
+History: L = 10 / 500 / 5,000 messages loaded first, 3 warm-up steps, then ``--steps``
+measured. Per step: CPU (``time.process_time``), wall
 (``time.perf_counter``), WAL bytes (growth of the ``-wal`` file, autocheckpoint off);
 every SQLite file in ``synchronous=FULL``.
 
 - ``memory``: the engine on ``InMemoryCheckpointStore``;
 - ``sqlite``: on ``SqliteCheckpointStore`` (plaintext, no companion);
+- ``guarded``: the same, the tool declared side-effecting;
 - ``home``: the embedded mode as ``agentloom run`` wires it (``local.home.open_home``:
   encrypted checkpoints, the platform's ``SessionCommits`` companion in each commit, the
   engine's events through ``RunTracker.event``), with a session and a run;
@@ -48,6 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._floor_workload import RESULT, TEXT, argument, history
 from support.engine import make_snapshot
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
@@ -59,21 +63,13 @@ from agentloom_runtime.testing import ScriptedModel
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 
 SIZES = (10, 500, 5_000)
-TEXT = 400
 WARM = 3
+KINDS = ("memory", "sqlite", "guarded", "home")
 COLD_RUNS = 7
 REPEAT = 3  # runs of each row; the least CPU and wall of them are printed (load noise)
 PEERS = Path(__file__).with_name("_floor_peers.py")
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}},
           "required": ["text"], "additionalProperties": False}
-
-
-def history(n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for i in range(n // 2):
-        out.append({"role": "user", "content": f"question {i}: " + "lorem ipsum " * 20})
-        out.append({"role": "assistant", "content": f"answer {i}: " + "dolor sit amet " * 20})
-    return out
 
 
 class ToolModel:
@@ -89,7 +85,7 @@ class ToolModel:
 
     async def invoke(self, request: ModelRequest) -> ModelResponse:
         self.n += 1
-        return ScriptedModel.call("lookup", {"text": (f"{self.n} " + "x" * TEXT)[:TEXT]},
+        return ScriptedModel.call("lookup", {"text": argument(self.n)},
                                   id=f"c{self.n}")
 
     async def aclose(self) -> None:
@@ -97,15 +93,22 @@ class ToolModel:
 
 
 async def lookup(context: ToolContext, arguments: dict[str, Any]) -> Any:
-    return "r" * TEXT
+    return RESULT
 
 
+# The lookup is declared as the platform's own read-only tools are (read_file, grep, the
+# skill and knowledge tools: ``resume_inflight``, safe to run again), so a step is three
+# commits; GUARDED is the same tool declared side-effecting: its dispatch is committed
+# before it runs (a fourth commit), the ``guarded`` row.
 TOOLS = [ToolDefinition(name="lookup", description="look the text up", parameters=SCHEMA,
-                        handler=lookup, implementation_id="lookup/v1", read_only=True)]
+                        handler=lookup, implementation_id="lookup/v1", read_only=True,
+                        resume_inflight=True)]
+GUARDED = [ToolDefinition(name="lookup", description="look the text up", parameters=SCHEMA,
+                          handler=lookup, implementation_id="lookup/v1")]
 
 
 def build(store: Any, *, policy: bool = False, run_id: str | None = None,
-          estimator: str | None = None, emit: Any = None) -> Any:
+          estimator: str | None = None, emit: Any = None, guarded: bool = False) -> Any:
     model: dict[str, Any] = {"model": "m", "context_window": 10_000_000,
                              "max_output_tokens": 4096}
     if estimator:
@@ -113,7 +116,8 @@ def build(store: Any, *, policy: bool = False, run_id: str | None = None,
     snapshot = make_snapshot(model=model, limits={"max_model_calls": 10_000,
                                                   "max_iterations": 10_000})
     kwargs: dict[str, Any] = {} if policy else {"compaction_policy": NoCompaction()}
-    return create_engine(snapshot, save=store, model_gateway=ToolModel(), tools=TOOLS,
+    return create_engine(snapshot, save=store, model_gateway=ToolModel(),
+                         tools=GUARDED if guarded else TOOLS,
                          checkpoint=run_id, emit=emit, **kwargs)
 
 
@@ -142,7 +146,7 @@ async def ours(kind: str, size: int, steps: int, tmp: Path) -> dict[str, float]:
     if kind == "memory":
         store: Any = InMemoryCheckpointStore()
         run_id = None
-    elif kind == "sqlite":
+    elif kind in ("sqlite", "guarded"):
         from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 
         path = tmp / f"sqlite-{size}.sqlite3"
@@ -150,7 +154,7 @@ async def ours(kind: str, size: int, steps: int, tmp: Path) -> dict[str, float]:
         run_id = None
     else:
         store, run_id, emit, path, home = _home(tmp / f"home-{size}")
-    engine = build(store, emit=emit, policy=True)
+    engine = build(store, emit=emit, policy=True, guarded=kind == "guarded")
     await engine.start("benchmark", history=history(size), run_id=run_id)
     if kind == "home":
         home.tracker.started(*_session_run(home, engine.run_id))
@@ -298,7 +302,7 @@ async def main() -> None:
         print(f"fsync floor (one small row, FULL, WAL): {floor['wall_ms']:.3f} ms wall, "
               f"{floor['cpu_ms']:.3f} ms CPU per commit")
         rows = {}
-        for kind in ("memory", "sqlite", "home"):
+        for kind in KINDS:
             for size in SIZES:
                 runs = [await ours(kind, size, args.steps, tmp / f"{kind}-{size}-{i}")
                         for i in range(REPEAT)]
@@ -314,10 +318,10 @@ async def main() -> None:
                        f"{peer['wal_bytes'] / 1024:.1f} KB" if "cpu_ms" in peer
                        else peer["error"])
             print(f"  peer {peer['peer']:<24} L={peer['size']:>5}: {figures}")
-        for kind in ("memory", "sqlite", "home"):
+        for kind in KINDS:
             for size in SIZES:
                 row = rows[(kind, size)]
-                line = (f"  agentloom {kind:<6} L={size:>5}: CPU {row['cpu_ms']:.3f} ms, "
+                line = (f"  agentloom {kind:<7} L={size:>5}: CPU {row['cpu_ms']:.3f} ms, "
                         f"wall {row['wall_ms']:.3f} ms")
                 if kind != "memory":
                     extra = row["wall_ms"] - row["commits"] * floor["wall_ms"]

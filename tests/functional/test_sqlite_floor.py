@@ -4,6 +4,8 @@ survive a restart of the process."""
 
 from __future__ import annotations
 
+import json
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,71 @@ def test_a_file_with_default_pages_keeps_them_and_works(tmp_path: Path) -> None:
     assert store.read("run-1", "main")[0].body == {"text": "y" * 600}
     store.close()
     assert page_size(path) == 4096
+
+
+def wal_bytes(path: Path) -> int:
+    wal = Path(f"{path}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def stored_head(path: Path, run_id: str) -> tuple[str, int]:
+    conn = sqlite3.connect(path)
+    try:
+        kind, size = conn.execute("SELECT typeof(body), length(body) FROM heads "
+                                  "WHERE run_id = ?", (run_id,)).fetchone()
+        return str(kind), int(size)
+    finally:
+        conn.close()
+
+
+def large_head(n: int) -> dict[str, Any]:
+    """A head of ~1.7 KB, like the engine's with a pending call's 400-character
+    arguments: more than one 1 KiB page as text."""
+    return {"n": n, "frames": {"main": {"pending": [{"arguments": words(n), "src": n}],
+                                        "counters": {f"c{i}": i for i in range(40)}}},
+            "bindings": "sha256:" + "ab" * 32}
+
+
+def words(seed: int) -> str:
+    return " ".join(random.Random(seed).choice(("alpha", "beta", "gamma", "delta", "epsilon",
+                                                "zeta", "theta", "kappa")) + str(i)
+                    for i in range(60))
+
+
+def test_a_large_head_is_stored_deflated_in_one_page(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    store = SqliteCheckpointStore(path)
+    store.commit(Commit("run-1", 0, large_head(1), []))
+    store._conn().execute("PRAGMA wal_autocheckpoint = 0")
+    before = wal_bytes(path)
+    store.commit(Commit("run-1", 1, large_head(2), []))
+    frames = (wal_bytes(path) - before) // (PAGE_SIZE + 24)
+    head = store.load_head("run-1")
+    store.close()
+    assert head is not None and head.body == large_head(2) and head.version == 2
+    kind, size = stored_head(path, "run-1")
+    assert kind == "blob" and size < PAGE_SIZE - 100
+    assert frames == 1, f"a head-only commit wrote {frames} pages"
+    reopened = SqliteCheckpointStore(path)  # a fresh reader inflates it too
+    assert reopened.load_head("run-1").body == large_head(2)  # type: ignore[union-attr]
+    reopened.close()
+
+
+def test_a_head_stored_as_text_reads_and_commits_on(tmp_path: Path) -> None:
+    """A file whose heads an earlier version wrote as JSON text."""
+    path = tmp_path / "runs.sqlite3"
+    store = SqliteCheckpointStore(path)
+    store.commit(Commit("run-1", 0, {"n": 0}, []))
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE heads SET body = ? WHERE run_id = 'run-1'",
+                 (json.dumps(large_head(1)),))
+    conn.commit()
+    conn.close()
+    assert store.load_head("run-1").body == large_head(1)  # type: ignore[union-attr]
+    store.commit(Commit("run-1", 1, {"n": 2}, []))
+    assert store.load_head("run-1").body == {"n": 2}  # type: ignore[union-attr]
+    assert stored_head(path, "run-1")[0] == "text"  # small heads stay text
+    store.close()
 
 
 async def count_words(context: ToolContext, arguments: dict[str, Any]) -> Any:

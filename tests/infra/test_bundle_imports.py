@@ -24,8 +24,7 @@ from agentloom_infra.bundling import (
     PACKAGES,
     REPO_ROOT,
     bundle,
-    pip_install,
-    requirements,
+    powertools_layer,
     tokenizer_layer,
 )
 from support.lambda_bundle import HANDLERS, first_invocation, lambda_runtime, run
@@ -42,15 +41,13 @@ def _host_platforms() -> tuple[str, ...]:
 
 
 def _build(root: Path) -> dict[str, Path]:
-    paths = {"code": root / "code", "powertools": root / "powertools",
+    paths = {"code": root / "code", "powertools": root / "powertools" / LAYER_PREFIX,
              "tokenizers": root / "tokenizers" / LAYER_PREFIX}
     if not (root / "done").exists():
         platforms = _host_platforms()
         bundle(paths["code"], platforms=platforms, python_version=PYTHON)
         tokenizer_layer(root / "tokenizers", platforms=platforms, python_version=PYTHON)
-        pip_install(paths["powertools"], [r for r in requirements()
-                                          if r.startswith("aws-lambda-powertools")],
-                    platforms, PYTHON, "--no-deps")
+        powertools_layer(root / "powertools", platforms=platforms, python_version=PYTHON)
         (root / "done").write_text("")
     return paths
 
@@ -134,7 +131,8 @@ def test_the_bundle_ships_unchecked_bytecode_for_its_python(built):
         assert header[:4] == importlib.util.MAGIC_NUMBER
         assert int.from_bytes(header[4:8], "little") == 0b01  # hash-based, unchecked
     assert not any(code.glob("yaml/_yaml.*.so")) and not (code / "bin").exists()
-    assert list(built["tokenizers"].rglob("*.pyc")) and not list(built["tokenizers"].rglob("*.py"))
+    for layer in ("tokenizers", "powertools"):  # third-party: bytecode alone
+        assert list(built[layer].rglob("*.pyc")) and not list(built[layer].rglob("*.py"))
     left_out = {name.replace("-", "_") for name in ELSEWHERE}
     assert not [d for d in code.glob("*.dist-info")
                 if d.name.split("-")[0].lower() in left_out]

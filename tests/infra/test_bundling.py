@@ -9,7 +9,9 @@ import subprocess
 import sys
 import tomllib
 
+import aws_cdk as cdk
 import pytest
+from agentloom_infra import build_app
 from agentloom_infra.bundling import (
     ELSEWHERE,
     LAYER_SOURCE_EXCLUDES,
@@ -19,12 +21,14 @@ from agentloom_infra.bundling import (
     TOKENIZERS,
     UNUSED_FILES,
     installed,
+    powertools_requirements,
     remove_distribution,
     requirements,
     tokenizer_requirements,
 )
 from agentloom_infra.bytecode import NoTargetPython, compile_bundle, target_python
-from agentloom_infra.functions import LAYERS, POWERTOOLS_ARN
+from agentloom_infra.functions import LAYERS
+from aws_cdk.assertions import Template
 
 
 def test_requirements_are_core_plus_aws_extra_without_what_lambda_provides():
@@ -101,6 +105,7 @@ def test_left_out_are_the_layers_and_what_no_lambda_imports():
                               "pycparser", *TOKENIZERS}
     assert set(UNUSED_FILES) == {"yaml/_yaml.*.so", "_yaml", "bin"}
     assert {r.split(">")[0] for r in tokenizer_requirements()} == TOKENIZERS
+    assert [r.split(">")[0] for r in powertools_requirements()] == ["aws-lambda-powertools"]
     # api, step and trigger all create engines (an ask starts the run's engine), and an
     # engine's budget policy constructs its estimator: every function takes both layers.
     assert LAYERS == dict.fromkeys(("api", "step", "trigger"), ("powertools", "tokenizers"))
@@ -113,18 +118,43 @@ def _layers(synthesized, handler):
 
 
 def test_each_function_takes_its_layers(synthesized):
-    (tokenizers,) = synthesized.of_type("AWS::Lambda::LayerVersion")
-    layer = synthesized.resources[tokenizers]["Properties"]
-    assert layer["CompatibleRuntimes"] == ["python3.12"]
-    assert layer["CompatibleArchitectures"] == ["arm64"]
-    powertools = {"Fn::Sub": POWERTOOLS_ARN}
-    assert "python312-arm64" in POWERTOOLS_ARN and "${AWS::Region}" in POWERTOOLS_ARN
-    for handler in ("api", "step", "trigger"):
-        assert _layers(synthesized, handler) == [powertools, {"Ref": tokenizers}]
+    layers = synthesized.of_type("AWS::Lambda::LayerVersion")
+    by_description = {layer["Properties"]["Description"].split()[0]: lid
+                      for lid, layer in layers.items()}
+    assert set(by_description) == {"aws-lambda-powertools", "vendor"}
+    powertools, tokenizers = by_description["aws-lambda-powertools"], by_description["vendor"]
     code = {json_key(f["Properties"]["Code"]) for f in
             synthesized.of_type("AWS::Lambda::Function").values()
             if f["Properties"]["Handler"].startswith("agentloom.handlers.")}
-    assert json_key(layer["Content"]) not in code  # its own asset
+    for lid in (powertools, tokenizers):
+        layer = synthesized.resources[lid]["Properties"]
+        assert layer["CompatibleRuntimes"] == ["python3.12"]
+        assert layer["CompatibleArchitectures"] == ["arm64"]
+        assert json_key(layer["Content"]) not in code  # its own asset
+    assert json_key(layers[powertools]["Properties"]["Content"]) != \
+        json_key(layers[tokenizers]["Properties"]["Content"])
+    for handler in ("api", "step", "trigger"):
+        assert _layers(synthesized, handler) == [{"Ref": powertools}, {"Ref": tokenizers}]
+    assert layers[tokenizers]["Properties"]["Description"].startswith(
+        "vendor tokenizers: deepseek, openai")
+
+
+def test_the_tokenizer_layer_holds_only_the_families_the_context_names():
+    assert tokenizer_requirements(families=("openai",)) == [
+        r for r in tokenizer_requirements() if r.startswith("bpe-openai")]
+    assert tokenizer_requirements(families=()) == []
+    # A stage whose connections never use a vendor tokenizer ships no tokenizer layer.
+    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": "notok",
+                           "tokenizers": "none"})
+    resources = Template.from_stack(build_app(app)).to_json()["Resources"]
+    (powertools,) = [lid for lid, r in resources.items()
+                     if r["Type"] == "AWS::Lambda::LayerVersion"]
+    assert resources[powertools]["Properties"]["Description"].startswith(
+        "aws-lambda-powertools")
+    for resource in resources.values():
+        if resource["Type"] == "AWS::Lambda::Function" and resource["Properties"][
+                "Handler"].startswith("agentloom.handlers."):
+            assert resource["Properties"]["Layers"] == [{"Ref": powertools}]
 
 
 # Import names of the distributions and files the code bundle leaves out (Powertools

@@ -15,7 +15,8 @@ from aws_cdk.assertions import Match, Template
 
 TRIGGERS = {"nightly": {"space_id": "spc_1", "agent_id": "agt_1", "version": "3",
                         "user_id": "usr_service", "question": "Report on {detail}"}}
-PROD = {"aws:cdk:bundling-stacks": [], "stage": "prod",
+# A stage named neither "prod" nor "dev", with no retain value: it retains (the default).
+PROD = {"aws:cdk:bundling-stacks": [], "stage": "prod-eu",
         "jwtIssuer": "https://issuer.example.com/", "jwtAudience": "agentloom,cli",
         "sandboxImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx:1",
         "triggers": json.dumps(TRIGGERS), "sqsTrigger": "nightly",
@@ -203,7 +204,8 @@ def test_triggers_carry_their_name_and_an_idempotency_id(prod):
     ({"rolloverCycles": "50000"}, "'rolloverCycles' must be within"),
     ({"reservedConcurrency": json.dumps({"worker": 3})}, "'reservedConcurrency'"),
     ({"memoryMb": json.dumps({"step": 64})}, "'memoryMb'['step']"),
-    ({"stage": "prod", "maxAzs": "1"}, "'maxAzs' must be at least 2 for stage 'prod'"),
+    ({"stage": "prod", "maxAzs": "1"}, "'maxAzs' must be at least 2 for a retained stage"),
+    ({"retain": "no"}, "'retain' must be true or false"),
     ({"powertoolsLayerArn": "arn:aws:lambda:eu-west-1:1:layer:pt"}, "'powertoolsLayerArn'"),
 ])
 def test_bad_context_is_refused_naming_the_key(context, names):
@@ -211,3 +213,85 @@ def test_bad_context_is_refused_naming_the_key(context, names):
     with pytest.raises(ConfigError) as error:
         build_app(app)
     assert names in str(error.value)
+
+
+# The prod-eu variant: retained by default (no "retain" in PROD), a rule and a schedule.
+
+
+def test_a_stage_not_named_prod_retains_every_data_store_by_default(prod):
+    # (no user pool here: an existing issuer; test_stack covers the pool's protection)
+    for kind in ("AWS::DynamoDB::Table", "AWS::KMS::Key", "AWS::EFS::FileSystem",
+                 "AWS::S3Vectors::VectorBucket", "AWS::Logs::LogGroup"):
+        found = prod.find_resources(kind)
+        assert found, kind
+        assert {r.get("DeletionPolicy") for r in found.values()} == {"Retain"}, kind
+    tables = prod.find_resources("AWS::DynamoDB::Table")
+    assert all(t["Properties"]["DeletionProtectionEnabled"] for t in tables.values())
+    prod.has_resource_properties("AWS::EFS::FileSystem", {  # EFS automatic backups
+        "BackupPolicy": {"Status": "ENABLED"}})
+
+
+def _queue_arn_of(template, name):
+    (lid,) = [lid for lid, q in template.find_resources("AWS::SQS::Queue").items()
+              if q["Properties"].get("QueueName") == name]
+    return {"Fn::GetAtt": [lid, "Arn"]}
+
+
+def test_rule_and_schedule_targets_and_async_failures_reach_an_encrypted_dlq(prod):
+    failures = _queue_arn_of(prod, "agentloom-prod-eu-trigger-failures")
+    prod.has_resource_properties("AWS::SQS::Queue", {
+        "QueueName": "agentloom-prod-eu-trigger-failures",
+        "KmsMasterKeyId": Match.any_value()})
+    prod.has_resource_properties("AWS::Events::Rule", {"Targets": [Match.object_like({
+        "DeadLetterConfig": {"Arn": failures},
+        "RetryPolicy": {"MaximumRetryAttempts": 4, "MaximumEventAgeInSeconds": 21600}})]})
+    prod.has_resource_properties("AWS::Scheduler::Schedule", {"Target": Match.object_like({
+        "DeadLetterConfig": {"Arn": failures}})})
+    prod.has_resource_properties("AWS::Lambda::EventInvokeConfig", {
+        "MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 21600,
+        "DestinationConfig": {"OnFailure": {"Destination": failures}}})
+    # EventBridge writes dead letters with its own principal: the queue policy and the key
+    prod.has_resource_properties("AWS::SQS::QueuePolicy", {"PolicyDocument": {
+        "Statement": Match.array_with([Match.object_like({
+            "Action": "sqs:SendMessage", "Principal": {"Service": "events.amazonaws.com"}})])}})
+    prod.has_resource_properties("AWS::KMS::Key", {"KeyPolicy": {"Statement":
+        Match.array_with([Match.object_like({
+            "Principal": {"Service": "events.amazonaws.com"},
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey"]})])}})
+
+
+def test_the_schedule_role_may_write_only_to_the_failures_queue_and_its_key(prod):
+    roles = [lid for lid, r in prod.find_resources("AWS::IAM::Role").items()
+             if "scheduler.amazonaws.com" in json.dumps(r["Properties"]
+                                                        ["AssumeRolePolicyDocument"])]
+    (role,) = roles
+    statements = [s for p in prod.find_resources("AWS::IAM::Policy").values()
+                  if {"Ref": role} in p["Properties"]["Roles"]
+                  for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    actions = {a for s in statements for a in
+               ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert actions == {"lambda:InvokeFunction", "sqs:SendMessage", "kms:GenerateDataKey",
+                       "kms:Decrypt"}
+
+
+def test_a_retained_stage_alarms_on_errors_throttles_5xx_and_table_throttles(prod):
+    alarms = {a["Properties"]["AlarmName"].removeprefix("agentloom-prod-eu-"): a["Properties"]
+              for a in prod.find_resources("AWS::CloudWatch::Alarm").values()}
+    assert set(alarms) == {
+        "FailedExecutions", "DeadLetters", "UnknownOutcomes", "StepErrors",
+        "TriggerFailures", "ApiErrors", "TriggerErrors", "ApiThrottles", "StepThrottles",
+        "TriggerThrottles", "Api5xx", "TableThrottles"}
+    for name in ("ApiThrottles", "StepThrottles", "TriggerThrottles"):
+        assert alarms[name]["MetricName"] == "Throttles"
+    assert (alarms["Api5xx"]["Namespace"], alarms["Api5xx"]["MetricName"]) == \
+        ("AWS/ApiGateway", "5xx")
+    assert alarms["TriggerFailures"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    read = [m for m in alarms["TableThrottles"]["Metrics"] if "MetricStat" in m]
+    assert sorted({m["MetricStat"]["Metric"]["MetricName"] for m in read}) == [
+        "ReadThrottleEvents", "WriteThrottleEvents"] and len(read) == 6
+    for alarm in alarms.values():  # every alarm notifies and names its way out
+        assert alarm["AlarmActions"] and "docs/operations.md" in alarm["AlarmDescription"]
+
+
+def test_a_retained_stage_keeps_its_vector_indexes(prod):
+    prod.resource_count_is("Custom::VectorBucketTeardown", 0)

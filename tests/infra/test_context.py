@@ -12,7 +12,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from agentloom_infra.config import ConfigError, StageConfig
+from agentloom_infra.config import DEFAULT_STEP_RESERVED, ConfigError, StageConfig
 
 DEPLOY_MD = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 TRIGGER = {"space_id": "spc_1", "agent_id": "agt_1", "version": "3", "user_id": "svc",
@@ -23,19 +23,39 @@ def config(**context: Any) -> StageConfig:
     return StageConfig.from_context(cdk.App(context=context).node)
 
 
-def test_no_context_is_the_dev_stage() -> None:
+def test_no_context_is_the_dev_stage_and_it_retains_its_data() -> None:
     dev = config()
-    assert (dev.stage, dev.prefix, dev.retain) == ("dev", "agentloom-dev", False)
+    assert (dev.stage, dev.prefix, dev.retain) == ("dev", "agentloom-dev", True)
     assert (dev.rollover_cycles, dev.azs, dev.triggers, dev.jwt_audience) == \
-        (500, 1, {}, ())
+        (500, 2, {}, ())
     assert dev.memory_mb == {}  # functions.MEMORY_MB applies
     assert (dev.state_machine_log_level, dev.user_pool_mfa, dev.dns_allowed_domains) == \
         ("ERROR", "OPTIONAL", ())
 
 
-def test_one_az_outside_prod_two_in_prod_unless_maxazs_says() -> None:
-    assert (config().azs, config(stage="prod").azs) == (1, 2)
-    assert (config(maxAzs="2").azs, config(stage="prod", maxAzs=3).azs) == (2, 3)
+@pytest.mark.parametrize("stage", ["prod", "production", "prod-eu", "dev", "staging"])
+def test_every_stage_retains_unless_it_opts_out(stage: str) -> None:
+    """Retention is the context value ``retain``, never the stage's name."""
+    kept = config(stage=stage)
+    assert kept.retain and kept.azs == 2
+    assert kept.reservations == {"step": DEFAULT_STEP_RESERVED}
+    for opted_out in (config(stage=stage, retain=False), config(stage=stage, retain="false"),
+                      config(stage=stage, retain="False")):
+        assert not opted_out.retain and opted_out.azs == 1
+        assert opted_out.reservations == {}  # a disposable stage reserves nothing
+    assert config(stage=stage, retain="true") == kept
+
+
+def test_reserved_concurrency_replaces_the_default_and_empty_reserves_none() -> None:
+    assert config(reservedConcurrency='{"trigger": 5}').reservations == {"trigger": 5}
+    assert config(reservedConcurrency="{}").reservations == {}
+    assert config(retain="false", reservedConcurrency={"step": 8}).reservations == {"step": 8}
+
+
+def test_one_az_when_disposable_two_when_retained_unless_maxazs_says() -> None:
+    assert (config(retain="false").azs, config(stage="prod").azs) == (1, 2)
+    assert (config(retain="false", maxAzs="2").azs, config(stage="prod", maxAzs=3).azs) == \
+        (2, 3)
 
 
 def test_cli_text_and_cdk_json_values_read_alike() -> None:
@@ -51,6 +71,7 @@ def test_cli_text_and_cdk_json_values_read_alike() -> None:
     assert (text.rollover_cycles, text.jwt_audience, text.reserved_concurrency) == \
         (40, ("a", "b"), {"step": 5})
     assert text.retain and text.triggers == {"t": TRIGGER}
+    assert config(retain="false") == config(retain=False)
     assert (text.memory_mb, text.azs) == ({"step": 640}, 3)
 
 
@@ -59,6 +80,14 @@ def test_dns_domains_read_as_a_comma_separated_list() -> None:
         config(dnsAllowedDomains=["mcp.example.com", "*.models.example.org"])
     assert config(dnsAllowedDomains="mcp.example.com").dns_allowed_domains == \
         ("mcp.example.com",)
+
+
+def test_tokenizers_name_families_or_none() -> None:
+    assert config().tokenizers == ("deepseek", "openai")
+    assert config(tokenizers="openai").tokenizers == ("openai",)
+    assert config(tokenizers="openai,deepseek,openai") == config(tokenizers=["deepseek",
+                                                                             "openai"])
+    assert config(tokenizers="none").tokenizers == ()
 
 
 def test_an_empty_value_takes_the_default() -> None:
@@ -73,7 +102,10 @@ def test_an_empty_value_takes_the_default() -> None:
     ({"rolloverCycles": True}, "context 'rolloverCycles' must be within"),
     ({"maxAzs": "2.5"}, "context 'maxAzs' must be within 1..3"),
     ({"maxAzs": 4}, "context 'maxAzs' must be within 1..3"),
-    ({"stage": "prod", "maxAzs": 1}, "context 'maxAzs' must be at least 2 for stage 'prod'"),
+    ({"stage": "prod", "maxAzs": 1}, "context 'maxAzs' must be at least 2 for a retained"),
+    ({"maxAzs": 1}, "context 'maxAzs' must be at least 2 for a retained stage"),
+    ({"retain": "yes"}, "context 'retain' must be true or false"),
+    ({"retain": 0}, "context 'retain' must be true or false"),
     ({"memoryMb": {"step": 127}}, "context 'memoryMb'['step'] must be one of"),
     ({"memoryMb": {"worker": 512}}, "context 'memoryMb'['worker'] must be one of"),
     ({"memoryMb": '{"step": "512"}'}, "context 'memoryMb'['step']"),
@@ -93,6 +125,8 @@ def test_an_empty_value_takes_the_default() -> None:
     ({"dnsAllowedDomains": "*"}, "context 'dnsAllowedDomains' must be comma-separated"),
     ({"stateMachineLogLevel": "DEBUG"}, "context 'stateMachineLogLevel' must be one of"),
     ({"userPoolMfa": "required"}, "context 'userPoolMfa' must be one of OFF"),
+    ({"tokenizers": "openai,llama"}, "context 'tokenizers' must be 'none' or"),
+    ({"tokenizers": "none,openai"}, "context 'tokenizers' must be 'none' or"),
     ({"triggers": {"t": TRIGGER}, "scheduleTrigger": "u"},
      "context 'scheduleTrigger' names 'u', which is not in 'triggers'"),
 ])

@@ -24,28 +24,14 @@ execute, and how it is covered here:
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from functional.aws.harness import clients, fake_credentials, mock_config, open_bench
-from moto import mock_aws
-from support.state_machine import (
-    MACHINE,
-    MACHINE_ARN,
-    Deployment,
-    Killed,
-    LambdaEndpoint,
-    casing_shim,
-)
-from support.state_machine import resource_values as _values
+from support.state_machine import Deployment, Killed, open_deployment
 
-from agentloom.handlers import api as api_handler
 from agentloom_runtime.testing import ScriptedModel
-from agentloom_runtime.testing.openai_server import OpenAICompatibleServer
 
 PLAN_OPEN = {"steps": [{"id": "1", "title": "write", "status": "in_progress"}]}
 PLAN_DONE = {"steps": [{"id": "1", "title": "write", "status": "completed"}]}
@@ -71,32 +57,8 @@ def script() -> list[Any]:
 @pytest.fixture
 def deployment(synthesized: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                script: list[Any]) -> Iterator[Deployment]:
-    fake_credentials(monkeypatch)
-    # retry waits are real sleeps in moto: give the retrier its own clock (patching
-    # ``time.sleep`` itself would turn every sleep of the process — the settle loop's
-    # too — into a busy loop that starves the execution of the GIL)
-    monkeypatch.setattr("moto.stepfunctions.parser.asl.component.common.retry.retrier_decl."
-                        "time", SimpleNamespace(sleep=lambda seconds: None))
-    model = OpenAICompatibleServer(script).start()
-    with mock_aws(config=mock_config()):  # type: ignore[call-overload]
-        aws = clients()
-        bench = open_bench(aws, tmp_path, model.base_url, state_machine_arn=MACHINE_ARN,
-                           rollover=4)
-        bench.agent(AGENT)
-        bench.service.rollover_cycles = 4
-        endpoint = LambdaEndpoint(lambda event: bench.service.handle(event))
-        monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", endpoint.url)
-        definition = synthesized.definition(_values(synthesized, bench))
-        aws.sfn.create_state_machine(name=MACHINE, definition=json.dumps(definition),
-                                     roleArn="arn:aws:iam::123456789012:role/sfn")
-        seen = casing_shim(monkeypatch, bench)
-        try:
-            yield Deployment(bench, endpoint, seen, model)
-        finally:
-            api_handler.configure(None)
-            endpoint.close()
-            bench.service.close()
-            model.stop()
+    with open_deployment(synthesized, monkeypatch, tmp_path, script, AGENT) as opened:
+        yield opened
 
 
 def test_run_command_keeps_its_result_out_of_the_state(synthesized: Any) -> None:

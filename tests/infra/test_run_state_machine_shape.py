@@ -67,7 +67,7 @@ def test_run_command_is_sync_fargate_in_isolated_subnets(synthesized):
     run = states["RunCommand"]
     params = run["Parameters"]
     assert run["Resource"] == "arn:aws:states:::ecs:runTask.sync"
-    assert run["TimeoutSeconds"] == 3900 and run["ResultPath"] is None
+    assert run["TimeoutSeconds"] == 3900
     assert params["LaunchType"] == "FARGATE" and params["PlatformVersion"] == "1.4.0"
     assert params["TaskDefinition.$"] == "$.command.task_definition"
     assert params["Overrides.$"] == "$.command.overrides"
@@ -77,11 +77,26 @@ def test_run_command_is_sync_fargate_in_isolated_subnets(synthesized):
     isolated = {f"ref-{lid}" for lid, r in synthesized.of_type("AWS::EC2::Subnet").items()
                 if r["Properties"]["MapPublicIpOnLaunch"] is False and "sandbox" in lid}
     assert set(vpc["Subnets"]) == isolated and len(isolated) == 1  # a non-prod stage: 1 AZ
-    assert run["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.command_error",
+
+
+def test_run_command_retries_only_before_a_task_started_and_keeps_how_it_ended(
+        synthesized):
+    states = _asl(synthesized)["States"]
+    run = states["RunCommand"]
+    (retry,) = run["Retry"]
+    # RunTask API errors and Failures (no task exists); never States.TaskFailed or
+    # States.ALL: a task that started may have run its command
+    assert set(retry["ErrorEquals"]) == {"ECS.AmazonECSException", "ECS.ThrottlingException",
+                                         "ECS.ServerException", "AmazonECS.Unknown"}
+    assert (retry["IntervalSeconds"], retry["BackoffRate"], retry["MaxAttempts"]) == \
+        (5, 2, 5)
+    # success and failure land at the same path, so AfterCommand passes either on
+    assert run["ResultSelector"] == {"Error": ""} and run["ResultPath"] == "$.command_task"
+    assert run["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.command_task",
                              "Next": "AfterCommand"}]
     assert states["AfterCommand"]["Parameters"] == {
         "run_id.$": "$.run_id", "generation.$": "$.generation",
-        "command": {"request_id.$": "$.command.request_id"}}
+        "command": {"request_id.$": "$.command.request_id", "task.$": "$.command_task"}}
 
 
 def test_rollover_starts_the_same_machine_with_the_next_generation(synthesized):
@@ -91,6 +106,21 @@ def test_rollover_starts_the_same_machine_with_the_next_generation(synthesized):
         "StateMachineArn.$": "$$.StateMachine.Id", "Name.$": "$.next_execution.name",
         "Input": {"run_id.$": "$.run_id", "generation.$": "$.next_execution.generation",
                   "command.$": "States.StringToJson('null')"}}
+
+
+def test_rollover_retries_counts_an_existing_execution_as_started_and_records_a_failure(
+        synthesized):
+    rollover = _asl(synthesized)["States"]["Rollover"]
+    already, every = rollover["Retry"]
+    # the first matching retrier applies: ExecutionAlreadyExists is not retried...
+    assert already == {"ErrorEquals": ["StepFunctions.ExecutionAlreadyExistsException"],
+                       "MaxAttempts": 0}
+    assert every["ErrorEquals"] == ["States.ALL"]
+    assert (every["IntervalSeconds"], every["BackoffRate"], every["MaxAttempts"]) == (2, 2, 6)
+    # ...but caught as success; any other final failure is recorded (the run: resume)
+    assert rollover["Catch"] == [
+        {"ErrorEquals": ["StepFunctions.ExecutionAlreadyExistsException"], "Next": "Succeed"},
+        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": "RecordFailure"}]
 
 
 def test_standard_logging_errors_without_data_and_tracing(synthesized):

@@ -50,7 +50,8 @@ FREE_AT_REST = {
     "AWS::ECS::Cluster", "AWS::ECS::TaskDefinition", "AWS::EFS::AccessPoint",
     "AWS::EFS::MountTarget", "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Route",
     "AWS::ApiGatewayV2::Authorizer", "AWS::ApiGatewayV2::Stage",
-    "AWS::Cognito::UserPoolClient", "Custom::AWS",
+    "AWS::Cognito::UserPoolClient", "Custom::AWS", "AWS::Lambda::EventInvokeConfig",
+    "Custom::VectorBucketTeardown",
     # per request, per execution or per delivery only
     "AWS::Lambda::Function", "AWS::StepFunctions::StateMachine", "AWS::ApiGatewayV2::Api",
     "AWS::SQS::Queue", "AWS::SNS::Topic", "AWS::Events::Rule", "AWS::Scheduler::Schedule",
@@ -79,7 +80,11 @@ def monthly(template: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
             if props.get("VpcEndpointType") == "Interface":
                 add(ENDPOINT_LINE, len(props["SubnetIds"]), ENDPOINT_AZ_HOUR * HOURS)
             continue  # a gateway endpoint (S3, DynamoDB) is free
-        if kind in PRICES:
+        if kind == "AWS::CloudWatch::Alarm" and "Metrics" in props:
+            # a metric math alarm is billed per metric it reads
+            metrics = sum(1 for m in props["Metrics"] if "MetricStat" in m)
+            add(PRICES[kind][0], metrics, PRICES[kind][1])
+        elif kind in PRICES:
             add(*PRICES[kind][:1], 1, PRICES[kind][1])
         elif kind not in FREE_AT_REST:
             raise KeyError(f"{kind} is not priced: add it to tests/support/at_rest.py and "

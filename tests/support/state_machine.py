@@ -16,23 +16,36 @@ serverless benchmark (tests/benchmarks/bench_serverless.py).
   out (getmoto/moto#10076), and the Fargate container played when RunTask is called.
   Any ``pytest.MonkeyPatch`` works (a fixture's, or ``pytest.MonkeyPatch()`` undone by
   its owner).
-- ``Deployment``: the API handler fed API Gateway v2 events, and the executions of a run.
+- ``Deployment``: the API handler fed API Gateway v2 events, and the executions of a run;
+  ``open_deployment`` sets one up on moto (the synthesized machine, the bench, the local
+  Lambda endpoint, the ECS shim) for a scripted model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from functional.aws.harness import REGION, Bench, Container
+from functional.aws.harness import (
+    REGION,
+    Bench,
+    Container,
+    clients,
+    fake_credentials,
+    mock_config,
+    open_bench,
+)
 
 from agentloom.api.app import build_app
 from agentloom.handlers import api as api_handler
@@ -52,7 +65,8 @@ API_HANDLER = "agentloom.handlers.api.handler"
 PSEUDO = {"AWS::Partition": "aws", "AWS::Region": "us-east-1",
           "AWS::AccountId": "123456789012", "AWS::URLSuffix": "amazonaws.com",
           "AWS::StackName": "AgentLoom-test"}
-CONTEXT = {"aws:cdk:bundling-stacks": [], "stage": "test"}
+# a disposable stage (retain=false): one AZ, one NAT, data deleted with the stack
+CONTEXT = {"aws:cdk:bundling-stacks": [], "stage": "test", "retain": False}
 
 
 def resolve(node: Any, values: Mapping[str, str]) -> Any:
@@ -349,3 +363,39 @@ def resource_values(synthesized: Synthesized, bench: Bench) -> dict[str, str]:
             values[f"{lid}.Arn"] = bench.resources.cluster_arn
     return values
 
+
+
+@contextlib.contextmanager
+def open_deployment(synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch,
+                    tmp_path: Path, script: list[Any], agent: dict[str, Any], *,
+                    rollover: int = 4) -> Iterator[Deployment]:
+    """The synthesized state machine on moto, driving runs of ``agent`` against a model
+    server that plays ``script``; the step service rolls over every ``rollover`` commits."""
+    from moto import mock_aws
+
+    fake_credentials(monkeypatch)
+    # retry waits are real sleeps in moto: give the retrier its own clock (patching
+    # ``time.sleep`` itself would turn every sleep of the process — the settle loop's
+    # too — into a busy loop that starves the execution of the GIL)
+    monkeypatch.setattr("moto.stepfunctions.parser.asl.component.common.retry.retrier_decl."
+                        "time", SimpleNamespace(sleep=lambda seconds: None))
+    model = OpenAICompatibleServer(script).start()
+    with mock_aws(config=mock_config()):  # type: ignore[call-overload]
+        aws = clients()
+        bench = open_bench(aws, tmp_path, model.base_url, state_machine_arn=MACHINE_ARN,
+                           rollover=rollover)
+        bench.agent(agent)
+        bench.service.rollover_cycles = rollover
+        endpoint = LambdaEndpoint(lambda event: bench.service.handle(event))
+        monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", endpoint.url)
+        definition = synthesized.definition(resource_values(synthesized, bench))
+        aws.sfn.create_state_machine(name=MACHINE, definition=json.dumps(definition),
+                                     roleArn="arn:aws:iam::123456789012:role/sfn")
+        seen = casing_shim(monkeypatch, bench)
+        try:
+            yield Deployment(bench, endpoint, seen, model)
+        finally:
+            api_handler.configure(None)
+            endpoint.close()
+            bench.service.close()
+            model.stop()

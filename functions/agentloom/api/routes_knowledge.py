@@ -26,12 +26,12 @@ from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloom.api.routing import declare, json_response
-from agentloom.knowledge import BaseSpec, KnowledgeCapability, KnowledgeService
 from agentloom.knowledge.index import MAX_TOP_K
 from agentloom.platform.errors import Invalid, NotFound
 
 if TYPE_CHECKING:
     from agentloom.api._resolver import ApiResolver
+    from agentloom.knowledge import KnowledgeService
     from agentloom.platform.admin import AdminService
     from agentloom.platform.sessions import SessionService
 
@@ -155,6 +155,10 @@ class CitationsOut(BaseModel):
 
 
 def _wired(admin: AdminService) -> KnowledgeService | None:
+    # The knowledge package (indexing, parsing, embeddings) loads with the first
+    # knowledge request, not with the API's routes (the function's cold start).
+    from agentloom.knowledge import KnowledgeCapability
+
     capability = admin.capabilities.find(KnowledgeCapability)
     return None if capability is None else capability.service
 
@@ -231,6 +235,8 @@ def _base_routes(app: ApiResolver, admin: AdminService) -> None:
     @app.post(bases, tags=TAG, status_code=201,
               responses=declare(403, 404, body=True, ok={201: "The new knowledge base"}))
     def create_knowledge_base(space_id: str, body: BaseIn) -> BaseOut:
+        from agentloom.knowledge import BaseSpec
+
         return _base_out(_service(admin).create_base(app.principal(), space_id, BaseSpec(
             name=body.name, connection_id=body.connection_id,
             document_model=body.document_model, query_model=body.query_model,

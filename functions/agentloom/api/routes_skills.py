@@ -25,12 +25,12 @@ from agentloom.platform.access import member_of
 from agentloom.platform.domain import Role
 from agentloom.platform.errors import Unavailable
 from agentloom.platform.identity import Principal
-from agentloom.skills import SkillDetail, SkillRecord, SkillsCapability, SkillService
 
 if TYPE_CHECKING:
     from agentloom.api._resolver import ApiResolver
     from agentloom.platform.admin import AdminService
     from agentloom.platform.sessions import SessionService
+    from agentloom.skills import SkillDetail, SkillRecord, SkillService
 
 P = "/api/v1"
 TAG = ["skills"]
@@ -125,6 +125,8 @@ def _service(admin: AdminService, who: Principal, space_id: str,
              role: Role = "member") -> SkillService:
     """The service, once the caller may see the space (a deployment without skills
     answers 404/403 like any other to those who may not)."""
+    from agentloom.skills import SkillsCapability  # the service loads with its first use
+
     member_of(admin.store, who, space_id, role)
     capability = admin.capabilities.find(SkillsCapability)
     if capability is not None:

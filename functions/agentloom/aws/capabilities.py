@@ -27,6 +27,9 @@ from agentloom.capabilities import (
     CapabilityBase,
     LazyCapability,
     RunScope,
+    binds_knowledge,
+    binds_mcp,
+    binds_skills,
 )
 from agentloom.crypto import Keyring
 from agentloom.platform.errors import Invalid
@@ -104,16 +107,7 @@ def aws_capabilities(*, table: str, dynamodb: DynamoDBClient, store: PlatformSto
 
     items: list[Capability] = [
         LazyCapability("skills", skills, binds_skills),
-        LazyCapability("mcp", mcp, lambda snapshot: bool(snapshot.mcp_tools)),
+        LazyCapability("mcp", mcp, binds_mcp),
         LazyCapability("knowledge", knowledge, binds_knowledge) if vector_bucket
         else KnowledgeOff()]
     return Capabilities.of(items)
-
-
-def binds_skills(snapshot: AgentSnapshot) -> bool:
-    return bool(snapshot.skills) or any(t.skills for t in snapshot.subagents)
-
-
-def binds_knowledge(snapshot: AgentSnapshot) -> bool:
-    return bool(snapshot.knowledge_bases) or any(t.knowledge_bases
-                                                 for t in snapshot.subagents)

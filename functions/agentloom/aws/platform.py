@@ -29,7 +29,6 @@ from agentloom.aws.workspaces import EfsWorkspaces
 from agentloom.capabilities import Capabilities
 from agentloom.crypto import EnvelopeCodec, KeyScope
 from agentloom.crypto.kms_keyring import KmsKeyring
-from agentloom.models import ModelDiscovery
 from agentloom.models.gateway import ConnectionModels, default_model_factory
 from agentloom.platform.admin import AdminService
 from agentloom.platform.agents import DraftRules
@@ -106,10 +105,11 @@ class AwsClients:
 
 @functools.cache
 def _session() -> Any:
-    """One botocore session per container: its loader reads each service model once."""
-    import botocore.session  # the aws extra; loaded when a container wires itself
+    """One botocore session per container: its loader reads each service model once
+    (``_botocore.ColdStartLoader``: without botocore's scan of every service folder)."""
+    from agentloom.aws._botocore import cold_start_session  # botocore: the aws extra
 
-    return botocore.session.get_session()
+    return cold_start_session()
 
 
 def document_scope(store: PlatformStore, stage: str) -> Callable[[str], KeyScope]:
@@ -187,7 +187,7 @@ class AwsPlatform:
         checkpoints.attach(commits)
         tracker = RunTracker(store, checkpoints, redactor=redactor, commits=commits)
         admin = AdminService(store, rules, secrets=CodecSecrets(keyring, store),
-                             discovery=ModelDiscovery(), capabilities=capabilities)
+                             capabilities=capabilities)  # discovery made on first use
         models = ConnectionModels(admin, model_factory or default_model_factory,
                                   redact=tracker.redactor.add)
         host = aws_host(config, tracker, models, capabilities)

@@ -5,7 +5,9 @@
 a strict pydantic model: no coercion (``"1"`` or ``true`` is not a generation), no
 other top-level keys (a drift between the state machine and this function is refused,
 not ignored). ``command`` is the previous step's reply coming back after the sandbox
-task, so its other keys (``task_definition``, ``overrides``) are allowed and dropped.
+task, so its other keys (``task_definition``, ``overrides``) are allowed and dropped;
+``command.task`` is how that task ended, as RunCommand reported it (``{"Error": ""}``,
+or the Catch's ``{"Error", "Cause"}``).
 A bad input is a ``StepInputError`` (``invalid_step_input``) naming the field.
 """
 
@@ -28,6 +30,7 @@ _EXPECTED = {
     "command": 'must be null or {"request_id": …}',
     "command.request_id": "must be a command request id (1 to 128 letters, digits or "
                           "._:- , starting with a letter or digit)",
+    "command.task": 'must be {"Error": …, "Cause"?: …} (how the sandbox task ended)',
     "failure": "must be an object (the state machine's Catch)",
 }
 
@@ -36,12 +39,24 @@ class StepInputError(ConfigError):
     code = "invalid_step_input"
 
 
+class TaskEnd(BaseModel):
+    """How the sandbox task ended (RunCommand's result or Catch): ``Error`` is empty when
+    its container exited 0; ``Cause`` is the error's detail (for ``States.TaskFailed``
+    the stopped task's description as JSON)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
+
+    Error: str | None = None
+    Cause: str | None = None
+
+
 class StepCommand(BaseModel):
-    """The command whose task ran: only its request id is read."""
+    """The command whose task ran: its request id, and how its task ended."""
 
     model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
 
     request_id: str = Field(pattern=REQUEST_ID)
+    task: TaskEnd | None = None
 
 
 class StepInput(BaseModel):
@@ -72,7 +87,8 @@ def _refused(err: ValidationError) -> StepInputError:
     errors = err.errors()
     fields = [".".join(str(part) for part in e["loc"]) for e in errors]
     field, kind = fields[0], errors[0]["type"]
-    expected = _EXPECTED.get(field) or _EXPECTED.get(field.split(".", 1)[0], "is invalid")
+    expected = _EXPECTED.get(field) or _EXPECTED.get(".".join(field.split(".")[:2])) or \
+        _EXPECTED.get(field.split(".", 1)[0], "is invalid")
     if not field:
         message = "the step input must be an object"
     elif kind == "extra_forbidden":

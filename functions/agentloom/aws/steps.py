@@ -23,15 +23,20 @@ never text): ``{"run_id", "generation", "next", "status", "cycle", "command",
 4. The next move: ``command`` — the marker is claimed on EFS and the payload carries the
    session's task-definition revision and the RunTask overrides (``SandboxRegistry``); the
    step after the task reads the ``CommandResult`` by request id from the session's
-   ``results/`` (a missing one with a marker is an unknown outcome: the run blocks);
-   ``rollover`` — after ``rollover_cycles`` commits in one generation the fence moves on
+   ``results/`` (a missing one with a marker is an unknown outcome: the run blocks — unless
+   the state machine reports that the task never started, ``command.task``: then the
+   step writes a ``sandbox_not_started`` result, the command did not run and the run goes
+   on); ``rollover`` — after ``rollover_cycles`` commits in one generation the fence moves on
    and the state machine starts the next execution.
 
 A step that finds an operation of its own execution in flight (its invocation died, e.g.
 a timeout mid model call; the state machine retried) raises ``OperationInFlight``: the
 state machine then records the failure (``failure`` input), and the in-flight operation
 is examined in a new execution by the engine's own rules — an unknown outcome blocks the
-run with the resolve way out, never leaves it ``running``. A step whose commit loses the
+run with the resolve way out, never leaves it ``running``. A Rollover that gave up (its
+StartExecution failed after its retries) reaches RecordFailure too: the fence already
+names the next generation, which never started, so the run stands ``interrupted`` (the
+``resume`` way out) and the failure is recorded as an event. A step whose commit loses the
 head's compare-and-set (a concurrent duplicate) changed nothing and returns ``continue``
 (the next step goes on from the committed head).
 """
@@ -57,6 +62,7 @@ from agentloom.platform.agents import snapshot_of
 from agentloom.platform.domain import Run
 from agentloom.platform.host import scope_of
 from agentloom.platform.store import WriteConflict
+from agentloom.sandbox.fargate import NOT_STARTED, never_started
 from agentloom_runtime.contracts import StepResult
 from agentloom_runtime.engine import Engine, RunSummary
 from agentloom_runtime.errors import (
@@ -65,7 +71,7 @@ from agentloom_runtime.errors import (
     ConfigError,
 )
 from agentloom_runtime.snapshot import AgentSnapshot
-from agentloom_runtime.workspace import CommandSpec, WorkspaceError
+from agentloom_runtime.workspace import CommandResult, CommandSpec, WorkspaceError
 
 log = logging.getLogger(__name__)
 MODEL_STEPS = frozenset({"action", "compaction", "verification"})  # kinds that call the model
@@ -151,6 +157,9 @@ class StepService:
         """Stale — unless this generation's rollover reply was lost (a retried step)."""
         found = fence.read(self.store, step.run_id)
         if found is not None and fence.rollover_pending(found.value, step.generation):
+            if step.failure is not None:  # the Rollover state gave up on StartExecution
+                self._failure_event(step, during="rollover")
+                return self._reply(step, "stale", summary.status, 0)
             following = found.value.generation
             return self._reply(step, "rollover", summary.status, 0, next_execution={
                 "name": fence.execution_name(step.run_id, following),
@@ -223,6 +232,8 @@ class StepService:
         self._clear_markers(attached)
         if step.request_id is None:
             self._undispatch(attached, step.generation)
+        else:
+            self._task_ended(attached, step)
         relay = Relay.of(engine) or Relay()
         try:
             with relay.observing(run_id=run.run_id, session_id=run.session_id,
@@ -324,6 +335,36 @@ class StepService:
                 not (markers.results / f"{waiting}.json").exists():
             markers.remove(waiting)
 
+    def _task_ended(self, attached: _Attached, step: StepInput) -> None:
+        """The sandbox task of the waiting command ended with an error. One that never
+        started (``never_started``) gets a ``sandbox_not_started`` result: the engine
+        records the command as failed, not run, and the run goes on (the model reads
+        why). One that started and failed is only logged: its result file, when it
+        wrote one, says what happened; without one the outcome is unknown."""
+        task = step.command.task if step.command is not None else None
+        if task is None or not task.Error or step.request_id is None:
+            return
+        request_id = step.request_id
+        reason = never_started(task.Error, task.Cause)
+        if reason is None:
+            log.warning("run %s: the sandbox task of command %s failed (%s)", step.run_id,
+                        request_id, task.Error[:120])
+            return
+        try:
+            waiting = attached.engine.command_spec()["request_id"]
+        except ConfigError:
+            return
+        markers = attached.workspaces.commands
+        if waiting != request_id or markers.read_result(request_id) is not None or \
+                not any(m.get("request_id") == request_id for m in markers.pending()):
+            return  # another command's, or its task wrote a result after all
+        log.warning("run %s: the sandbox task of command %s never started (%s)",
+                    step.run_id, request_id, reason)
+        markers.write_result(CommandResult(
+            request_id=request_id, exit_code=None, error=NOT_STARTED,
+            stderr_head=f"the sandbox task did not start, so the command did not run: "
+                        f"{reason}"))
+
     def _clear_markers(self, attached: _Attached) -> None:
         """Markers whose task is over: a result was written and the engine no longer
         waits for it (recorded), so file tools and new commands are not refused; the
@@ -348,9 +389,7 @@ class StepService:
         new execution (an unknown outcome blocks with the resolve way out); without one
         the run is left to resume (interrupted), the error code recorded as an event."""
         await self._drop(run.run_id)
-        error = str((step.failure or {}).get("Error", "States.TaskFailed"))[:200]
-        self.tracker.event(run.run_id, "run.step_failed", {
-            "run_id": run.run_id, "generation": step.generation, "code": error})
+        self._failure_event(step, during="step")
         status = summary.status
         if status == "running" and summary.in_flight is not None:
             engine, _ = self.host.engine(scope_of(run), self._snapshot(run), attach=True)
@@ -366,6 +405,13 @@ class StepService:
         after = self.tracker.summary(run.run_id)
         status = after.status if after else status
         return self._reply(step, _ended(status), status, 0)
+
+
+    def _failure_event(self, step: StepInput, *, during: str) -> None:
+        error = str((step.failure or {}).get("Error", "States.TaskFailed"))[:200]
+        self.tracker.event(step.run_id, "run.step_failed", {
+            "run_id": step.run_id, "generation": step.generation, "code": error,
+            "during": during})
 
 
 def _ended(status: str) -> str:

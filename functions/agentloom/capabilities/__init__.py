@@ -152,3 +152,17 @@ class Capabilities:
                     raise ConfigError(f"two capabilities provide the service {name!r}")
                 merged[name] = service
         return merged
+
+
+# What a snapshot binds, for a ``LazyCapability``'s ``binds`` (the AWS and embedded sets).
+def binds_skills(snapshot: AgentSnapshot) -> bool:
+    return bool(snapshot.skills) or any(t.skills for t in snapshot.subagents)
+
+
+def binds_mcp(snapshot: AgentSnapshot) -> bool:
+    return bool(snapshot.mcp_tools)
+
+
+def binds_knowledge(snapshot: AgentSnapshot) -> bool:
+    return bool(snapshot.knowledge_bases) or any(t.knowledge_bases
+                                                 for t in snapshot.subagents)

@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser(way.program, __doc__).parse_args(words)
     if args.command == "serve":
         return _serve(args)
-    from ._local import main as local
+    from agentloom.cold_start import paused_collector
 
+    with paused_collector():  # what a local command runs on, ~600 modules, imported once
+        from agentloom.local import app  # noqa: F401
+
+        from ._local import main as local
     return local(args, way)

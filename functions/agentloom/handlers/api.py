@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentloom.cold_start import cold_start
+
 if TYPE_CHECKING:  # the resolver and the platform load on the first request
     from agentloom.api._resolver import ApiResolver
     from agentloom.platform.launcher import RunJob
@@ -48,6 +50,7 @@ class NoLauncher:
         return None
 
 
+@cold_start
 def _wire() -> ApiResolver:
     from agentloom.api.app import build_app
     from agentloom.aws.config import is_aws

@@ -13,12 +13,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from agentloom.cold_start import cold_start
+
 if TYPE_CHECKING:
     from agentloom.aws.steps import StepService
 
 _service: StepService | None = None
 
 
+@cold_start
 def _wire() -> StepService:
     from agentloom.aws.config import AwsConfig
     from agentloom.aws.platform import AwsPlatform

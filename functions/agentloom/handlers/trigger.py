@@ -11,20 +11,24 @@ configuration raises ``ConfigError`` naming the variable at the first invocation
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentloom.triggers import TriggerService
+from agentloom.cold_start import cold_start
+
+if TYPE_CHECKING:  # imported by the wiring, with the collector paused
+    from agentloom.triggers import TriggerService
 
 _service: TriggerService | None = None
 
 
+@cold_start
 def _wire() -> TriggerService:
     from aws_lambda_powertools import Logger
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     from agentloom.aws.config import AwsConfig
     from agentloom.aws.platform import AwsPlatform
-    from agentloom.triggers import TriggerConfig
+    from agentloom.triggers import TriggerConfig, TriggerService
 
     Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "agentloom"))  # JSON lines
     config = TriggerConfig.from_environ(os.environ)

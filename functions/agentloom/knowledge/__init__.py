@@ -12,12 +12,19 @@ search as a durable operation) → ``service`` (access rules, the API's operatio
 User documentation: docs/knowledge.md; the AWS store: docs/adr/0005-knowledge-vector-store.md.
 """
 
-from .capability import KnowledgeCapability
-from .embeddings import ConnectionEmbedder, Embedded, Embedder, Endpoint, OpenAIEmbeddings
-from .errors import DocumentInvalid, DocumentTooLarge, EmbeddingFailed
-from .index import Hit, IndexedVector, MemoryIndex, VectorIndex
-from .service import BaseSpec, KnowledgeService
-from .store import ContentSealer, KnowledgeStore
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentloom_runtime._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .capability import KnowledgeCapability
+    from .embeddings import ConnectionEmbedder, Embedded, Embedder, Endpoint, OpenAIEmbeddings
+    from .errors import DocumentInvalid, DocumentTooLarge, EmbeddingFailed
+    from .index import Hit, IndexedVector, MemoryIndex, VectorIndex
+    from .service import BaseSpec, KnowledgeService
+    from .store import ContentSealer, KnowledgeStore
 
 __all__ = [
     "BaseSpec", "ConnectionEmbedder", "ContentSealer", "DocumentInvalid", "DocumentTooLarge",
@@ -25,3 +32,27 @@ __all__ = [
     "KnowledgeCapability", "KnowledgeService", "KnowledgeStore", "MemoryIndex",
     "OpenAIEmbeddings", "VectorIndex",
 ]
+
+# Each name loads its module on first use (PEP 562): importing one light module of the
+# package (the step reads connection records, the API declares its routes) does not
+# import httpx, the discovery client or the indexing code.
+_HOMES = {
+    "BaseSpec": ".service",
+    "ConnectionEmbedder": ".embeddings",
+    "ContentSealer": ".store",
+    "DocumentInvalid": ".errors",
+    "DocumentTooLarge": ".errors",
+    "Embedded": ".embeddings",
+    "Embedder": ".embeddings",
+    "EmbeddingFailed": ".errors",
+    "Endpoint": ".embeddings",
+    "Hit": ".index",
+    "IndexedVector": ".index",
+    "KnowledgeCapability": ".capability",
+    "KnowledgeService": ".service",
+    "KnowledgeStore": ".store",
+    "MemoryIndex": ".index",
+    "OpenAIEmbeddings": ".embeddings",
+    "VectorIndex": ".index",
+}
+__getattr__ = lazy_exports(__name__, _HOMES)

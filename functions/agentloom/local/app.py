@@ -32,7 +32,7 @@ import dataclasses
 import os
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -41,7 +41,7 @@ from agentloom.capabilities import RunScope
 from agentloom.local.runs import RunDriver, stopped_step
 from agentloom.models.gateway import gateway_for
 from agentloom.platform.domain import Run
-from agentloom.platform.host import RunHost, hook_registry
+from agentloom.platform.host import HookLoader, RunHost, hook_registry
 from agentloom.platform.launcher import RunJob
 from agentloom.platform.lease import Driver, this_process
 from agentloom.platform.redaction import Redactor
@@ -58,7 +58,6 @@ from agentloom_runtime.contracts import (
 from agentloom_runtime.engine import Engine, RunSummary, cancel_run, read_run
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 from agentloom_runtime.events import Emit, Topic
-from agentloom_runtime.hooks import HookRegistry
 from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 
 from .embedded import local_host
@@ -74,7 +73,6 @@ from .sessions import LOCAL_USER as LOCAL_USER
 from .sessions import CliSessions, old_stream
 from .workspaces import LocalWorkspaces
 
-HookLoader = Callable[[AgentSnapshot], HookRegistry | None]
 CANCEL_ATTEMPTS = 5
 ENDED = ("completed", "failed", "cancelled")
 

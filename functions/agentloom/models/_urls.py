@@ -6,8 +6,6 @@ import ipaddress
 import re
 from typing import Literal
 
-import httpx
-
 from .catalogue import DEEPSEEK_BASE_URL, OPENAI_BASE_URL
 from .errors import ConnectionInputError
 
@@ -49,6 +47,8 @@ def normalize_base_url(base_url: object, provider: str) -> str:
         raise _bad(f"base_url must be a URL of at most {MAX_URL_CHARS} characters")
     if not base_url.isprintable() or any(c.isspace() for c in base_url):
         raise _bad("base_url must not contain spaces or control characters")
+    import httpx  # its URL parser, on first use: the api and trigger never load httpx
+
     try:
         url = httpx.URL(base_url)
     except (TypeError, httpx.InvalidURL):

@@ -27,8 +27,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import httpx
-
 CATALOGUE_VERSION = "openai-models/2025-08"
 CATALOGUE_CHECKED = "2025-08"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -81,6 +79,8 @@ def is_official_openai(provider: str, base_url: str) -> bool:
     any trailing slash): the one endpoint the manifest describes."""
     if provider != "openai":
         return False
+    import httpx  # its URL parser, on first use: the api and trigger never load httpx
+
     try:
         url = httpx.URL(base_url)
     except (TypeError, httpx.InvalidURL):

@@ -24,13 +24,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict
 
 from ._addresses import AddressPolicy, Resolver, check_addresses, system_resolver
-from ._transport import fetch_pinned
 from ._urls import Provider, check_provider, normalize_base_url
 from .budget import ResolvedBudget, provider_fields, resolve_budget
 from .catalogue import not_chat_message, not_chat_reason
@@ -44,6 +42,9 @@ from .errors import (
     ProviderStatusError,
     ProviderUnreachable,
 )
+
+if TYPE_CHECKING:  # httpx loads with the first discovery: the API declares DiscoveredModel
+    import httpx
 
 MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 MAX_MODELS = 5_000
@@ -184,6 +185,8 @@ class ModelDiscovery:
 
     async def _list(self, provider: Provider, base_url: str,
                     key: str) -> list[DiscoveredModel] | DiscoveryError:
+        import httpx
+
         target = httpx.URL(f"{base_url}/models")
         port = target.port or (443 if target.scheme == "https" else 80)
         addresses = check_addresses(await self._resolver(target.host, port), self.policy)
@@ -194,6 +197,8 @@ class ModelDiscovery:
 
     async def _fetch(self, target: httpx.URL, addresses: list[str],
                      key: str) -> bytes | DiscoveryError:
+        from ._transport import fetch_pinned
+
         headers = {"Accept": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"

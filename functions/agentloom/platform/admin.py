@@ -24,18 +24,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
 from agentloom.capabilities import Capabilities
-from agentloom.models import (
-    DEFAULT_BASE_URLS,
-    DiscoveredModel,
-    ModelConnectionSpec,
-    ModelDiscovery,
-    key_for_update,
-)
+from agentloom.models import DEFAULT_BASE_URLS, ModelConnectionSpec, key_for_update
 from agentloom.platform.access import check_id, member_of
 from agentloom.platform.agents import (
     PLATFORM_FIELDS,
@@ -69,6 +63,9 @@ from agentloom.platform.model_links import link_model, run_key
 from agentloom.platform.store import PlatformStore, WriteConflict, retry_conflicts
 from agentloom.platform.store.items import ABSENT, put
 from agentloom_runtime.snapshot import ModelConnection
+
+if TYPE_CHECKING:  # the discovery client (httpx) loads with the first discovery
+    from agentloom.models import DiscoveredModel, ModelDiscovery
 
 MAX_NAME = 200
 MAX_KEY = 4_096
@@ -388,7 +385,11 @@ class AdminService:
                                    decision.message or "the key cannot be used")
             if decision.action == "reuse" and current.sealed_key is not None:
                 key = self._open(current)
-        discovery = self.discovery or ModelDiscovery()
+        if self.discovery is None:
+            from agentloom.models import ModelDiscovery
+
+            self.discovery = ModelDiscovery()
+        discovery = self.discovery
         return asyncio.run(discovery.discover(provider, base_url, key))
 
     def run_key(self, space_id: str, connection_id: str, model: ModelConnection) -> str:

@@ -173,3 +173,44 @@ def task_definition(*, family: str, image: str, execution_role_arn: str,
                     *({"name": f"skill-{i}", "efsVolumeConfiguration": efs(point)}
                       for i, (_, point) in enumerate(skills))],
     }
+
+
+NOT_STARTED = "sandbox_not_started"
+# Stopped reasons of a task whose container never ran (ECS "stopped tasks error codes").
+_START_FAILURES = ("CannotPullContainerError", "ResourceInitializationError",
+                   "CannotStartContainerError", "CannotCreateVolumeError",
+                   "TaskFailedToStart", "ResourceNotFoundException")
+
+
+def never_started(error: str | None, cause: str | None) -> str | None:
+    """Why the sandbox task of a command never ran its container, from the error the
+    ``ecs:runTask.sync`` state reported (its ``Error`` and ``Cause``); None when the
+    command ran or may have run (its fate is then the result file's, or unknown).
+
+    ``ECS.*`` and ``AmazonECS.*`` errors come from the RunTask call itself (an API error,
+    or ``Failures`` such as no capacity): no task exists. ``States.TaskFailed`` carries the
+    stopped task's description as JSON: it never ran when its stop code is
+    ``TaskFailedToStart``, or when it never reached RUNNING (no ``startedAt``) and no
+    container has an exit code.
+    """
+    if not error:
+        return None
+    if error.startswith(("ECS.", "AmazonECS.")):
+        return f"RunTask failed ({error[:120]})"
+    if error != "States.TaskFailed" or not cause:
+        return None  # a timeout, or a failure without the task's description
+    try:
+        task = json.loads(cause)
+    except ValueError:
+        return None
+    if not isinstance(task, dict):
+        return None
+    task = {str(k).lower(): v for k, v in task.items()}  # PascalCase or camelCase
+    containers = [c for c in task.get("containers") or [] if isinstance(c, dict)]
+    exited = any("exitcode" in {str(k).lower() for k in c} for c in containers)
+    stop_code = str(task.get("stopcode") or "")
+    reason = str(task.get("stoppedreason") or "")
+    if stop_code == "TaskFailedToStart" or (not exited and "startedat" not in task) or \
+            (not exited and reason.startswith(_START_FAILURES)):
+        return f"{stop_code or 'stopped'}: {reason}"[:300].rstrip(": ")
+    return None

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .archive import SkillTree
 from .format import SkillMeta
+
+if TYPE_CHECKING:  # the archive readers (zipfile, tarfile) load with an upload, not a run
+    from .archive import SkillTree
 
 FORMAT: Literal[1] = 1
 HASH_PREFIX = "sha256:"

@@ -256,18 +256,20 @@ class BaseCheckpointStore(ABC):
         text, data = _serialize(head)
         forced = _bases.is_reference(head)
         if not forced and (not self.head_bases or len(data) <= _bases.BASE_MIN_BYTES):
-            return self._inline_or_spill(head, HEAD_INLINE_BYTES, spilled), None
+            return self._inline_or_spill(head, HEAD_INLINE_BYTES, spilled, (text, data)), None
         version = commit.expected_version + 1
         base = self._remembered.get(commit.run_id)
         if base is not None and not forced:
             row = {_bases.BASE_KEY: base.key, _bases.DELTA_KEY: _bases.diff(base.body, head)}
-            size = len(_serialize(row)[1])
+            delta = _serialize(row)
+            size = len(delta[1])
             if size <= self._delta_bytes(commit.run_id):
-                return self._inline_or_spill(row, HEAD_INLINE_BYTES, spilled), base
+                return self._inline_or_spill(row, HEAD_INLINE_BYTES, spilled, delta), base
             if version - base.made_at < _bases.REBASE_COMMITS:  # no blob per commit
                 if size < len(data):
-                    return self._inline_or_spill(row, HEAD_INLINE_BYTES, spilled), base
-                return self._inline_or_spill(head, HEAD_INLINE_BYTES, spilled), None
+                    return self._inline_or_spill(row, HEAD_INLINE_BYTES, spilled, delta), base
+                return self._inline_or_spill(head, HEAD_INLINE_BYTES, spilled,
+                                             (text, data)), None
         new = _bases.Base(blob_key(data), text, json.loads(text), version)
         spilled[new.key] = data
         return _serialize({_bases.BASE_KEY: new.key, _bases.DELTA_KEY: {}})[0], new
@@ -383,10 +385,11 @@ class BaseCheckpointStore(ABC):
                 details={"run_id": item.run_id}) from None
         return self._codec.open(item, envelope, _KeySlots(self)).decode()
 
-    def _inline_or_spill(self, body: Any, limit: int, spilled: dict[str, bytes]) -> str:
-        """The row text for ``body``: itself, or a reference to a blob holding it (added
-        to ``spilled``)."""
-        text, data = _serialize(body)
+    def _inline_or_spill(self, body: Any, limit: int, spilled: dict[str, bytes],
+                         serialized: tuple[str, bytes] | None = None) -> str:
+        """The row text for ``body`` (``serialized``: its ``_serialize`` already made):
+        itself, or a reference to a blob holding it (added to ``spilled``)."""
+        text, data = serialized or _serialize(body)
         if len(data) <= self._inline_bytes(limit) and not (
                 isinstance(body, dict) and SPILL_KEY in body):
             return text

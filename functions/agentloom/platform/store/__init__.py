@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentloom_runtime._lazy import lazy_exports
+
 from .items import (
     ABSENT,
     ANY,
@@ -29,19 +31,16 @@ from .items import (
 )
 from .memory import InMemoryItemStore
 from .platform_store import PlatformStore
-from .sqlite import SqliteItemStore
 from .tenancy import secret_hash
 
 if TYPE_CHECKING:
     from .dynamodb import DynamoDbItemStore
+    from .sqlite import SqliteItemStore
 
-
-def __getattr__(name: str) -> object:
-    if name == "DynamoDbItemStore":
-        from .dynamodb import DynamoDbItemStore
-
-        return DynamoDbItemStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The backends load on first use: a Lambda never opens SQLite, the embedded host never
+# loads botocore.
+__getattr__ = lazy_exports(__name__, {"DynamoDbItemStore": ".dynamodb",
+                                      "SqliteItemStore": ".sqlite"})
 
 
 __all__ = ["ABSENT", "ANY", "DynamoDbItemStore", "InMemoryItemStore", "ItemStore",
