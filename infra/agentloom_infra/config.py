@@ -32,6 +32,7 @@ from typing_extensions import TypedDict  # pydantic validates only this one befo
 STAGE = r"^[a-z][a-z0-9-]{0,15}$"
 LAYER_ARN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$"
 SCHEDULE = r"^(cron\([^()]+\)|rate\([^()]+\))$"
+DOMAIN = r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
 Function = Literal["api", "step", "trigger"]  # the stack's Lambda functions
 FUNCTIONS = get_args(Function)
 Tokenizer = Literal["openai", "deepseek"]  # vendor tokenizer families (bundling.TOKENIZERS)
@@ -125,6 +126,10 @@ _EXPECTED = {
                     "region)",
     "tokenizers": f"must be 'none' or comma-separated families of "
                   f"{list(TOKENIZER_FAMILIES)}",
+    "dnsAllowedDomains": "must be comma-separated domain names (lowercase; '*.' allowed "
+                         "as the first label)",
+    "stateMachineLogLevel": "must be one of ALL, ERROR, FATAL, OFF",
+    "userPoolMfa": "must be one of OFF, OPTIONAL, REQUIRED",
 }
 # ... and what one entry of a mapping key must be (the entry is named too).
 _EXPECTED_ENTRY = {
@@ -196,6 +201,18 @@ class StageConfig(BaseModel):
             "The vendor tokenizers the tokenizer layer ships ('none': no layer, every "
             "connection counts with the byte estimator; docs/deploy.md \"Lambda code "
             "and layers\")"))
+    dns_allowed_domains: Annotated[
+        tuple[Annotated[str, StringConstraints(pattern=DOMAIN)], ...],
+        BeforeValidator(_comma_list)] = Field(
+        default=(), alias="dnsAllowedDomains", description=(
+            "Domains the VPC may resolve beyond AWS's and the built-in model providers' "
+            "(dns_firewall.py): openai_compatible base URLs, MCP servers"))
+    state_machine_log_level: Literal["ALL", "ERROR", "FATAL", "OFF"] = Field(
+        default="ERROR", alias="stateMachineLogLevel", description=(
+            "Step Functions log level (ALL writes every history event to CloudWatch)"))
+    user_pool_mfa: Literal["OFF", "OPTIONAL", "REQUIRED"] = Field(
+        default="OPTIONAL", alias="userPoolMfa", description=(
+            "MFA (TOTP) of the Cognito user pool"))
     otel_layer_arn: str | None = Field(default=None, alias="otelLayerArn",
                                        pattern=LAYER_ARN, description=(
                                            "The ADOT Python layer (arm64): the GenAI spans "

@@ -2,7 +2,8 @@
 
 By default a Cognito user pool (admin-created users, no self sign-up) and an app client
 issue the tokens; with context ``jwtIssuer``/``jwtAudience`` an existing OIDC issuer does,
-and no pool is created. Every route is authorized (the api Lambda reads the verified
+and no pool is created. The pool's MFA (TOTP) is context ``userPoolMfa`` (``OPTIONAL`` by
+default, ``REQUIRED`` or ``OFF``). Every route is authorized (the api Lambda reads the verified
 ``sub``). The ``$default`` stage throttles and writes JSON access logs (no request bodies,
 no tokens) to an encrypted log group.
 """
@@ -33,20 +34,22 @@ ACCESS_LOG_FORMAT = {
 
 class HttpApi(Construct):
     """Attributes: ``api``, ``stage``, ``access_logs``, ``user_pool`` and ``client``
-    (None with an existing issuer), ``url``."""
+    (None with an existing issuer), ``mfa``, ``url``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, prefix: str,
                  handler: lambda_.IFunction, key: kms.IKey, issuer: str | None = None,
                  audience: Sequence[str] = (), rate_limit: int = 50, burst_limit: int = 100,
+                 mfa: cognito.Mfa = cognito.Mfa.OPTIONAL,
                  removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
+        self.mfa = mfa
         self.user_pool: cognito.UserPool | None = None
         self.client: cognito.UserPoolClient | None = None
         if issuer:
             authorizer: apigw.IHttpRouteAuthorizer = authorizers.HttpJwtAuthorizer(
                 "Jwt", issuer, jwt_audience=list(audience))
         else:
-            self.user_pool, self.client = self._user_pool(prefix, removal_policy)
+            self.user_pool, self.client = self._user_pool(prefix, mfa, removal_policy)
             authorizer = authorizers.HttpUserPoolAuthorizer(
                 "Cognito", self.user_pool, user_pool_clients=[self.client])
         self.api = apigw.HttpApi(self, "Api", api_name=f"{prefix}-api",
@@ -67,7 +70,7 @@ class HttpApi(Construct):
             format=json.dumps(ACCESS_LOG_FORMAT, separators=(",", ":")))
         self.url = self.api.api_endpoint
 
-    def _user_pool(self, prefix: str, removal_policy: cdk.RemovalPolicy
+    def _user_pool(self, prefix: str, mfa: cognito.Mfa, removal_policy: cdk.RemovalPolicy
                    ) -> tuple[cognito.UserPool, cognito.UserPoolClient]:
         pool = cognito.UserPool(
             self, "Users", user_pool_name=f"{prefix}-users", self_sign_up_enabled=False,
@@ -75,8 +78,8 @@ class HttpApi(Construct):
             password_policy=cognito.PasswordPolicy(
                 min_length=12, require_digits=True, require_lowercase=True,
                 require_uppercase=True, require_symbols=True),
-            mfa=cognito.Mfa.OPTIONAL, mfa_second_factor=cognito.MfaSecondFactor(
-                otp=True, sms=False),
+            mfa=mfa, mfa_second_factor=None if mfa == cognito.Mfa.OFF else
+            cognito.MfaSecondFactor(otp=True, sms=False),
             account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
             deletion_protection=removal_policy == cdk.RemovalPolicy.RETAIN,
             removal_policy=removal_policy)

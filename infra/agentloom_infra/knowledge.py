@@ -21,10 +21,12 @@ from constructs import Construct
 from agentloom_infra.vector_teardown import VectorBucketTeardown
 
 # what agentloom.knowledge.s3vectors_index calls (QueryVectors with metadata also
-# needs GetVectors)
-ACTIONS = ["s3vectors:GetIndex", "s3vectors:CreateIndex", "s3vectors:DeleteIndex",
-           "s3vectors:PutVectors", "s3vectors:GetVectors", "s3vectors:DeleteVectors",
-           "s3vectors:ListVectors", "s3vectors:QueryVectors"]
+# needs GetVectors): reading serves a run's search; writing only the api's knowledge
+# routes (POST documents, DELETE documents and bases, POST reindex)
+READ_ACTIONS = ["s3vectors:GetIndex", "s3vectors:GetVectors", "s3vectors:ListVectors",
+                "s3vectors:QueryVectors"]
+WRITE_ACTIONS = ["s3vectors:CreateIndex", "s3vectors:DeleteIndex", "s3vectors:PutVectors",
+                 "s3vectors:DeleteVectors"]
 
 
 class KnowledgeVectors(Construct):
@@ -49,8 +51,10 @@ class KnowledgeVectors(Construct):
                 self, "Teardown", prefix=prefix, bucket_name=self.bucket_name,
                 bucket_arn=self.bucket_arn, bucket=self.bucket, key=key)
 
-    def grant(self, grantee: iam.IGrantable) -> None:
-        """The index and vector operations on this bucket's indexes, and the key."""
+    def grant(self, grantee: iam.IGrantable, *, write: bool = False) -> None:
+        """The index and vector reads on this bucket's indexes (and the writes when
+        ``write``), and the key's GenerateDataKey/Decrypt (SSE-KMS)."""
         grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
-            actions=ACTIONS, resources=[self.bucket_arn, f"{self.bucket_arn}/index/*"]))
-        self.key.grant_encrypt_decrypt(grantee)
+            actions=READ_ACTIONS + (WRITE_ACTIONS if write else []),
+            resources=[self.bucket_arn, f"{self.bucket_arn}/index/*"]))
+        self.key.grant(grantee, "kms:GenerateDataKey", "kms:Decrypt")

@@ -4,6 +4,14 @@ Kept in one place so a reviewer reads every accepted finding together. A finding
 wildcard names its resource (``AwsSolutions-IAM5[Resource::…]``); those ids are built here
 from the same tokens the policies use (``nag_ref``), so they follow renamed constructs
 instead of hard-coding logical ids.
+
+Acknowledgements are per finding and on the narrowest construct: a function's
+``Resource::*`` only on its ``unscoped`` policy (functions.py), never on its role, so a
+new ``Resource: "*"`` statement on a function role fails the synth
+(tests/infra/test_checks.py). The state machine's and the sandbox execution role's
+``Resource::*`` statements are CDK's own (X-Ray, log delivery, ECR authorization) inside
+their default policies; tests/infra/test_iam.py pins every ``Resource: "*"`` action of
+the template, so a new one fails there too.
 """
 
 from __future__ import annotations
@@ -11,15 +19,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_cognito as cognito
 from constructs import IConstruct
+
+from agentloom_infra.config import FUNCTIONS, Function
 
 if TYPE_CHECKING:
     from agentloom_infra.stack import AgentLoomStack
 
 PREFIX = "AwsSolutions::AwsSolutions-"
-LAMBDA_MANAGED = ("service-role/AWSLambdaBasicExecutionRole",
-                  "service-role/AWSLambdaVPCAccessExecutionRole")
-KMS_WILDCARDS = ("Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*")
 
 
 def nag_ref(stack: cdk.Stack, value: str) -> str:
@@ -41,6 +49,12 @@ def _render(node: Any) -> str:
     raise ValueError(f"cannot render {node!r} as a cdk-nag id")
 
 
+def _role(fn: Any) -> IConstruct:
+    role = fn.role
+    assert role is not None
+    return role  # type: ignore[no-any-return]
+
+
 def _ack(construct: IConstruct, rule: str, reason: str) -> None:
     cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=PREFIX + rule,
                                                                  reason=reason))
@@ -60,35 +74,35 @@ def acknowledge(stack: AgentLoomStack) -> None:
     task_wildcard = f"IAM5[Resource::{_arn(stack, 'ecs', 'task', f'{cluster}/*')}]"
     families = f"IAM5[Resource::" \
                f"{_arn(stack, 'ecs', 'task-definition', stack.sandbox.family_prefix + '-*')}]"
-    for fn in (fns.api, fns.step, fns.trigger):
+    unscoped_reasons: dict[Function, str] = {
+        "api": "X-Ray PutTraceSegments/PutTelemetryRecords and Lambda's VPC ENI actions "
+               "have no resource; ecs:ListTasks is conditioned on the sandbox cluster",
+        "step": "X-Ray, Lambda's VPC ENI actions, ECS Register/DescribeTaskDefinition have "
+                "no resource-level permissions; ecs:ListTasks is conditioned on the cluster",
+        "trigger": "X-Ray PutTraceSegments/PutTelemetryRecords and Lambda's VPC ENI actions "
+                   "have no resource"}
+    for name in FUNCTIONS:
+        fn = fns.function(name)
         _ack(fn, "L1", "Python 3.12 is the runtime the bundle's wheels are built for "
              "(cp312 manylinux aarch64); moving runtime is a deliberate, tested change")
-        for policy in LAMBDA_MANAGED:
-            _ack(fn, f"IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy}]",
-                 "AWS-managed Lambda policies for logs and VPC ENIs (scoped by AWS; the "
-                 "log group is the function's own)")
-        for action in KMS_WILDCARDS:
-            _ack(fn, f"IAM5[{action}]", "CDK's DynamoDB/KMS grant names the key's data-key "
-                 "actions by prefix; the resource is the one stack key")
-        _ack(fn, "IAM5[Resource::*]", "X-Ray PutTraceSegments/PutTelemetryRecords have no "
-             "resource; ecs:ListTasks is conditioned on the sandbox cluster; ECS "
-             "Register/DescribeTaskDefinition support no resource-level permissions")
+        _ack(fns.unscoped[name], "IAM5[Resource::*]", unscoped_reasons[name])
     indexes = f"IAM5[Resource::{nag_ref(stack, stack.knowledge.bucket_arn)}/index/*]"
-    for fn in (fns.api, fns.step, fns.trigger):
-        _ack(fn, indexes, "one S3 Vectors index per knowledge base, created at run time; "
+    roles = {name: _role(fns.function(name)) for name in FUNCTIONS}
+    for role in roles.values():
+        _ack(role, indexes, "one S3 Vectors index per knowledge base, created at run time; "
              "scoped to the stage's one vector bucket")
-    for fn in (fns.api, fns.step):
-        _ack(fn, task_wildcard, "cancel stops the run's task, whose id is known only at "
-             "run time; scoped to the sandbox cluster")
-    _ack(fns.step, families, "the step registers one task-definition revision per session "
-         "(docs/adr/0004); scoped to the stage's family prefix")
-    _ack(fns.step, f"IAM5[Resource::{_arn(stack, 'elasticfilesystem', 'access-point', '*')}]",
-         "tagging (on create) and describing the "
-         "per-session access points, whose ids exist only at run time")
+    for name in ("api", "step"):
+        _ack(roles[name], task_wildcard, "cancel stops the run's task, whose id is known "
+             "only at run time; scoped to the sandbox cluster")
+    _ack(roles["step"], families, "the step registers one task-definition revision per "
+         "session (docs/adr/0004); scoped to the stage's family prefix")
+    _ack(roles["step"], f"IAM5[Resource::{_arn(stack, 'elasticfilesystem', 'access-point', '*')}]",
+         "tag-on-create of the per-session access points (ids exist only at run time), "
+         "conditioned on CreateAccessPoint, which is scoped to the file system")
     executions = f"IAM5[Resource::{_arn(stack, 'states', 'execution', stack.runs.name + ':*')}]"
-    _ack(fns.api, executions, "cancel stops the run's current execution (any generation) of "
-         "this one state machine")
-    _ack(fns.trigger, executions, "reads the status of this state machine's executions "
+    _ack(roles["api"], executions, "cancel stops the run's current execution (any "
+         "generation) of this one state machine")
+    _ack(roles["trigger"], executions, "reads the status of this state machine's executions "
          "(is a run still driven)")
     runs = stack.runs.state_machine
     step_arn = nag_ref(stack, fns.step.function_arn)
@@ -99,6 +113,9 @@ def acknowledge(stack: AgentLoomStack) -> None:
          "time; conditioned on the sandbox cluster")
     _ack(runs, "IAM5[Resource::*]", "X-Ray and CloudWatch Logs delivery actions support "
          "no resource-level permissions")
+    if stack.config.state_machine_log_level != "ALL":
+        _ack(runs, "SF1", "logs ERROR by default (context stateMachineLogLevel): ALL writes "
+             "every history event to CloudWatch; the history itself stays in Step Functions")
     _ack(stack.sandbox.execution_role, "IAM5[Resource::*]", "ecr:GetAuthorizationToken "
          "has no resource; image pulls are scoped to the image repository")
     _ack(stack.network.endpoint_sg, "EC23", "interface endpoints accept HTTPS from the "
@@ -109,9 +126,10 @@ def acknowledge(stack: AgentLoomStack) -> None:
     _ack_custom_resource(stack)
     _ack_trigger_failures(stack)
     _ack_vector_teardown(stack)
+    if stack.http.user_pool is not None and stack.http.mfa != cognito.Mfa.REQUIRED:
+        _ack(stack.http.user_pool, "COG2", "MFA is optional (TOTP) by default so the first "
+             "admin can sign in from the CLI; context userPoolMfa=REQUIRED requires it")
     if stack.http.user_pool is not None:
-        _ack(stack.http.user_pool, "COG2", "MFA is optional (TOTP) so the first admin can "
-             "sign in from the CLI; enable REQUIRED per deployment (docs/deploy.md)")
         _ack(stack.http.user_pool, "COG8", "the Plus feature plan (threat protection) is "
              "a per-user cost; a deployment may opt in (docs/deploy.md)")
 

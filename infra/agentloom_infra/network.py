@@ -18,8 +18,10 @@ Endpoints, priced in docs/deploy.md ("What it costs at rest"):
   month per AZ at which an interface endpoint ($0.01/AZ-hour + $0.01/GB) costs less than
   NAT processing ($0.045/GB). No code path calls STS (credentials come from the Lambda
   environment), so there is no STS endpoint.
-- Gateway endpoints (free): DynamoDB for the Lambda subnets, S3 for the Lambda and the
-  sandbox subnets. The sandbox route tables hold only the local route and S3's.
+- Gateway endpoints (free): DynamoDB for the Lambda subnets, S3 for the sandbox subnets
+  (the image layers; the Lambdas read no S3, and their other S3 traffic — a tool's
+  download — goes out through NAT like any other host). The sandbox route tables hold only
+  the local route and S3's. Every endpoint's policy is set in endpoints.py.
 
 The sandbox security group has no default egress: only EFS (2049), the interface
 endpoints (443) and the S3 prefix list (443, ECR image layers). The prefix list id is not
@@ -86,7 +88,7 @@ class Network(Construct):
         self.gateway_endpoints = {
             "S3": self.vpc.add_gateway_endpoint(
                 "S3", service=ec2.GatewayVpcEndpointAwsService.S3,
-                subnets=[self.lambda_subnets, self.isolated_subnets]),
+                subnets=[self.isolated_subnets]),
             "DynamoDb": self.vpc.add_gateway_endpoint(
                 "DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB,
                 subnets=[self.lambda_subnets])}

@@ -6,7 +6,10 @@ user, all capabilities dropped, ``nproc``/``nofile`` ulimits, a task-storage ``/
 awslogs to an encrypted log group. The step Lambda registers one revision per session
 (family ``<prefix>-<hash>``, functions/agentloom/sandbox/fargate.py ``task_definition``)
 whose EFS volumes use that session's access points; RunTask names only that revision.
-There is no task role: a command gets no AWS credentials. The image is built from
+The task role exists only for EFS IAM authorization: its one permission (granted in
+workspace.py) is mounting this file system through an access point, and its trust policy
+admits ECS tasks of this account only. The command can read its credentials; they reach
+nothing else (docs/deploy.md, "Threat model of the sandbox"). The image is built from
 infra/sandbox/Dockerfile, or taken from context ``sandboxImage``.
 """
 
@@ -34,7 +37,8 @@ IMAGE_CONTEXT_EXCLUDES = ["*", "!README.md", "!pyproject.toml", "!runtime", "!fu
 
 
 class CommandSandbox(Construct):
-    """Attributes: ``cluster``, ``execution_role``, ``task_definition`` (the template),
+    """Attributes: ``cluster``, ``execution_role``, ``task_role`` (EFS mounts only),
+    ``task_definition`` (the template),
     ``image_uri``, ``log_group``, ``family_prefix``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc,
@@ -49,7 +53,15 @@ class CommandSandbox(Construct):
                                        encryption_key=key, removal_policy=removal_policy)
         self.execution_role = iam.Role(
             self, "ExecutionRole", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
-            description="Pulls the sandbox image and writes its logs; no task role exists")
+            description="Pulls the sandbox image and writes its logs")
+        stack = cdk.Stack.of(self)
+        self.task_role = iam.Role(
+            self, "TaskRole", description="Mounts the session's EFS access points; nothing "
+            "else (EFS IAM authorization)",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com", conditions={
+                "StringEquals": {"aws:SourceAccount": stack.account},
+                "ArnLike": {"aws:SourceArn": stack.format_arn(
+                    service="ecs", resource="*")}}))
         container_image: ecs.ContainerImage
         if image:
             container_image = ecs.ContainerImage.from_registry(image)
@@ -63,10 +75,10 @@ class CommandSandbox(Construct):
         self.task_definition = ecs.FargateTaskDefinition(
             self, "Template", family=f"{family_prefix}-base", cpu=cpu,
             memory_limit_mib=memory_mib, execution_role=self.execution_role,
+            task_role=self.task_role,
             runtime_platform=ecs.RuntimePlatform(
                 operating_system_family=ecs.OperatingSystemFamily.LINUX,
                 cpu_architecture=ecs.CpuArchitecture.X86_64))
-        self._drop_task_role()
         self.task_definition.add_volume(name="tmp")
         linux = ecs.LinuxParameters(self, "Linux", init_process_enabled=True)
         linux.drop_capabilities(ecs.Capability.ALL)
@@ -84,10 +96,3 @@ class CommandSandbox(Construct):
             ecs.Ulimit(name=ecs.UlimitName.CORE, soft_limit=0, hard_limit=0))
         container.add_mount_points(ecs.MountPoint(source_volume="tmp", container_path="/tmp",
                                                   read_only=False))
-
-    def _drop_task_role(self) -> None:
-        """FargateTaskDefinition always makes a task role; the sandbox must have none."""
-        self.task_definition.node.try_remove_child("TaskRole")
-        cfn = self.task_definition.node.default_child
-        assert isinstance(cfn, ecs.CfnTaskDefinition)
-        cfn.add_property_deletion_override("TaskRoleArn")

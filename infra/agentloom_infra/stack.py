@@ -3,8 +3,10 @@
 Order matters only for references: data stores and network first, then the workspace and
 sandbox, the functions (their environment names the state machine by its fixed ARN, so
 the machine may reference the step function without a cycle), the state machine, the API,
-triggers and alarms. ``grant_*`` below is the whole of each role's permissions beyond its
-log group, VPC attachment and X-Ray (added by CDK).
+triggers and alarms. ``_grant*`` below is the whole of each role's permissions beyond its
+log group, VPC attachment and X-Ray (functions.py); statements on actions that support no
+resource-level permissions go to the function's ``unscoped`` policy (the only one whose
+``Resource: "*"`` cdk-nag finding is acknowledged, nag.py).
 """
 
 from __future__ import annotations
@@ -13,14 +15,19 @@ import json
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from agentloom_infra.alarms import Alarms
 from agentloom_infra.config import StageConfig
 from agentloom_infra.data_stores import DataStores
+from agentloom_infra.dns_firewall import DnsFirewall
+from agentloom_infra.endpoints import restrict_endpoints
 from agentloom_infra.functions import Functions
+from agentloom_infra.grants import grant_items, grant_key_use
 from agentloom_infra.http_api import HttpApi
 from agentloom_infra.knowledge import KnowledgeVectors
 from agentloom_infra.nag import acknowledge
@@ -34,11 +41,13 @@ from agentloom_infra.workspace import ROOT as WORKSPACE_ROOT
 
 class AgentLoomStack(cdk.Stack):
     """One stage of AgentLoom. Construct attributes: ``data``, ``network``, ``workspace``,
-    ``sandbox``, ``functions``, ``runs``, ``http``, ``triggers``, ``alarms``."""
+    ``sandbox``, ``dns``, ``functions``, ``runs``, ``http``, ``triggers``, ``alarms``;
+    and ``config``, the stage's context values."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig,
                  **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.config = config
         removal = cdk.RemovalPolicy.RETAIN if config.retain else cdk.RemovalPolicy.DESTROY
         prefix = config.prefix
         self.data = DataStores(self, "Data", prefix=prefix, removal_policy=removal)
@@ -54,6 +63,13 @@ class AgentLoomStack(cdk.Stack):
             self, "Sandbox", vpc=vpc, family_prefix=f"{prefix}-sbx", key=key,
             uid=self.workspace.uid, gid=self.workspace.gid, image=config.sandbox_image,
             removal_policy=removal)
+        restrict_endpoints(interface=self.network.sandbox_endpoints,
+                           gateway=self.network.gateway_endpoints,
+                           log_group=self.sandbox.log_group, image=config.sandbox_image,
+                           tables=[self.data.checkpoints, self.data.platform,
+                                   self.data.idempotency])
+        self.dns = DnsFirewall(self, "Dns", vpc=vpc, prefix=prefix,
+                               extra_domains=config.dns_allowed_domains)
         isolated = vpc.select_subnets(subnet_type=self.network.isolated_subnets.subnet_type)
         run_name = f"{prefix}-run"
         self.functions = Functions(
@@ -74,7 +90,7 @@ class AgentLoomStack(cdk.Stack):
         self.knowledge = KnowledgeVectors(self, "Knowledge", prefix=prefix, key=key,
                                           removal_policy=removal)
         for fn in (self.functions.api, self.functions.step, self.functions.trigger):
-            self.knowledge.grant(fn)
+            self.knowledge.grant(fn, write=fn is self.functions.api)
             fn.add_environment("AGENTLOOM_VECTOR_BUCKET", self.knowledge.bucket_name)
         self.runs = RunStateMachine(
             self, "Runs", name=run_name, step_function=self.functions.step,
@@ -82,10 +98,10 @@ class AgentLoomStack(cdk.Stack):
             subnet_ids=isolated.subnet_ids, security_group=self.network.sandbox_sg,
             task_family_prefix=self.sandbox.family_prefix,
             sandbox_execution_role=self.sandbox.execution_role, encryption_key=key,
-            removal_policy=removal)
+            log_level=sfn.LogLevel(config.state_machine_log_level), removal_policy=removal)
         self.http = HttpApi(self, "Http", prefix=prefix, handler=self.functions.api, key=key,
                             issuer=config.jwt_issuer, audience=config.jwt_audience,
-                            removal_policy=removal)
+                            mfa=cognito.Mfa(config.user_pool_mfa), removal_policy=removal)
         self.triggers = Triggers(
             self, "Triggers", prefix=prefix, handler=self.functions.trigger, key=key,
             event_pattern=config.event_pattern, event_trigger=config.event_trigger,
@@ -124,6 +140,7 @@ class AgentLoomStack(cdk.Stack):
                 "AGENTLOOM_SANDBOX_CLUSTER": sandbox.cluster.cluster_arn,
                 "AGENTLOOM_SANDBOX_FAMILY_PREFIX": sandbox.family_prefix,
                 "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN": sandbox.execution_role.role_arn,
+                "AGENTLOOM_SANDBOX_TASK_ROLE_ARN": sandbox.task_role.role_arn,
                 "AGENTLOOM_SANDBOX_IMAGE": sandbox.image_uri,
                 "AGENTLOOM_SANDBOX_SUBNETS": subnets,
                 "AGENTLOOM_SANDBOX_SECURITY_GROUP":
@@ -136,10 +153,10 @@ class AgentLoomStack(cdk.Stack):
     def _grant(self) -> None:
         fns = self.functions
         for fn in (fns.api, fns.step, fns.trigger):
-            self.data.checkpoints.grant_read_write_data(fn)
-            self.data.platform.grant_read_write_data(fn)
-            self.data.key.grant_encrypt_decrypt(fn)
-        self.data.idempotency.grant_read_write_data(fns.trigger)
+            grant_items(fn, [self.data.checkpoints], batch_write=True)
+            grant_items(fn, [self.data.platform])
+            grant_key_use(fn, self.data.key)
+        grant_items(fns.trigger, [self.data.idempotency])
         machine = self.runs.state_machine
         machine.grant_start_execution(fns.api)
         machine.grant_start_execution(fns.trigger)
@@ -152,32 +169,50 @@ class AgentLoomStack(cdk.Stack):
         # The launcher asks whether a run is still driven (SessionService) before it starts
         fns.trigger.add_to_role_policy(iam.PolicyStatement(
             actions=["states:DescribeExecution"], resources=[executions]))
-        self._grant_sandbox_control(fns.api)
-        self._grant_sandbox_control(fns.step)
-        self._grant_sandbox_setup(fns.step)
+        self._grant_sandbox_control(fns.api, fns.unscoped["api"])
+        self._grant_sandbox_control(fns.step, fns.unscoped["step"])
+        self._grant_sandbox_setup(fns.step, fns.unscoped["step"])
+        self.workspace.restrict_mounts(lambda_role=iam.ArnPrincipal(fns.role_arns["step"]),
+                                       sandbox_role=self.sandbox.task_role)
+        # The policy names the step role by ARN (no reference: a cycle), and EFS refuses
+        # a principal that does not exist yet: the file system waits for the role alone
+        # (not its default policy, which references the file system)
+        fs_resource = self.workspace.file_system.node.default_child
+        step_role = fns.step.role
+        assert isinstance(fs_resource, cdk.CfnResource) and step_role is not None
+        role_resource = step_role.node.default_child
+        assert isinstance(role_resource, cdk.CfnResource)
+        fs_resource.add_resource_dependency(role_resource)
+        # RunTask of a revision with a task role passes that role too
+        self.runs.state_machine.role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["iam:PassRole"], resources=[self.sandbox.task_role.role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}))
 
-    def _grant_sandbox_control(self, fn: lambda_.Function) -> None:
+    def _grant_sandbox_control(self, fn: lambda_.Function, unscoped: iam.Policy) -> None:
         """Cancel: find the run's task (ListTasks startedBy) and stop it."""
         cluster = self.sandbox.cluster
-        fn.add_to_role_policy(iam.PolicyStatement(
+        unscoped.add_statements(iam.PolicyStatement(
             actions=["ecs:ListTasks"], resources=["*"],
             conditions={"ArnEquals": {"ecs:cluster": cluster.cluster_arn}}))
         fn.add_to_role_policy(iam.PolicyStatement(
             actions=["ecs:StopTask", "ecs:DescribeTasks"], resources=[self.format_arn(
                 service="ecs", resource="task", resource_name=f"{cluster.cluster_name}/*")]))
 
-    def _grant_sandbox_setup(self, fn: lambda_.Function) -> None:
+    def _grant_sandbox_setup(self, fn: lambda_.Function, unscoped: iam.Policy) -> None:
         """Per-session isolation (docs/adr/0004): an access point and a task-definition
         revision per session, created by the step on first use."""
         fs = self.workspace.file_system
         fn.add_to_role_policy(iam.PolicyStatement(
             actions=["elasticfilesystem:CreateAccessPoint"], resources=[fs.file_system_arn]))
-        # Tag-on-create is authorized against the new access point, whose id is unknown.
+        # Tag-on-create is authorized against the new access point, whose id is unknown;
+        # only as part of CreateAccessPoint (scoped to this file system above), so no
+        # existing access point can be retagged. (No code path calls DescribeAccessPoints.)
         fn.add_to_role_policy(iam.PolicyStatement(
-            actions=["elasticfilesystem:TagResource", "elasticfilesystem:DescribeAccessPoints"],
-            resources=[fs.file_system_arn, self.format_arn(
-                service="elasticfilesystem", resource="access-point", resource_name="*")]))
-        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["elasticfilesystem:TagResource"],
+            resources=[self.workspace.access_points_arn()],
+            conditions={"StringEquals": {
+                "elasticfilesystem:CreateAction": "CreateAccessPoint"}}))
+        unscoped.add_statements(iam.PolicyStatement(
             actions=["ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition"],
             resources=["*"]))  # neither action supports resource-level permissions
         fn.add_to_role_policy(iam.PolicyStatement(
@@ -185,7 +220,8 @@ class AgentLoomStack(cdk.Stack):
                 service="ecs", resource="task-definition",
                 resource_name=f"{self.sandbox.family_prefix}-*")]))
         fn.add_to_role_policy(iam.PolicyStatement(
-            actions=["iam:PassRole"], resources=[self.sandbox.execution_role.role_arn],
+            actions=["iam:PassRole"], resources=[self.sandbox.execution_role.role_arn,
+                                                 self.sandbox.task_role.role_arn],
             conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}))
 
     def _outputs(self) -> None:

@@ -70,6 +70,7 @@ class RunStateMachine(Construct):
                  cluster: ecs.ICluster, subnet_ids: Sequence[str],
                  security_group: ec2.ISecurityGroup, task_family_prefix: str,
                  sandbox_execution_role: iam.IRole, encryption_key: Any = None,
+                 log_level: sfn.LogLevel = sfn.LogLevel.ERROR,
                  removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY) -> None:
         super().__init__(scope, construct_id)
         self.name = name
@@ -127,7 +128,7 @@ class RunStateMachine(Construct):
             state_machine_type=sfn.StateMachineType.STANDARD,
             definition_body=self._definition(step),
             tracing_enabled=True, removal_policy=removal_policy,
-            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL,
+            logs=sfn.LogOptions(destination=self.log_group, level=log_level,
                                 include_execution_data=False))
         step_function.grant_invoke(self.state_machine.role)
         self._grant_custom_states(cluster, task_family_prefix, sandbox_execution_role)

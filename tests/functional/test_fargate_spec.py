@@ -56,11 +56,13 @@ def test_run_task_refusals() -> None:
 
 def test_task_definition_requirements() -> None:
     td = task_definition(family="agentloom-cmd", image="repo/agentloom:1",
-                         execution_role_arn="arn:aws:iam::1:role/exec", file_system_id="fs-1",
+                         execution_role_arn="arn:aws:iam::1:role/exec",
+                         task_role_arn="arn:aws:iam::1:role/task", file_system_id="fs-1",
                          workspace_access_point="fsap-ws", results_access_point="fsap-res",
                          cpu=512, memory_mb=1024, nproc=64)
     assert td["requiresCompatibilities"] == ["FARGATE"] and td["networkMode"] == "awsvpc"
-    assert (td["cpu"], td["memory"]) == ("512", "1024") and "taskRoleArn" not in td
+    assert (td["cpu"], td["memory"]) == ("512", "1024")
+    assert td["taskRoleArn"] == "arn:aws:iam::1:role/task"  # mounts EFS, nothing else
     (container,) = td["containerDefinitions"]
     assert container["readonlyRootFilesystem"] is True and container["privileged"] is False
     assert not container["user"].startswith("0")
@@ -73,7 +75,7 @@ def test_task_definition_requirements() -> None:
     for name, ap in (("workspace", "fsap-ws"), ("results", "fsap-res")):
         efs = volumes[name]["efsVolumeConfiguration"]
         assert efs["transitEncryption"] == "ENABLED"
-        assert efs["authorizationConfig"]["accessPointId"] == ap
+        assert efs["authorizationConfig"] == {"accessPointId": ap, "iam": "ENABLED"}
     assert "efsVolumeConfiguration" not in volumes["tmp"]
 
 

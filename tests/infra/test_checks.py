@@ -24,6 +24,7 @@ PROD = {"aws:cdk:bundling-stacks": [], "stage": "prod-eu",
         "scheduleTrigger": "nightly", "scheduleCron": "cron(0 3 * * ? *)",
         "reservedConcurrency": json.dumps({"step": 50, "trigger": 5}),
         "memoryMb": json.dumps({"step": 640, "api": 384}),
+        "stateMachineLogLevel": "ALL", "dnsAllowedDomains": "mcp.example.com,*.llm.example",
         "powertoolsLayerArn": "arn:aws:lambda:eu-west-1:123456789012:layer:pt-mirror:4",
         "otelLayerArn": "arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-python-arm64:1"}
 
@@ -39,12 +40,17 @@ def prod():
 def test_nag_runs_on_the_app_and_every_finding_is_acknowledged(synthesized, tmp_path):
     # The fixture's synth ran AwsSolutions (Template.from_stack raises ValidationFailed
     # on any unacknowledged finding); a new unacknowledged finding fails the same way.
-    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": "nag"},
-                  outdir=str(tmp_path))
+    app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": "nag",
+                           "userPoolMfa": "REQUIRED"}, outdir=str(tmp_path))
     stack = build_app(app)
+    from aws_cdk import aws_iam as iam
     from aws_cdk import aws_sqs as sqs
 
     sqs.Queue(stack, "Plain")  # no SSL enforcement, no DLQ: SQS3/SQS4
+    # A new Resource "*" on a role whose other "*" actions are acknowledged (on its
+    # unscoped policy, never on the role) is a finding of its own
+    stack.functions.step.add_to_role_policy(iam.PolicyStatement(
+        actions=["s3:GetObject"], resources=["*"]))
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
     report = json.loads((tmp_path / "validation-report.json").read_text())
@@ -53,8 +59,17 @@ def test_nag_runs_on_the_app_and_every_finding_is_acknowledged(synthesized, tmp_
              for c in v["violatingConstructs"]}
     # Only the new queue's findings: everything else stays acknowledged.
     assert found == {("AwsSolutions-SQS3", "AgentLoom-nag/Plain/Resource"),
-                     ("AwsSolutions-SQS4", "AgentLoom-nag/Plain/Resource")}
+                     ("AwsSolutions-SQS4", "AgentLoom-nag/Plain/Resource"),
+                     ("AwsSolutions-IAM5[Resource::*]",
+                      "AgentLoom-nag/Functions/StepRole/DefaultPolicy/Resource")}
     assert nag["suppressedViolations"]  # the acknowledgements are visible in the report
+    # userPoolMfa=REQUIRED: the pool requires TOTP, and COG2 passes unacknowledged
+    from aws_cdk import aws_cognito as cognito
+
+    assert stack.http.user_pool is not None
+    pool = stack.http.user_pool.node.default_child
+    assert isinstance(pool, cognito.CfnUserPool)
+    assert (pool.mfa_configuration, pool.enabled_mfas) == ("ON", ["SOFTWARE_TOKEN_MFA"])
 
 
 def test_cfn_lint_finds_no_errors(synthesized, tmp_path):
@@ -85,6 +100,25 @@ def test_prod_puts_the_sandbox_endpoints_in_each_az(prod):
                                     {"Properties": {"VpcEndpointType": "Interface"}})
     assert len(endpoints) == 3
     assert {len(e["Properties"]["SubnetIds"]) for e in endpoints.values()} == {2}
+
+
+def test_state_machine_log_level_from_context(prod, synthesized):
+    def level(template):
+        (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()
+        return machine["Properties"]["LoggingConfiguration"]
+    default = level(synthesized.assertions)
+    assert (default["Level"], default["IncludeExecutionData"]) == ("ERROR", False)
+    assert level(prod)["Level"] == "ALL"
+
+
+def test_dns_allowed_domains_from_context(prod):
+    prod.has_resource_properties("AWS::Route53Resolver::FirewallDomainList", {
+        "Domains": Match.array_with(["*.llm.example", "api.openai.com", "mcp.example.com"])})
+
+
+def test_user_pool_mfa_is_optional_totp_by_default(synthesized):
+    synthesized.assertions.has_resource_properties("AWS::Cognito::UserPool", {
+        "MfaConfiguration": "OPTIONAL", "EnabledMfas": ["SOFTWARE_TOKEN_MFA"]})
 
 
 def test_memory_per_function_from_context(prod):

@@ -29,6 +29,8 @@ def test_no_context_is_the_dev_stage_and_it_retains_its_data() -> None:
     assert (dev.rollover_cycles, dev.azs, dev.triggers, dev.jwt_audience) == \
         (500, 2, {}, ())
     assert dev.memory_mb == {}  # functions.MEMORY_MB applies
+    assert (dev.state_machine_log_level, dev.user_pool_mfa, dev.dns_allowed_domains) == \
+        ("ERROR", "OPTIONAL", ())
 
 
 @pytest.mark.parametrize("stage", ["prod", "production", "prod-eu", "dev", "staging"])
@@ -81,6 +83,13 @@ def test_tokenizers_name_families_or_none() -> None:
     assert config(tokenizers="none").tokenizers == ()
 
 
+def test_dns_domains_read_as_a_comma_separated_list() -> None:
+    assert config(dnsAllowedDomains="mcp.example.com,*.models.example.org") == \
+        config(dnsAllowedDomains=["mcp.example.com", "*.models.example.org"])
+    assert config(dnsAllowedDomains="mcp.example.com").dns_allowed_domains == \
+        ("mcp.example.com",)
+
+
 def test_an_empty_value_takes_the_default() -> None:
     assert config(stage="", sandboxImage="", powertoolsLayerArn="") == config()
 
@@ -114,6 +123,10 @@ def test_an_empty_value_takes_the_default() -> None:
     ({"otelLayerArn": "arn:aws:lambda:eu-west-1:1:function:x"}, "context 'otelLayerArn'"),
     ({"tokenizers": "openai,llama"}, "context 'tokenizers' must be 'none' or"),
     ({"tokenizers": "none,openai"}, "context 'tokenizers' must be 'none' or"),
+    ({"dnsAllowedDomains": "mcp.example.com,Evil..com"}, "context 'dnsAllowedDomains'"),
+    ({"dnsAllowedDomains": "*"}, "context 'dnsAllowedDomains' must be comma-separated"),
+    ({"stateMachineLogLevel": "DEBUG"}, "context 'stateMachineLogLevel' must be one of"),
+    ({"userPoolMfa": "required"}, "context 'userPoolMfa' must be one of OFF"),
     ({"triggers": {"t": TRIGGER}, "scheduleTrigger": "u"},
      "context 'scheduleTrigger' names 'u', which is not in 'triggers'"),
 ])

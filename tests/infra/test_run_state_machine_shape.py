@@ -123,11 +123,12 @@ def test_rollover_retries_counts_an_existing_execution_as_started_and_records_a_
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": "RecordFailure"}]
 
 
-def test_standard_logging_all_without_data_and_tracing(synthesized):
+def test_standard_logging_errors_without_data_and_tracing(synthesized):
+    # ERROR by default (context stateMachineLogLevel; test_checks: ALL from context)
     synthesized.assertions.has_resource_properties("AWS::StepFunctions::StateMachine", {
         "StateMachineName": "agentloom-test-run", "StateMachineType": "STANDARD",
         "TracingConfiguration": {"Enabled": True},
-        "LoggingConfiguration": {"Level": "ALL", "IncludeExecutionData": False,
+        "LoggingConfiguration": {"Level": "ERROR", "IncludeExecutionData": False,
                                  "Destinations": Match.any_value()}})
 
 

@@ -15,7 +15,8 @@ COMMON = {"AGENTLOOM_CHECKPOINT_TABLE", "AGENTLOOM_PLATFORM_TABLE", "AGENTLOOM_K
           "POWERTOOLS_METRICS_NAMESPACE", "AGENTLOOM_STAGE", "AGENTLOOM_VECTOR_BUCKET"}
 STEP = {"AGENTLOOM_WORKSPACE_ROOT", "AGENTLOOM_EFS_FILE_SYSTEM_ID", "AGENTLOOM_EFS_ROOT_PATH",
         "AGENTLOOM_SANDBOX_CLUSTER", "AGENTLOOM_SANDBOX_FAMILY_PREFIX",
-        "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN", "AGENTLOOM_SANDBOX_IMAGE",
+        "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN", "AGENTLOOM_SANDBOX_TASK_ROLE_ARN",
+        "AGENTLOOM_SANDBOX_IMAGE",
         "AGENTLOOM_SANDBOX_SUBNETS", "AGENTLOOM_SANDBOX_SECURITY_GROUP",
         "AGENTLOOM_SANDBOX_LOG_GROUP", "AGENTLOOM_SANDBOX_UID", "AGENTLOOM_SANDBOX_GID",
         "AGENTLOOM_ROLLOVER_CYCLES"}
@@ -136,7 +137,9 @@ def test_sandbox_subnets_route_only_locally_and_to_s3(synthesized):
     endpoints = _endpoints(synthesized)
     tables = {service: {t["Ref"] for t in props["RouteTableIds"]}
               for (service, kind), props in endpoints.items() if kind == "Gateway"}
-    assert tables == {"s3": sandbox | lambdas, "dynamodb": lambdas}
+    # S3 only for the sandbox's image layers (the Lambdas read no S3; their other S3
+    # traffic leaves through NAT), DynamoDB only for the Lambdas
+    assert tables == {"s3": sandbox, "dynamodb": lambdas}
 
 
 def test_sandbox_security_group_egress_is_only_efs_endpoints_and_s3(synthesized):
@@ -216,13 +219,15 @@ def test_step_role_may_set_up_per_session_sandboxes_and_nothing_broader(synthesi
     statements = _statements(synthesized, _role_of(synthesized, HANDLERS["step"]))
     actions = _actions(statements)
     assert {"elasticfilesystem:CreateAccessPoint", "elasticfilesystem:TagResource",
-            "elasticfilesystem:DescribeAccessPoints", "ecs:RegisterTaskDefinition",
+            "ecs:RegisterTaskDefinition",
             "ecs:DescribeTaskDefinition", "ecs:StopTask", "ecs:ListTasks",
             "iam:PassRole"} <= actions
     (pass_role,) = [s for s in statements if s["Action"] == "iam:PassRole"]
     assert pass_role["Condition"] == {"StringEquals": {
         "iam:PassedToService": "ecs-tasks.amazonaws.com"}}
-    assert pass_role["Resource"]["Fn::GetAtt"][0].startswith("SandboxExecutionRole")
+    passed = sorted(r["Fn::GetAtt"][0] for r in pass_role["Resource"])
+    assert [p.startswith(("SandboxExecutionRole", "SandboxTaskRole")) for p in passed] == \
+        [True, True] and passed[0] != passed[1]
     assert not any(a.startswith("states:") for a in actions)
     assert not any(a.endswith(":*") or a == "*" for a in actions)
 
@@ -238,11 +243,11 @@ def test_api_role_cancels_but_cannot_set_up_sandboxes(synthesized):
 # CommandSandbox
 
 
-def test_sandbox_task_is_hardened_and_has_no_task_role(synthesized):
+def test_sandbox_task_is_hardened_and_its_task_role_only_mounts(synthesized):
     synthesized.assertions.has_resource_properties("AWS::ECS::TaskDefinition", {
         "Family": "agentloom-test-sbx-base", "RequiresCompatibilities": ["FARGATE"],
         "NetworkMode": "awsvpc", "Cpu": "1024", "Memory": "2048",
-        "TaskRoleArn": Match.absent(), "ExecutionRoleArn": Match.any_value(),
+        "TaskRoleArn": Match.any_value(), "ExecutionRoleArn": Match.any_value(),
         "ContainerDefinitions": [Match.object_like({
             "Name": "command", "ReadonlyRootFilesystem": True, "User": "1000:1000",
             "Privileged": False,
@@ -252,7 +257,8 @@ def test_sandbox_task_is_hardened_and_has_no_task_role(synthesized):
                                           "HardLimit": 256}])})]})
     roles = [r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
              for r in synthesized.of_type("AWS::IAM::Role").values()]
-    assert roles.count({"Service": "ecs-tasks.amazonaws.com"}) == 1  # the execution role
+    # the execution role and the task role (tests/infra/test_isolation.py: EFS mounts only)
+    assert roles.count({"Service": "ecs-tasks.amazonaws.com"}) == 2
     synthesized.assertions.has_resource_properties("AWS::ECS::Cluster", {
         "ClusterSettings": [{"Name": "containerInsights", "Value": "enabled"}]})
 

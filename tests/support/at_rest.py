@@ -56,6 +56,9 @@ FREE_AT_REST = {
     "AWS::Lambda::Function", "AWS::StepFunctions::StateMachine", "AWS::ApiGatewayV2::Api",
     "AWS::SQS::Queue", "AWS::SNS::Topic", "AWS::Events::Rule", "AWS::Scheduler::Schedule",
     "AWS::Cognito::UserPool",  # per monthly active user (Lite/Essentials: 10,000 free)
+    # DNS Firewall: per million queries processed (and per domain listed: a handful here)
+    "AWS::Route53Resolver::FirewallDomainList", "AWS::Route53Resolver::FirewallRuleGroup",
+    "AWS::Route53Resolver::FirewallRuleGroupAssociation",
     # per GB stored or ingested: ≈ $0 for an empty stage
     "AWS::DynamoDB::Table", "AWS::EFS::FileSystem", "AWS::Logs::LogGroup",
     "AWS::EC2::FlowLog", "AWS::S3Vectors::VectorBucket", "AWS::Lambda::LayerVersion",

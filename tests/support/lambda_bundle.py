@@ -33,6 +33,7 @@ AWS_ENV = {
     "AGENTLOOM_SANDBOX_CLUSTER": "agentloom-test",
     "AGENTLOOM_SANDBOX_FAMILY_PREFIX": "agentloom-test-sbx",
     "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/sbx-exec",
+    "AGENTLOOM_SANDBOX_TASK_ROLE_ARN": "arn:aws:iam::123456789012:role/sbx-task",
     "AGENTLOOM_SANDBOX_IMAGE": "123456789012.dkr.ecr.us-east-1.amazonaws.com/sbx:1",
     "AGENTLOOM_SANDBOX_SUBNETS": "subnet-0123", "AGENTLOOM_SANDBOX_SECURITY_GROUP": "sg-0123",
     "AGENTLOOM_SANDBOX_LOG_GROUP": "/agentloom/test/sandbox",

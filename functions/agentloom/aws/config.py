@@ -56,6 +56,7 @@ class SandboxConfig:
     cluster: str
     family_prefix: str
     execution_role_arn: str
+    task_role_arn: str  # mounts the session's access points (EFS IAM authorization)
     image: str
     subnets: tuple[str, ...]
     security_group: str
@@ -80,6 +81,7 @@ class SandboxConfig:
                    cluster=_need(env, "AGENTLOOM_SANDBOX_CLUSTER"),
                    family_prefix=_need(env, "AGENTLOOM_SANDBOX_FAMILY_PREFIX"),
                    execution_role_arn=_need(env, "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN"),
+                   task_role_arn=_need(env, "AGENTLOOM_SANDBOX_TASK_ROLE_ARN"),
                    image=_need(env, "AGENTLOOM_SANDBOX_IMAGE"), subnets=subnets,
                    security_group=_need(env, "AGENTLOOM_SANDBOX_SECURITY_GROUP"),
                    log_group=_need(env, "AGENTLOOM_SANDBOX_LOG_GROUP"),

@@ -8,12 +8,23 @@ two EFS access points — its workspace directory (layout: docs/contract.md#work
 of an instance with skills (``CommandSpec.skills``: id -> the version's folder the step
 materialized on the volume) runs on a revision that also mounts, read-only at
 ``/skills/<id>``, one access point per skill version (rooted at its folder, shared by
-every session: the content is immutable); the spec the task receives names those
+every session: the content is immutable; its POSIX identity is ``SKILL_READER``, which
+neither owns nor may write the version's files — a command that mounted the access point
+itself, read-write, could still only read); the spec the task receives names those
 container paths. The revisions' ARNs are cached in the platform table
-(``sandbox#{session}`` / ``taskdef`` and ``taskdef#{family}``) and in memory; RunTask
-carries only that ARN and the command overrides, so a command can reach its own session's
-files (and its skills, read-only) and nothing else: the access point enforces the root
-directory and the POSIX uid/gid for every request made through it.
+(``sandbox#{session}`` / ``taskdef@{shape}`` and ``taskdef#{family}@{shape}``) and in
+memory; RunTask carries only that ARN and the command overrides, so a command can reach
+its own session's files (and its skills, read-only) and nothing else: the access point
+enforces the root directory and the POSIX uid/gid for every request made through it, and
+the file-system policy refuses any mount that does not go through an access point
+(infra/agentloom_infra/workspace.py).
+
+The cached items are keyed on the revision's *shape* (``shape``: a digest of everything a
+revision takes from the deployment — image, roles, POSIX user, log group, the task
+definition's format), so a deploy that changes any of them (a new image; EFS IAM
+authorization, which old revisions lack and the file-system policy now requires) makes
+each session register a fresh revision on its next command instead of reusing a stale
+one; the access points are reused (same client tokens).
 
 Creation is idempotent: ``CreateAccessPoint`` has a client token derived from the session
 and the mount (a skill version: its folder), and EFS's ``AccessPointAlreadyExists`` names
@@ -44,6 +55,12 @@ if TYPE_CHECKING:  # the boto3 stubs (the dev extra)
     from mypy_boto3_efs import EFSClient
 
 CACHE = 512
+# Bumped when task_definition() changes what it registers (2: EFS IAM authorization with
+# the task role; revisions of format 1 cannot mount under the file-system policy).
+TASK_DEFINITION_FORMAT = 2
+# The skill access points' POSIX identity: not the files' owner (the step's uid), so it
+# can neither write the 0444/0555 version nor chmod it back (materialize.py)
+SKILL_READER = 65534
 
 
 class SandboxRecord(BaseModel):
@@ -64,6 +81,14 @@ class SkillRevision(BaseModel):
 Record = TypeVar("Record", SandboxRecord, SkillRevision)
 
 
+def shape(config: SandboxConfig) -> str:
+    """What a registered revision takes from the deployment, as a short digest."""
+    parts = (str(TASK_DEFINITION_FORMAT), config.image, config.execution_role_arn,
+             config.task_role_arn, f"{config.uid}:{config.gid}", config.log_group,
+             config.file_system_id)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
 def family(prefix: str, skills: tuple[str, ...] = ()) -> str:
     digest = hashlib.sha256("\n".join(sorted(skills)).encode()).hexdigest()[:12]
     return f"{prefix}-{digest}"
@@ -78,6 +103,7 @@ class SandboxRegistry:
         self.ecs = ecs
         self.region = region
         self._cache: dict[str, SandboxRecord | SkillRevision] = {}
+        self._shape = shape(config)
         self.created = 0  # access points + revisions made by this container (benchmarks)
 
     def efs_path(self, local: str) -> str:
@@ -88,12 +114,14 @@ class SandboxRegistry:
         base = self.config.efs_root_path.rstrip("/")
         return f"{base}/{relative}" if relative != "." else base or "/"
 
-    def _access_point(self, seed: str, local: str, tags: dict[str, str]) -> str:
+    def _access_point(self, seed: str, local: str, tags: dict[str, str], *,
+                      identity: tuple[int, int] | None = None) -> str:
         token = hashlib.sha256(seed.encode()).hexdigest()[:32]
+        uid, gid = identity or (self.config.uid, self.config.gid)
         try:
             made = self.efs.create_access_point(
                 ClientToken=token, FileSystemId=self.config.file_system_id,
-                PosixUser={"Uid": self.config.uid, "Gid": self.config.gid},
+                PosixUser={"Uid": uid, "Gid": gid},
                 RootDirectory={"Path": self.efs_path(local), "CreationInfo": {
                     "OwnerUid": self.config.uid, "OwnerGid": self.config.gid,
                     "Permissions": "0750"}},
@@ -135,7 +163,7 @@ class SandboxRegistry:
 
     def record(self, workspaces: EfsWorkspaces) -> SandboxRecord:
         """The session's access points and revision (no skills mounted)."""
-        return self._stored(workspaces.session, "taskdef", SandboxRecord,
+        return self._stored(workspaces.session, f"taskdef@{self._shape}", SandboxRecord,
                             lambda: self._create(workspaces))
 
     def _create(self, workspaces: EfsWorkspaces) -> SandboxRecord:
@@ -183,18 +211,19 @@ class SandboxRegistry:
             return base.task_definition
         name = family(self.config.family_prefix,
                       tuple(f"{m.skill_id}@{m.content_hash}" for m in mounts))
-        made = self._stored(workspaces.session, f"taskdef#{name}", SkillRevision,
+        made = self._stored(workspaces.session, f"taskdef#{name}@{self._shape}", SkillRevision,
                             lambda: self._register_skills(workspaces, base, name, mounts))
         return made.task_definition
 
     def _register_skills(self, workspaces: EfsWorkspaces, base: SandboxRecord, name: str,
                          mounts: list[SkillMount]) -> SkillRevision:
         root = self.config.workspace_root
-        # one access point per skill version, shared by every session (read-only content;
-        # the mount is read-only too): its client token is the version's folder
+        # one access point per skill version, shared by every session (read-only content,
+        # a reader identity, a read-only mount): its client token is the version's folder
         points = [(m.skill_id, self._access_point(
-            f"skill:{m.directory}", os.path.join(root, m.directory),
-            {"agentloom:skill": m.content_hash, "agentloom:mount": "skill"}))
+            f"skill-reader:{m.directory}", os.path.join(root, m.directory),
+            {"agentloom:skill": m.content_hash, "agentloom:mount": "skill"},
+            identity=(SKILL_READER, SKILL_READER)))
             for m in mounts]
         params = self._params(name, base.workspace_access_point, base.results_access_point,
                               skills=points)
@@ -210,6 +239,7 @@ class SandboxRegistry:
         return task_definition(
             family=name, image=self.config.image,
             execution_role_arn=self.config.execution_role_arn,
+            task_role_arn=self.config.task_role_arn,
             file_system_id=self.config.file_system_id, workspace_access_point=workspace_ap,
             results_access_point=results_ap, user=f"{self.config.uid}:{self.config.gid}",
             log_group=self.config.log_group, region=self.region, skills=skills or ())

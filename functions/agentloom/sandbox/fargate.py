@@ -25,8 +25,14 @@ docs/contract.md#aws-limits):
   overrides names those container paths.
 - ``readonlyRootFilesystem``, a non-root ``user``, all capabilities dropped, an ``nproc``
   ulimit (Fargate has no pid limit), task ``cpu``/``memory``; ``/tmp`` is a task-storage
-  volume (Fargate has no tmpfs). No task role: the command gets no AWS credentials, and
-  EFS IAM authorization stays off (access point + security group instead).
+  volume (Fargate has no tmpfs).
+- EFS IAM authorization (``authorizationConfig.iam: ENABLED``): the mount is made with the
+  task role, whose only permission is ``ClientMount``/``ClientWrite`` on the file system
+  through an access point, and the file-system policy refuses every mount that is not
+  TLS, not IAM-authorized, not through an access point, or root (infra workspace.py).
+  The command can read that role's credentials (the container credential endpoint): they
+  grant nothing beyond mounting an access point of this file system whose id it knows,
+  and there is no route out of the subnet (docs/deploy.md, "Threat model of the sandbox").
 - platform version >= 1.4.0 (EFS); ``awsvpc`` in isolated subnets, no public IP, a security
   group whose only egress is EFS (2049) and the VPC endpoints the task needs to start.
 """
@@ -123,7 +129,7 @@ def sfn_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_definition(*, family: str, image: str, execution_role_arn: str,
-                    file_system_id: str, workspace_access_point: str,
+                    task_role_arn: str, file_system_id: str, workspace_access_point: str,
                     results_access_point: str, cpu: int = 1024, memory_mb: int = 2048,
                     user: str = "65534:65534", nproc: int = 256, nofile: int = 1024,
                     log_group: str | None = None, region: str | None = None,
@@ -133,7 +139,7 @@ def task_definition(*, family: str, image: str, execution_role_arn: str,
 
     def efs(access_point: str) -> dict[str, Any]:
         return {"fileSystemId": file_system_id, "transitEncryption": "ENABLED",
-                "authorizationConfig": {"accessPointId": access_point, "iam": "DISABLED"}}
+                "authorizationConfig": {"accessPointId": access_point, "iam": "ENABLED"}}
 
     container: dict[str, Any] = {
         "name": "command", "image": image, "essential": True, "entryPoint": ENTRY,
@@ -158,6 +164,7 @@ def task_definition(*, family: str, image: str, execution_role_arn: str,
     return {
         "family": family, "networkMode": "awsvpc", "requiresCompatibilities": ["FARGATE"],
         "cpu": str(cpu), "memory": str(memory_mb), "executionRoleArn": execution_role_arn,
+        "taskRoleArn": task_role_arn,
         "runtimePlatform": {"operatingSystemFamily": "LINUX"},
         "containerDefinitions": [container],
         "volumes": [{"name": "workspace", "efsVolumeConfiguration": efs(workspace_access_point)},

@@ -33,7 +33,7 @@ from unit.skills.builders import hello_zip
 
 from agentloom.aws.capabilities import aws_capabilities
 from agentloom.aws.config import AwsConfig
-from agentloom.aws.sandbox import family
+from agentloom.aws.sandbox import SKILL_READER, family
 from agentloom.capabilities import Capabilities
 from agentloom.crypto.kms_keyring import KmsKeyring
 from agentloom.handlers import api as api_handler
@@ -142,6 +142,14 @@ def test_a_step_loads_the_skill_and_mounts_it_read_only_on_fargate(
     [point] = [m for m in described["containerDefinitions"][0]["mountPoints"]
                if m["containerPath"] == "/skills/hello"]
     assert point["readOnly"] is True
+    # and its access point's identity cannot write (or chmod) the version's files, even
+    # mounted read-write by hand with the task role
+    skill_ap = next(v["efsVolumeConfiguration"]["authorizationConfig"]["accessPointId"]
+                    for v in described["volumes"] if v["name"] == point["sourceVolume"])
+    (described_ap,) = skill_bench.aws.efs.describe_access_points(
+        AccessPointId=skill_ap)["AccessPoints"]
+    assert described_ap["PosixUser"] == {"Uid": SKILL_READER, "Gid": SKILL_READER}
+    assert SKILL_READER != skill_bench.service.sandbox.config.uid  # not the files' owner
     assert described["family"] == family("agentloom-test-sbx", (snapshot["skills"][0],))
     override = command["overrides"]["ContainerOverrides"][0]
     spec = json.loads(override["Command"][1])

@@ -44,10 +44,14 @@ def test_each_session_mounts_only_its_own_directories(bench: Bench) -> None:
         taskDefinition=str(first["task_definition"]))["taskDefinition"]
     container_def = described["containerDefinitions"][0]
     assert container_def["readonlyRootFilesystem"] is True
-    assert container_def["user"] != "0" and "taskRoleArn" not in described
+    assert container_def["user"] != "0"
+    # the mount is IAM-authorized with the task role (the file-system policy requires it)
+    assert described["taskRoleArn"] == "arn:aws:iam::123456789012:role/sbx-task"
     for volume in described["volumes"]:
         if "efsVolumeConfiguration" in volume:
-            assert volume["efsVolumeConfiguration"]["transitEncryption"] == "ENABLED"
+            efs_volume = volume["efsVolumeConfiguration"]
+            assert efs_volume["transitEncryption"] == "ENABLED"
+            assert efs_volume["authorizationConfig"]["iam"] == "ENABLED"
     override = first["overrides"]["ContainerOverrides"][0]  # type: ignore[index]
     env = {e["Name"]: e["Value"] for e in override["Environment"]}
     assert env["WORKSPACE"] == "/workspace/main"
@@ -65,6 +69,36 @@ def test_the_registry_creates_once(bench: Bench) -> None:
     finally:
         cold.close()
     assert made == 3  # two access points and a revision
+
+
+def test_a_deploy_that_changes_the_revision_shape_registers_a_fresh_revision(
+        bench: Bench) -> None:
+    """The cached revision is keyed on what it takes from the deployment: after a new
+    image (or the task role EFS IAM authorization now needs) a session's next command
+    runs on a new revision with the new image, mounting the same session directories
+    (on AWS through the same access points: their client tokens do not change; moto
+    ignores client tokens)."""
+    from dataclasses import replace
+
+    from agentloom.aws.sandbox import SandboxRegistry
+
+    _, before = _record(bench, bench.session_id)
+    run = bench.api.store.runs.of_session(bench.session_id)[0]
+    workspaces = efs(bench.service.host.ports.workspaces(bench.service._snapshot(run),
+                                                         run.session_id))
+    old = bench.service.sandbox.record(workspaces)
+    config = replace(bench.service.sandbox.config, image="repo/sbx:2")
+    deployed = SandboxRegistry(config, bench.service.sandbox.store, efs=bench.aws.efs,
+                               ecs=bench.aws.ecs, region="us-east-1")
+    new = deployed.record(workspaces)
+    assert new.task_definition != before["task_definition"] == old.task_definition
+    container = Container(bench)
+    assert container.mounts(new.task_definition) == container.mounts(old.task_definition)
+    described = bench.aws.ecs.describe_task_definition(
+        taskDefinition=new.task_definition)["taskDefinition"]
+    assert described["containerDefinitions"][0]["image"] == "repo/sbx:2"
+    # the previous deployment's containers keep their own (still cached) revision
+    assert bench.service.sandbox.record(workspaces) == old
 
 
 def test_overrides_are_in_the_integration_casing_and_stay_in_the_workspace() -> None:
@@ -106,7 +140,8 @@ def test_an_existing_access_point_of_the_token_is_reused(aws_env: None, tmp_path
     efs.meta.events.register("before-send.efs.CreateAccessPoint", conflict)
     config = SandboxConfig(
         workspace_root=str(tmp_path), file_system_id="fs-1", cluster="c", family_prefix="p",
-        execution_role_arn="arn:aws:iam::1:role/x", image="i", subnets=("s",),
+        execution_role_arn="arn:aws:iam::1:role/x", task_role_arn="arn:aws:iam::1:role/t",
+        image="i", subnets=("s",),
         security_group="g", log_group="l", uid=1000, gid=1000, efs_root_path="/")
     registry = SandboxRegistry(config, None, efs=efs, ecs=None,  # type: ignore[arg-type]
                                region="us-east-1")
