@@ -17,13 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import jsii
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_sqs as sqs
-from constructs import Construct
 
 ITEM_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
                 "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"]
@@ -42,21 +38,3 @@ def grant_items(grantee: iam.IGrantable, tables: Iterable[dynamodb.ITable], *,
 def grant_key_use(grantee: iam.IGrantable, key: kms.IKey) -> None:
     """Seal and open envelopes (and SSE-KMS data) under ``key``; nothing else."""
     key.grant(grantee, *KEY_ACTIONS)
-
-
-@jsii.implements(lambda_.IDestination)
-class QueueDestination:
-    """``aws_lambda_destinations.SqsDestination`` with the sender's grant written here:
-    ``sqs:SendMessage`` on the queue and ``GenerateDataKey``/``Decrypt`` on its key (what
-    an SQS SSE-KMS producer needs), instead of CDK's ``grant_send_messages``, which adds
-    ``kms:Encrypt``, ``kms:ReEncrypt*`` and ``kms:GenerateDataKey*``."""
-
-    def __init__(self, queue: sqs.IQueue, key: kms.IKey) -> None:
-        self.queue, self.key = queue, key
-
-    def bind(self, _scope: Construct, fn: lambda_.IFunction, *,
-             type: lambda_.DestinationType | None = None) -> lambda_.DestinationConfig:
-        fn.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"],
-                                                  resources=[self.queue.queue_arn]))
-        grant_key_use(fn, self.key)
-        return lambda_.DestinationConfig(destination=self.queue.queue_arn)

@@ -25,6 +25,7 @@ import json
 from typing import Any
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -34,8 +35,6 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
-
-from agentloom_infra.grants import QueueDestination
 
 MAX_RECEIVES = 5
 ASYNC_RETRIES = 2  # Lambda's own retries of an async invocation (its maximum)
@@ -87,7 +86,7 @@ class Triggers(Construct):
             actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=["*"],
             principals=[iam.ServicePrincipal("events.amazonaws.com")],
             conditions={"StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account}}))
-        handler.configure_async_invoke(on_failure=QueueDestination(failures, key),
+        handler.configure_async_invoke(on_failure=_QueueDestination(failures, key),
                                        retry_attempts=ASYNC_RETRIES,
                                        max_event_age=MAX_EVENT_AGE)
         return failures
@@ -140,3 +139,20 @@ class Triggers(Construct):
                     maximum_retry_attempts=4, maximum_event_age_in_seconds=3600),
                 dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(
                     arn=self.failures.queue_arn)))
+
+
+@jsii.implements(lambda_.IDestination)
+class _QueueDestination:
+    """An async on-failure destination on an encrypted queue, granting only what sending
+    takes (``SqsDestination`` grants the key's ``Encrypt``/``ReEncrypt*`` too)."""
+
+    def __init__(self, queue: sqs.IQueue, key: kms.IKey) -> None:
+        self._queue, self._key = queue, key
+
+    def bind(self, scope: Construct, fn: lambda_.IFunction, *,
+             type: lambda_.DestinationType | None = None) -> lambda_.DestinationConfig:
+        fn.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"],
+                                                  resources=[self._queue.queue_arn]))
+        fn.add_to_role_policy(iam.PolicyStatement(actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                                                  resources=[self._key.key_arn]))
+        return lambda_.DestinationConfig(destination=self._queue.queue_arn)

@@ -75,19 +75,19 @@ def test_cli_text_and_cdk_json_values_read_alike() -> None:
     assert (text.memory_mb, text.azs) == ({"step": 640}, 3)
 
 
-def test_dns_domains_read_as_a_comma_separated_list() -> None:
-    assert config(dnsAllowedDomains="mcp.example.com,*.models.example.org") == \
-        config(dnsAllowedDomains=["mcp.example.com", "*.models.example.org"])
-    assert config(dnsAllowedDomains="mcp.example.com").dns_allowed_domains == \
-        ("mcp.example.com",)
-
-
 def test_tokenizers_name_families_or_none() -> None:
     assert config().tokenizers == ("deepseek", "openai")
     assert config(tokenizers="openai").tokenizers == ("openai",)
     assert config(tokenizers="openai,deepseek,openai") == config(tokenizers=["deepseek",
                                                                              "openai"])
     assert config(tokenizers="none").tokenizers == ()
+
+
+def test_dns_domains_read_as_a_comma_separated_list() -> None:
+    assert config(dnsAllowedDomains="mcp.example.com,*.models.example.org") == \
+        config(dnsAllowedDomains=["mcp.example.com", "*.models.example.org"])
+    assert config(dnsAllowedDomains="mcp.example.com").dns_allowed_domains == \
+        ("mcp.example.com",)
 
 
 def test_an_empty_value_takes_the_default() -> None:
@@ -121,12 +121,12 @@ def test_an_empty_value_takes_the_default() -> None:
     ({"jwtAudience": "a"}, "context 'jwtIssuer' and 'jwtAudience' go together"),
     ({"scheduleCron": "rate(1 day) and more)"}, "context 'scheduleCron'"),
     ({"otelLayerArn": "arn:aws:lambda:eu-west-1:1:function:x"}, "context 'otelLayerArn'"),
+    ({"tokenizers": "openai,llama"}, "context 'tokenizers' must be 'none' or"),
+    ({"tokenizers": "none,openai"}, "context 'tokenizers' must be 'none' or"),
     ({"dnsAllowedDomains": "mcp.example.com,Evil..com"}, "context 'dnsAllowedDomains'"),
     ({"dnsAllowedDomains": "*"}, "context 'dnsAllowedDomains' must be comma-separated"),
     ({"stateMachineLogLevel": "DEBUG"}, "context 'stateMachineLogLevel' must be one of"),
     ({"userPoolMfa": "required"}, "context 'userPoolMfa' must be one of OFF"),
-    ({"tokenizers": "openai,llama"}, "context 'tokenizers' must be 'none' or"),
-    ({"tokenizers": "none,openai"}, "context 'tokenizers' must be 'none' or"),
     ({"triggers": {"t": TRIGGER}, "scheduleTrigger": "u"},
      "context 'scheduleTrigger' names 'u', which is not in 'triggers'"),
 ])
