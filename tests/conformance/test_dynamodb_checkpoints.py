@@ -179,6 +179,42 @@ def test_write_counters(dynamodb_backend: Any) -> None:
     assert store.write_units == 4 + (257 + 257 + 257 + 209) + 2 * 2
 
 
+def test_a_head_only_commit_is_one_conditional_put(dynamodb_backend: Any) -> None:
+    store, sent = dynamodb_backend.store, Sent(dynamodb_backend.client)
+    store.commit(Commit(RUN, 0, {"v": 1}, [LogEntry("s", 1, {"k": "v"})]))
+    units = store.write_units
+    assert store.commit(Commit(RUN, 1, {"v": 2})) == 2
+    (item,) = sent.items["PutItem"]
+    assert item["sk"]["S"] == "HEAD" and len(sent.items["TransactWriteItems"]) == 2
+    assert store.write_units == units + 1  # a standard write: 1 unit, not 2
+    with pytest.raises(CheckpointConflict) as info:
+        store.commit(Commit(RUN, 1, {"v": 3}))  # a duplicate step: the CAS holds
+    assert info.value.details["actual"] == 2
+    assert store.load_head(RUN) == Head(2, {"v": 2})
+    assert store.read(RUN, "s") == [LogEntry("s", 1, {"k": "v"})]
+
+
+def test_a_retried_head_put_that_had_landed_is_our_own_success(
+        dynamodb_backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore retries a PutItem whose response was lost; the retry's condition then
+    fails on the write it made itself, which the commit token recognises."""
+    store, client = dynamodb_backend.store, dynamodb_backend.client
+    store.commit(Commit(RUN, 0, {"v": 1}, [LogEntry("s", 1, {"k": "v"})]))
+    real = client.put_item
+
+    def landed_then_retried(**params: Any) -> Any:
+        real(**params)  # the first attempt lands; its response is lost
+        return real(**params)  # botocore sends the same request again
+
+    monkeypatch.setattr(client, "put_item", landed_then_retried)
+    assert store.commit(Commit(RUN, 1, {"v": 2})) == 2
+    assert store.load_head(RUN) == Head(2, {"v": 2})
+    # another writer's put at that version is still a conflict
+    monkeypatch.setattr(client, "put_item", real)
+    with pytest.raises(CheckpointConflict):
+        store.commit(Commit(RUN, 1, {"v": 9}))
+
+
 def test_largest_commit_stays_under_the_transaction_limit(dynamodb_backend: Any) -> None:
     """Whatever the bodies hold, after spilling a commit of 100 items fits in 4 MB, even
     with long run ids and stream names."""

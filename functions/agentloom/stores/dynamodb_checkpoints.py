@@ -2,7 +2,7 @@
 
 Items (``pk`` and ``sk`` are strings)::
 
-    pk=RUN#{run_id}  sk=HEAD                        version (N), body (S; B sealed)
+    pk=RUN#{run_id}  sk=HEAD                        version (N), body (S; B sealed), ct (B)
     pk=RUN#{run_id}  sk=LOG#{stream}#{seq:012d}     stream (S), seq (N), body (S; B sealed)
     pk=RUN#{run_id}  sk=BLOB#{key}                  data (B), parts (N), size (N)
     pk=RUN#{run_id}  sk=BLOB#{key}#{part:06d}       data (B)   parts 1.. of a blob > 256 KiB
@@ -26,6 +26,13 @@ base class spills the largest bodies of a commit above 1 MiB in total, so any nu
 entries fits (a commit of 300 entries is a head and two packs).
 botocore's retries reuse the request's ``ClientRequestToken``, so a retry
 after a lost response does not turn our own success into a conflict.
+
+A commit that changes only the head (no entries, no companion action: e.g. the commit
+that makes a model call durable before it is sent) is one conditional PutItem instead —
+1 write unit per KB, where the transaction bills 2. The HEAD item then carries ``ct``,
+a random 8-byte commit token: when botocore retries a put whose response was lost and
+the retry's condition fails on an item at the version it wrote with the token it sent,
+that is this commit's own success, not a conflict.
 
 The HEAD's body is usually a delta against a base blob of the run (``BaseCheckpointStore``:
 "Heads as deltas"), so what a commit puts is a few hundred bytes: one write unit's 1 KB
@@ -70,6 +77,7 @@ import base64
 import binascii
 import json
 import re
+import secrets
 import threading
 import time
 import uuid
@@ -105,6 +113,8 @@ BATCH_WRITE_ITEMS = 25  # BatchWriteItem: put requests per call
 _BATCH_ATTEMPTS = 8  # calls per batch while DynamoDB leaves items unprocessed
 _SEQ_DIGITS = 12
 _MAX_SEQ = 10**_SEQ_DIGITS - 1
+_TOKEN = "ct"  # the HEAD's commit token (a head-only commit's PutItem: ``_put_head``)
+_TOKEN_BYTES = 8
 _BLOB_KEY = re.compile(r"sha256:[0-9a-f]{64}")  # what BaseCheckpointStore.put_blob returns
 
 Item = dict[str, Any]
@@ -145,7 +155,8 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         """A HEAD item within 1 KB (one write unit, 2 in the transaction): its key and
         attributes, the envelope (stored as bytes), and the row."""
         fixed = item_size({"pk": {"S": _pk(run_id)}, "sk": {"S": "HEAD"},
-                           "version": {"N": "1" * 12}, "body": {"S": ""}})
+                           "version": {"N": "1" * 12}, "body": {"S": ""},
+                           _TOKEN: {"B": b"\0" * _TOKEN_BYTES}})
         room = 1024 - fixed - (self._codec.overhead if self._codec is not None else 0)
         return max(room, HEAD_DELTA_BYTES)
 
@@ -175,6 +186,9 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         companion = DynamoDbTransaction()
         if joined is not None:
             joined.join(companion)
+        if not rows and not companion.actions:
+            self._put_head(run_id, expected, new, head_put)
+            return
         items = _log_items(pk, rows, MAX_TRANSACT_ACTIONS - 1 - len(companion.actions),
                            sealed)
         actions: list[dict[str, Any]] = [{"Put": head_put}]
@@ -200,6 +214,31 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
             raise _commit_failed(run_id, _error_code(exc), []) from exc
         self._count([*sizes, *(size for size in companion.sizes if size)],
                     transactional=True)
+
+    def _put_head(self, run_id: str, expected: int, new: int,
+                  head_put: dict[str, Any]) -> None:
+        """A commit that changes only the head: one conditional PutItem (1 unit per KB,
+        half the transaction's). The item carries a random commit token, so when
+        botocore retries a put whose response was lost and the retry finds its own
+        write (the version it wrote, the token it sent), that is our success, not a
+        conflict."""
+        token = secrets.token_bytes(_TOKEN_BYTES)
+        head_put["Item"][_TOKEN] = {"B": token}
+        try:
+            self._client.put_item(**head_put)
+        except self._client.exceptions.ConditionalCheckFailedException as exc:
+            old: dict[str, Any] = dict(exc.response).get("Item") or {}
+            actual = int(old["version"]["N"]) if "version" in old else 0
+            if actual == new and bytes(old.get(_TOKEN, {}).get("B", b"")) == token:
+                self._count([item_size(head_put["Item"])], transactional=False)
+                return  # a retry of our own put that had landed
+            raise CheckpointConflict(
+                f"run {run_id}: head is at version {actual}, step expected {expected}",
+                details={"run_id": run_id, "expected": expected, "actual": actual},
+            ) from exc
+        except ClientError as exc:
+            raise _commit_failed(run_id, _error_code(exc), []) from exc
+        self._count([item_size(head_put["Item"])], transactional=False)
 
     def _query(self, run_id: str, stream: str, after: int,
                limit: int | None) -> list[tuple[int, str]]:
