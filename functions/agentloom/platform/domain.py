@@ -233,13 +233,17 @@ class Idempotency(Record):
 
 class OpenRun(BaseModel):
     """A run whose records are still synced into the session stream: per instance, the
-    last source seq synced; the last ``ops`` seq read for usage; its last status record."""
+    last source seq synced; the last ``ops`` seq read for usage; its last status record;
+    its usage totals while it runs (``usage``: folded into the run item and its index
+    entry when its status changes, so a model call's commit writes the stream head
+    only; None: the run item's are current)."""
 
     model_config = ConfigDict(extra="forbid")
 
     src: dict[str, int] = Field(default_factory=dict)
     ops: int = 0
     noted: str = ""
+    usage: Usage | None = None
 
 
 class StreamHead(Record):

@@ -20,7 +20,8 @@ reusable view (``build_run_history``).
 
 **Usage.** The same pass reads the provider usage of every model call: an action's on
 its assistant source record (``call.usage``), a compaction's or review's in its ``ops``
-entry. It is summed on the run (all purposes, all instances) in the same transaction,
+entry. It is summed for the run (all purposes, all instances) in the same transaction
+(on its stream cursor while it runs, on the run item once it is not running),
 and each call becomes a ``model.usage`` event (with its ``cost`` when the version's
 connection has prices: the engine computes it and keeps it on the same records).
 ``run_cost`` reads tokens and cost per run (the head's totals) and per step (the

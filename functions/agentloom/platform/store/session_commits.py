@@ -15,8 +15,10 @@ crash leaves the run's head *and* what it implies for the session, or neither:
   (a status record, another process) makes the join fail with ``CompanionConflict``
   and the checkpoint store asks again;
 - the run's usage totals and cost (provider usage of the commit's model calls: an
-  action's on its assistant record, a compaction's or review's in ``ops``), on the run
-  item and on its entry in the space's run index (what operators list), and one
+  action's on its assistant record, a compaction's or review's in ``ops``), on the
+  run's cursor in the stream head while it runs (written anyway: no extra item), folded
+  into the run item and its entry in the space's run index (what operators list) by
+  the commit that finds the run not running (stopped, blocked, closing), and one
   ``model.usage`` event per call (the commit's events are one item, ``ev#{first seq}``,
   that must not exist: an event appended meanwhile is a ``CompanionConflict``, and the
   commit asks again);
@@ -157,7 +159,9 @@ def advance(store: PlatformStore, session_id: str, run_id: str, progress: Progre
         del open_runs[run_id]
         found.changed = True
     if usage:
-        _add_usage(store, session_id, run_id, usage, found)
+        _add_usage(store, session_id, run_id, usage, cursor, found)
+    if progress.status != "running":
+        _fold_usage(store, session_id, run_id, cursor, found)
 
 
 def _status_record(run_id: str, progress: Progress, cursor: OpenRun, found: Pass,
@@ -182,11 +186,16 @@ def _status_record(run_id: str, progress: Progress, cursor: OpenRun, found: Pass
 
 
 def _add_usage(store: PlatformStore, session_id: str, run_id: str,
-               calls: list[tuple[str, str, Mapping[str, Any]]], found: Pass) -> None:
-    stored = store.runs.get(session_id, run_id)
-    if stored is None:
-        return
-    total = stored.value.usage
+               calls: list[tuple[str, str, Mapping[str, Any]]], cursor: OpenRun,
+               found: Pass) -> None:
+    """The calls' usage added to the totals on the run's cursor (from the run item's
+    the first time), one ``model.usage`` event each."""
+    total = cursor.usage
+    if total is None:
+        stored = store.runs.stored(session_id, run_id)
+        if stored is None:
+            return
+        total = stored.value.usage
     for purpose, instance, call in calls:
         cost = call.get("cost")
         total = total.add(purpose, call.get("usage"), cost)
@@ -196,7 +205,20 @@ def _add_usage(store: PlatformStore, session_id: str, run_id: str,
             "input_tokens": given, "output_tokens": produced,
             "cost": float(cost) if isinstance(cost, int | float)
             and not isinstance(cost, bool) else None}))
-    found.runs.append((stored, stored.value.model_copy(update={"usage": total})))
+    cursor.usage = total
+    found.changed = True
+
+
+def _fold_usage(store: PlatformStore, session_id: str, run_id: str, cursor: OpenRun,
+                found: Pass) -> None:
+    """A run that is not running (stopped, or closing) gets its cursor's totals on its
+    item and index entry, in the same transaction."""
+    if cursor.usage is None:
+        return
+    stored = store.runs.stored(session_id, run_id)
+    if stored is None or stored.value.usage == cursor.usage:
+        return
+    found.runs.append((stored, stored.value.model_copy(update={"usage": cursor.usage})))
 
 
 class _Joined:
@@ -284,7 +306,7 @@ class SessionCommits:
             return []
         mine = [(old, new) for old, new in found.runs if new.run_id == run_id]
         found.runs[:] = [pair for pair in found.runs if pair[1].run_id != run_id]
-        stored = mine[0][0] if mine else self.store.runs.get(sid, run_id)
+        stored = mine[0][0] if mine else self.store.runs.stored(sid, run_id)
         if stored is None:
             return []
         base = mine[0][1] if mine else stored.value

@@ -51,6 +51,7 @@ from agentloom.platform.domain import (
     Session,
     SessionRecord,
     StreamHead,
+    Usage,
     now,
 )
 
@@ -145,7 +146,22 @@ class Runs:
         self._items.transact(writes)
 
     def get(self, session_id: str, run_id: str) -> Versioned[Run] | None:
+        """The run with its live usage: while it is open in the session's stream, the
+        totals on its cursor (``OpenRun.usage``) are newer than the run item's."""
+        found = self.stored(session_id, run_id)
+        if found is None:
+            return None
+        return _live(found, self._open_usage(session_id).get(run_id))
+
+    def stored(self, session_id: str, run_id: str) -> Versioned[Run] | None:
+        """The run item as stored (its usage as of its last status change)."""
         return self._items.get(f"session#{session_id}", f"run#{run_id}", Run)
+
+    def _open_usage(self, session_id: str) -> dict[str, Usage]:
+        head = self._streams.head(session_id)
+        return {} if head is None else {run_id: cursor.usage for run_id, cursor
+                                        in head.value.open.items()
+                                        if cursor.usage is not None}
 
     def find(self, run_id: str) -> Versioned[Run] | None:
         """A run by its id alone."""
@@ -158,7 +174,9 @@ class Runs:
         return None if found is None else str(json.loads(found[1])["session_id"])
 
     def of_session(self, session_id: str) -> list[Run]:
-        return self._items.query(f"session#{session_id}", "run#", Run)
+        usage = self._open_usage(session_id)
+        return [_live(Versioned(run, 0), usage.get(run.run_id)).value
+                for run in self._items.query(f"session#{session_id}", "run#", Run)]
 
     def by_status(self, space_id: str, status: str | None = None,
                   limit: int | None = None) -> list[RunIndex]:
@@ -183,6 +201,12 @@ class Runs:
                     ) -> Versioned[Idempotency] | None:
         """The idempotency key of an ask (``start`` wrote it with its run)."""
         return self._items.get(f"session#{session_id}", f"idem#{key_sha256}", Idempotency)
+
+
+def _live(run: Versioned[Run], usage: Usage | None) -> Versioned[Run]:
+    if usage is None or usage == run.value.usage:
+        return run
+    return Versioned(run.value.model_copy(update={"usage": usage}), run.version)
 
 
 class ViewRef(BaseModel):
