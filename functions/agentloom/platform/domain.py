@@ -21,7 +21,7 @@ import secrets
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 FORMAT: Literal[1] = 1
 
@@ -246,12 +246,6 @@ class OpenRun(BaseModel):
     usage: Usage | None = None
 
 
-class StreamHead(Record):
-    session_id: str
-    seq: int = 0
-    open: dict[str, OpenRun] = Field(default_factory=dict)
-
-
 class SessionRecord(Record):
     """One entry of a session's record stream. ``src`` refers to the run's source record
     (``src:<instance>`` seq; the content stays in the run, stored once); a status record
@@ -265,6 +259,22 @@ class SessionRecord(Record):
     src: int | None = None
     note: dict[str, Any] | None = None
     at: float
+
+
+class StreamHead(Record):
+    """A session stream's head: the next seq, the open runs' cursors, and ``tail``: the
+    newest records, main's only, not yet in a batch item — they ride in this item,
+    which every commit with records writes anyway, until it would outgrow one write
+    unit (``agentloom.platform.store.sessions.record_writes``)."""
+
+    session_id: str
+    seq: int = 0
+    open: dict[str, OpenRun] = Field(default_factory=dict)
+    tail: list[SessionRecord] = Field(default_factory=list)
+
+    @field_serializer("tail")
+    def _compact_tail(self, tail: list[SessionRecord]) -> list[dict[str, Any]]:
+        return [r.model_dump(mode="json", exclude_defaults=True) for r in tail]
 
 
 class Event(Record):
