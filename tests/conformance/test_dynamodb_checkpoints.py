@@ -215,6 +215,46 @@ def test_a_retried_head_put_that_had_landed_is_our_own_success(
         store.commit(Commit(RUN, 1, {"v": 9}))
 
 
+def test_a_view_row_rides_in_its_source_records_item_and_reads_alike(
+        dynamodb_backend: Any) -> None:
+    """A step's ``view:`` row is carried by its ``src:`` row's item when one item bills
+    fewer units than two; one that is too large (or whose seq is past the source's) is
+    its own item. Reads of either stream see every row once, in order, at any
+    ``after`` and ``limit``."""
+    store, sent = dynamodb_backend.store, Sent(dynamodb_backend.client)
+    version, views, sources = 0, [], []
+    for n in range(1, 41):
+        big = n % 7 == 0  # two rows of ~900 bytes: two items bill no more than one
+        view = {"src": n, "message": {"role": "tool", "content": "v" * (850 if big else 40)}}
+        source = {"kind": "tool", "message": {"role": "tool",
+                                              "content": "s" * 850 if big else f"s{n}"}}
+        entries = [LogEntry("src:main", n, source), LogEntry("view:main", n, view)]
+        if n % 11 == 0:  # a view row ahead of the commit's source row: not carried
+            entries.append(LogEntry("view:main", 100 + n, view))
+            views.append((100 + n, view))
+        version = store.commit(Commit(RUN, version, {"n": n}, entries))
+        views.append((n, view))
+        sources.append((n, source))
+    views.sort(key=lambda row: row[0])
+    logs = [i for i in sent.items["TransactWriteItems"] if i["sk"]["S"].startswith("LOG#")]
+    carried = [i for i in logs if "vseq" in i]
+    assert len(carried) == 40 - 5  # every seventh view is its own item
+    assert len(logs) == 40 + 5 + 3
+    assert max(item_size(i) for i in carried) <= 1024
+    assert [(e.seq, e.body) for e in store.read(RUN, "view:main")] == views
+    assert [(e.seq, e.body) for e in store.read(RUN, "src:main")] == sources
+    for after in (0, 6, 7, 20, 39, 40, 110):
+        for limit in (None, 1, 3, 50):
+            want = [row for row in views if row[0] > after]
+            want = want if limit is None else want[:limit]
+            assert [(e.seq, e.body) for e in store.read(RUN, "view:main", after, limit)] \
+                == want, (after, limit)
+    with pytest.raises(CheckpointConflict):  # a stale step changes nothing, carried or not
+        store.commit(Commit(RUN, version - 1, {"n": 0}, [LogEntry("src:main", 41, {}),
+                                                         LogEntry("view:main", 41, {})]))
+    assert [e.seq for e in store.read(RUN, "view:main", 40)] == [111, 122, 133]
+
+
 def test_largest_commit_stays_under_the_transaction_limit(dynamodb_backend: Any) -> None:
     """Whatever the bodies hold, after spilling a commit of 100 items fits in 4 MB, even
     with long run ids and stream names."""
