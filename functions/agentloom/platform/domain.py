@@ -21,7 +21,7 @@ import secrets
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 FORMAT: Literal[1] = 1
 
@@ -272,9 +272,42 @@ class StreamHead(Record):
     open: dict[str, OpenRun] = Field(default_factory=dict)
     tail: list[SessionRecord] = Field(default_factory=list)
 
+    # the head is kept small (its tail's room): defaults are left out, and in the tail
+    # main's instance and an entry key that says what ``src`` says
+    @field_serializer("open")
+    def _compact_open(self, open_runs: dict[str, OpenRun]) -> dict[str, Any]:
+        return {run_id: cursor.model_dump(mode="json", exclude_defaults=True)
+                for run_id, cursor in open_runs.items()}
+
     @field_serializer("tail")
     def _compact_tail(self, tail: list[SessionRecord]) -> list[dict[str, Any]]:
-        return [r.model_dump(mode="json", exclude_defaults=True) for r in tail]
+        return [compact_record(record) for record in tail]
+
+    @field_validator("tail", mode="before")
+    @classmethod
+    def _full_tail(cls, tail: Any) -> Any:
+        if not isinstance(tail, list):
+            return tail
+        return [full_record(r) if isinstance(r, dict) else r for r in tail]
+
+
+def compact_record(record: SessionRecord) -> dict[str, Any]:
+    """A record as the stream stores it (tail and batches): defaults left out, main's
+    instance and an entry key that says what ``src`` says too (``full_record``)."""
+    data = record.model_dump(mode="json", exclude_defaults=True)
+    if record.instance == "main":
+        del data["instance"]
+    if record.src is not None and record.entry_key == f"src:{record.src}":
+        del data["entry_key"]
+    return data
+
+
+def full_record(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored record's fields, those ``compact_record`` left out filled in."""
+    implied: dict[str, Any] = {"instance": "main"}
+    if data.get("src") is not None:
+        implied["entry_key"] = f"src:{data['src']}"
+    return {**implied, **data}
 
 
 class Event(Record):

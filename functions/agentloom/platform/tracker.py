@@ -294,6 +294,10 @@ class RunTracker:
                               "(agentloom_runtime.events)", details={"topic": str(topic)})
         try:
             clean = _capped(self.redactor.scrub(_without_content(data)))
+            if self.commits is not None:
+                if self.commits.hold(run_id, topic, clean):
+                    return  # written with the commit it precedes (SessionCommits.hold)
+                self.commits.flush_held(run_id)  # what was held comes first
             self.store.events.append(run_id, [(topic, clean)])
         except Exception:  # an observer never breaks a step
             log.exception("run %s: event %s was not recorded", run_id, topic)

@@ -19,7 +19,10 @@ crash leaves the run's head *and* what it implies for the session, or neither:
   run's cursor in the stream head while it runs (written anyway: no extra item), folded
   into the run item and its entry in the space's run index (what operators list) by
   the commit that finds the run not running (stopped, blocked, closing), and one
-  ``model.usage`` event per call (the commit's events are one item, ``ev#{first seq}``,
+  ``model.usage`` event per call, after the ``model.completed`` events held for it
+  (``hold``: the engine emits one right before the commit saving the call, and the
+  process driving the run keeps it for this item, so it costs no write of its own)
+  (the commit's events are one item, ``ev#{first seq}``,
   that must not exist: an event appended meanwhile is a ``CompanionConflict``, and the
   commit asks again);
 - a status record when the run failed or was cancelled (once per execution and status),
@@ -77,6 +80,8 @@ NOTED_AT_ONCE = ("failed", "cancelled")
 CLOSED = ("completed", "failed", "cancelled")
 _PAGE = 1000
 STATUS_MESSAGE_CHARS = 2_000
+# events the engine emits right before the commit saving what they report
+HELD_TOPICS = frozenset({"model.completed"})
 
 Reader = Callable[[str, int], list[LogEntry]]  # (stream, after) -> entries, ascending
 
@@ -225,13 +230,17 @@ class _Joined:
     """The companion's writes for one commit."""
 
     def __init__(self, store: PlatformStore, writes: list[Write],
-                 notify: Callable[[], None] | None) -> None:
+                 notify: Callable[[], None] | None,
+                 written: Callable[[], None] | None = None) -> None:
         self.store, self.writes, self.notify = store, writes, notify
+        self.written = written
 
     def join(self, transaction: object) -> None:
         self.store.items.join_writes(self.writes, transaction)
 
     def committed(self) -> None:
+        if self.written is not None:
+            self.written()
         if self.notify is not None:
             try:
                 self.notify()
@@ -247,6 +256,7 @@ class SessionCommits:
         self.redactor = redactor or Redactor()
         self._sessions: dict[str, str] = {}  # run -> session (immutable once known)
         self._watched: dict[str, Callable[[], MainView]] = {}
+        self._held: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # run -> events
         self._lock = threading.Lock()
         self._notify: Callable[[], None] | None = None
 
@@ -266,6 +276,39 @@ class SessionCommits:
     def unwatch(self, run_id: str) -> None:
         with self._lock:
             self._watched.pop(run_id, None)
+        self.flush_held(run_id)
+
+    def hold(self, run_id: str, topic: str, data: dict[str, Any]) -> bool:
+        """Keep an event the engine emits right before the commit that saves what it
+        reports (``HELD_TOPICS``) for that commit's event item, when the commit writes
+        one anyway (its ``model.usage`` events): one item, no write of its own. False:
+        not held (another topic, or a run this process does not drive), append it."""
+        if topic not in HELD_TOPICS:
+            return False
+        with self._lock:
+            if run_id not in self._watched:
+                return False
+            self._held.setdefault(run_id, []).append((topic, data))
+        return True
+
+    def flush_held(self, run_id: str) -> None:
+        """Append the run's held events on their own (no commit took them, or another
+        event is to follow them)."""
+        with self._lock:
+            held = self._held.pop(run_id, [])
+        if held:
+            try:
+                self.store.events.append(run_id, held)
+            except Exception:  # an observation never breaks a step
+                log.exception("run %s: held events were not recorded", run_id)
+            if self._notify is not None:
+                self._notify()
+
+    def _written(self, run_id: str, count: int) -> Callable[[], None]:
+        def drop() -> None:
+            with self._lock:
+                self._held[run_id] = self._held.get(run_id, [])[count:]
+        return drop
 
     def prepare(self, store: BaseCheckpointStore, commit: Commit) -> _Joined | None:
         progress = progress_of(commit.head)
@@ -274,6 +317,7 @@ class SessionCommits:
         sid = self._session_of(commit.run_id)
         head = None if sid is None else self.store.streams.head(sid)
         if sid is None or head is None or commit.run_id not in head.value.open:
+            self.flush_held(commit.run_id)
             return None
         open_runs = {k: v.model_copy(deep=True) for k, v in head.value.open.items()}
         found = Pass(head.value.seq)
@@ -289,12 +333,19 @@ class SessionCommits:
             if progress.status == "completed" else None
         if view is not None:
             writes.append(view_write(sid, view))
+        if not found.usage_events:
+            self.flush_held(commit.run_id)
         if not found.changed and view is None and not stopping:
             return None
-        if found.usage_events:  # the model.usage events ride in the same transaction
-            writes += self.store.events.append_writes(
-                commit.run_id, [("model.usage", data) for _, data in found.usage_events])[0]
-        return _Joined(self.store, writes, self._notify if found.usage_events else None)
+        written = None
+        if found.usage_events:  # the model.usage events ride in the same transaction,
+            with self._lock:  # after the held events of this commit (model.completed)
+                held = list(self._held.get(commit.run_id, []))
+            writes += self.store.events.append_writes(commit.run_id, [
+                *held, *(("model.usage", data) for _, data in found.usage_events)])[0]
+            written = self._written(commit.run_id, len(held))
+        return _Joined(self.store, writes, self._notify if found.usage_events else None,
+                       written)
 
     def _stopping(self, sid: str, run_id: str, progress: Progress,
                   found: Pass) -> list[Write]:

@@ -58,6 +58,8 @@ from agentloom.platform.domain import (
     SessionRecord,
     StreamHead,
     Usage,
+    compact_record,
+    full_record,
     now,
 )
 
@@ -386,7 +388,7 @@ def record_writes(head: Versioned[StreamHead], new_head: StreamHead,
         groups += [(f"{pk}#i#{instance}", found) for instance, found in
                    by_instance.items() if instance != MAIN]  # main reads the whole stream
     for group_pk, group in groups:
-        for batch in _batches([r.model_dump(mode="json") for r in group]):
+        for batch in _batches([compact_record(r) for r in group]):
             writes.append(put(group_pk, seq_key("rec", batch[-1]["seq"]),
                               {"records": batch}, ABSENT))
     for old, new in runs:  # the run (its usage) and its index entry (operators read it)
@@ -417,8 +419,8 @@ def _batches(records: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
 
 def _batch(text: str) -> list[SessionRecord]:
     body = json.loads(text)
-    if "records" in body:
-        return [SessionRecord.model_validate(r) for r in body["records"]]
+    if "records" in body:  # compact (``compact_record``), or full as written before
+        return [SessionRecord.model_validate(full_record(r)) for r in body["records"]]
     return [SessionRecord.model_validate(body)]  # an item of one record, as first stored
 
 
