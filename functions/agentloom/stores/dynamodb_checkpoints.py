@@ -237,7 +237,8 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         try:
             self._client.put_item(**head_put)
         except self._client.exceptions.ConditionalCheckFailedException as exc:
-            old: dict[str, Any] = dict(exc.response).get("Item") or {}
+            response: dict[str, Any] = dict(exc.response)  # the modeled error's members
+            old: dict[str, Any] = response.get("Item") or {}
             actual = int(old["version"]["N"]) if "version" in old else 0
             if actual == new and bytes(old.get(_TOKEN, {}).get("B", b"")) == token:
                 self._count([item_size(head_put["Item"])], transactional=False)
