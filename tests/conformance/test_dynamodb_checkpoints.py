@@ -179,6 +179,82 @@ def test_write_counters(dynamodb_backend: Any) -> None:
     assert store.write_units == 4 + (257 + 257 + 257 + 209) + 2 * 2
 
 
+def test_a_head_only_commit_is_one_conditional_put(dynamodb_backend: Any) -> None:
+    store, sent = dynamodb_backend.store, Sent(dynamodb_backend.client)
+    store.commit(Commit(RUN, 0, {"v": 1}, [LogEntry("s", 1, {"k": "v"})]))
+    units = store.write_units
+    assert store.commit(Commit(RUN, 1, {"v": 2})) == 2
+    (item,) = sent.items["PutItem"]
+    assert item["sk"]["S"] == "HEAD" and len(sent.items["TransactWriteItems"]) == 2
+    assert store.write_units == units + 1  # a standard write: 1 unit, not 2
+    with pytest.raises(CheckpointConflict) as info:
+        store.commit(Commit(RUN, 1, {"v": 3}))  # a duplicate step: the CAS holds
+    assert info.value.details["actual"] == 2
+    assert store.load_head(RUN) == Head(2, {"v": 2})
+    assert store.read(RUN, "s") == [LogEntry("s", 1, {"k": "v"})]
+
+
+def test_a_retried_head_put_that_had_landed_is_our_own_success(
+        dynamodb_backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore retries a PutItem whose response was lost; the retry's condition then
+    fails on the write it made itself, which the commit token recognises."""
+    store, client = dynamodb_backend.store, dynamodb_backend.client
+    store.commit(Commit(RUN, 0, {"v": 1}, [LogEntry("s", 1, {"k": "v"})]))
+    real = client.put_item
+
+    def landed_then_retried(**params: Any) -> Any:
+        real(**params)  # the first attempt lands; its response is lost
+        return real(**params)  # botocore sends the same request again
+
+    monkeypatch.setattr(client, "put_item", landed_then_retried)
+    assert store.commit(Commit(RUN, 1, {"v": 2})) == 2
+    assert store.load_head(RUN) == Head(2, {"v": 2})
+    # another writer's put at that version is still a conflict
+    monkeypatch.setattr(client, "put_item", real)
+    with pytest.raises(CheckpointConflict):
+        store.commit(Commit(RUN, 1, {"v": 9}))
+
+
+def test_a_view_row_rides_in_its_source_records_item_and_reads_alike(
+        dynamodb_backend: Any) -> None:
+    """A step's ``view:`` row is carried by its ``src:`` row's item when one item bills
+    fewer units than two; one that is too large (or whose seq is past the source's) is
+    its own item. Reads of either stream see every row once, in order, at any
+    ``after`` and ``limit``."""
+    store, sent = dynamodb_backend.store, Sent(dynamodb_backend.client)
+    version, views, sources = 0, [], []
+    for n in range(1, 41):
+        big = n % 7 == 0  # two rows of ~900 bytes: two items bill no more than one
+        view = {"src": n, "message": {"role": "tool", "content": "v" * (850 if big else 40)}}
+        source = {"kind": "tool", "message": {"role": "tool",
+                                              "content": "s" * 850 if big else f"s{n}"}}
+        entries = [LogEntry("src:main", n, source), LogEntry("view:main", n, view)]
+        if n % 11 == 0:  # a view row ahead of the commit's source row: not carried
+            entries.append(LogEntry("view:main", 100 + n, view))
+            views.append((100 + n, view))
+        version = store.commit(Commit(RUN, version, {"n": n}, entries))
+        views.append((n, view))
+        sources.append((n, source))
+    views.sort(key=lambda row: row[0])
+    logs = [i for i in sent.items["TransactWriteItems"] if i["sk"]["S"].startswith("LOG#")]
+    carried = [i for i in logs if "vseq" in i]
+    assert len(carried) == 40 - 5  # every seventh view is its own item
+    assert len(logs) == 40 + 5 + 3
+    assert max(item_size(i) for i in carried) <= 1024
+    assert [(e.seq, e.body) for e in store.read(RUN, "view:main")] == views
+    assert [(e.seq, e.body) for e in store.read(RUN, "src:main")] == sources
+    for after in (0, 6, 7, 20, 39, 40, 110):
+        for limit in (None, 1, 3, 50):
+            want = [row for row in views if row[0] > after]
+            want = want if limit is None else want[:limit]
+            assert [(e.seq, e.body) for e in store.read(RUN, "view:main", after, limit)] \
+                == want, (after, limit)
+    with pytest.raises(CheckpointConflict):  # a stale step changes nothing, carried or not
+        store.commit(Commit(RUN, version - 1, {"n": 0}, [LogEntry("src:main", 41, {}),
+                                                         LogEntry("view:main", 41, {})]))
+    assert [e.seq for e in store.read(RUN, "view:main", 40)] == [111, 122, 133]
+
+
 def test_largest_commit_stays_under_the_transaction_limit(dynamodb_backend: Any) -> None:
     """Whatever the bodies hold, after spilling a commit of 100 items fits in 4 MB, even
     with long run ids and stream names."""

@@ -49,6 +49,7 @@ from agentloom.platform.store import (
 )
 from agentloom.platform.store.dynamodb import MAX_ITEM_BYTES, create_table
 from agentloom.platform.store.items import Write, put
+from agentloom.platform.store.sessions import STREAM_ITEM_BYTES
 from agentloom.platform.store.sqlite import SealedItemStore
 from agentloom.stores.sqlite_checkpoints import SqliteCheckpointStore
 from agentloom_runtime.checkpoint.store import Commit
@@ -379,15 +380,65 @@ def test_a_commits_main_records_are_one_item_and_read_by_instance_alike(
                              kind="user", entry_key=f"src:{n}", src=n, at=now())
                for n in range(1, 6)]
     store.streams.append(head, StreamHead(session_id=sid, seq=2), records[:2])
-    assert [i.sk for i in store.items.query_raw(f"session#{sid}#i#main", "rec#")] == []
-    assert len(store.items.query_raw(f"session#{sid}", "rec#")) == 1  # one batch item
+    # main's records ride in the head's tail: no batch item yet
+    assert store.items.query_raw(f"session#{sid}", "rec#") == []
     head = store.streams.head(sid)
-    assert head is not None
+    assert head is not None and [r.seq for r in head.value.tail] == [1, 2]
+    assert [r.seq for r in store.streams.records(sid, instance="main")] == [1, 2]
     store.streams.append(head, StreamHead(session_id=sid, seq=5), records[2:])
+    # a sub-agent's record flushes the tail: the five records are one batch item
+    assert [i.sk for i in store.items.query_raw(f"session#{sid}#i#main", "rec#")] == []
+    assert len(store.items.query_raw(f"session#{sid}", "rec#")) == 1
+    head = store.streams.head(sid)
+    assert head is not None and head.value.tail == []
+    assert [r.seq for r in store.streams.records(sid)] == [1, 2, 3, 4, 5]
     assert [r.seq for r in store.streams.records(sid, instance="main")] == [1, 2, 3, 5]
     assert [r.seq for r in store.streams.records(sid, instance="main", after=2,
                                                  limit=2)] == [3, 5]
     assert [r.seq for r in store.streams.records(sid, instance="sub-1")] == [4]
+
+
+def test_the_record_tail_stays_within_one_write_unit_and_every_record_reads(
+        store: PlatformStore):
+    """Records appended one commit at a time ride in the stream head until it would
+    outgrow 1 KB, then go to a batch; reads see each exactly once, in order, wherever
+    it is — also when a flush lands between a reader's head read and its batch read."""
+    sid = _session(store, _space(store)).session_id
+    for n in range(1, 31):
+        head = store.streams.head(sid)
+        assert head is not None
+        record = SessionRecord(seq=n, run_id="run_01a2372128170000000000", instance="main",
+                               kind="assistant", entry_key=f"src:{n}", src=n, at=now())
+        store.streams.append(head, StreamHead(session_id=sid, seq=n), [record])
+        stored = store.items.get_raw(f"session#{sid}", "stream")
+        assert stored is not None
+        assert len(f"session#{sid}streambodyversionpksk".encode()) + len(
+            stored[1].encode()) + 4 <= STREAM_ITEM_BYTES
+        assert [r.seq for r in store.streams.records(sid)] == list(range(1, n + 1))
+        if n > 1:
+            assert [r.seq for r in store.streams.records(sid, after=n - 2, limit=1)] == \
+                [n - 1]
+    batches = store.items.query_raw(f"session#{sid}", "rec#")
+    assert 30 / 12 < len(batches) < 30 / 2  # a batch every few records, not one each
+    # a reader that read the head (with its tail) before a flush, the batches after it
+    head = store.streams.head(sid)
+    assert head is not None
+    if not head.value.tail:  # the last append flushed: one more rides
+        record = SessionRecord(seq=31, run_id="r", instance="main", kind="user",
+                               entry_key="src:31", src=31, at=now())
+        store.streams.append(head, StreamHead(session_id=sid, seq=31), [record])
+        head = store.streams.head(sid)
+        assert head is not None and head.value.tail
+    last = head.value.seq + 1
+    real = store.streams.head
+    store.streams.head = lambda session_id: head  # type: ignore[method-assign]
+    try:
+        flush = SessionRecord(seq=last, run_id="r", instance="sub-1", kind="user",
+                              entry_key=f"src:{last}", src=last, at=now())
+        store.streams.append(head, StreamHead(session_id=sid, seq=last), [flush])
+        assert [r.seq for r in store.streams.records(sid)] == list(range(1, last + 1))
+    finally:
+        store.streams.head = real  # type: ignore[method-assign]
 
 
 def test_records_in_batches_and_single_items_read_alike(store: PlatformStore):

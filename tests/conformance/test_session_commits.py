@@ -414,3 +414,39 @@ def test_a_failed_run_gets_one_status_record_in_its_commit(joint: Joint) -> None
     joint.checkpoints.commit(Commit(run.run_id, 2, failed))  # nothing more is noted
     assert len(stream(joint, session.session_id)) == 2
     assert joint.tracker.sync(session.session_id) == 0
+
+
+async def test_model_completed_rides_in_the_commit_that_saves_the_call(
+        joint: Joint) -> None:
+    """The engine emits ``model.completed`` right before the commit that saves the call;
+    a process that drives the run holds it for that commit's event item (with the
+    call's ``model.usage``): in order, each once, no item of its own."""
+    session, run = ask(joint)
+    engine = build_engine(store=joint.checkpoints, model=KeyedScriptModel(_replies(3)),
+                          tools=SideEffects().tools(),
+                          emit=lambda topic, data: joint.tracker.event(run.run_id, topic,
+                                                                       data))
+    joint.commits.watch(run.run_id, view=engine.main_view)
+    await engine.start("count", run_id=run.run_id)
+    assert (await drive(engine)).status == "completed"
+    joint.commits.unwatch(run.run_id)
+    check_consistent(joint, session.session_id, run.run_id)
+    events = joint.platform.events.read(run.run_id, limit=10_000)
+    completed = [e for e in events if e.type == "model.completed"]
+    usage = [e for e in events if e.type == "model.usage"]
+    used = {e.data["op_id"] for e in usage}
+    riding = [e for e in completed if e.data["op_id"] in used]
+    assert len(riding) == len(usage) >= 4  # the review's call reports no usage
+    for done in riding:  # its usage event follows it at once, in the same item
+        after = events[events.index(done) + 1]
+        assert (after.type, after.data["op_id"]) == ("model.usage", done.data["op_id"])
+    assert len({e.data["op_id"] for e in completed}) == len(completed)
+    items = joint.platform.items.query_raw(f"run#{run.run_id}", "ev#")
+    assert len(items) == len(events) - len(riding)
+    # an event held for a commit that never comes is appended when the run is let go
+    joint.commits.watch(run.run_id, view=engine.main_view)
+    assert joint.commits.hold(run.run_id, "model.completed", {"op_id": "late"})
+    assert not joint.commits.hold(run.run_id, "tool.started", {})
+    joint.commits.unwatch(run.run_id)
+    last = joint.platform.events.read(run.run_id, after=events[-1].seq)
+    assert [(e.type, e.data) for e in last] == [("model.completed", {"op_id": "late"})]

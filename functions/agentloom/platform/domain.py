@@ -21,7 +21,7 @@ import secrets
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 FORMAT: Literal[1] = 1
 
@@ -233,19 +233,17 @@ class Idempotency(Record):
 
 class OpenRun(BaseModel):
     """A run whose records are still synced into the session stream: per instance, the
-    last source seq synced; the last ``ops`` seq read for usage; its last status record."""
+    last source seq synced; the last ``ops`` seq read for usage; its last status record;
+    its usage totals while it runs (``usage``: folded into the run item and its index
+    entry when its status changes, so a model call's commit writes the stream head
+    only; None: the run item's are current)."""
 
     model_config = ConfigDict(extra="forbid")
 
     src: dict[str, int] = Field(default_factory=dict)
     ops: int = 0
     noted: str = ""
-
-
-class StreamHead(Record):
-    session_id: str
-    seq: int = 0
-    open: dict[str, OpenRun] = Field(default_factory=dict)
+    usage: Usage | None = None
 
 
 class SessionRecord(Record):
@@ -261,6 +259,55 @@ class SessionRecord(Record):
     src: int | None = None
     note: dict[str, Any] | None = None
     at: float
+
+
+class StreamHead(Record):
+    """A session stream's head: the next seq, the open runs' cursors, and ``tail``: the
+    newest records, main's only, not yet in a batch item — they ride in this item,
+    which every commit with records writes anyway, until it would outgrow one write
+    unit (``agentloom.platform.store.sessions.record_writes``)."""
+
+    session_id: str
+    seq: int = 0
+    open: dict[str, OpenRun] = Field(default_factory=dict)
+    tail: list[SessionRecord] = Field(default_factory=list)
+
+    # the head is kept small (its tail's room): defaults are left out, and in the tail
+    # main's instance and an entry key that says what ``src`` says
+    @field_serializer("open")
+    def _compact_open(self, open_runs: dict[str, OpenRun]) -> dict[str, Any]:
+        return {run_id: cursor.model_dump(mode="json", exclude_defaults=True)
+                for run_id, cursor in open_runs.items()}
+
+    @field_serializer("tail")
+    def _compact_tail(self, tail: list[SessionRecord]) -> list[dict[str, Any]]:
+        return [compact_record(record) for record in tail]
+
+    @field_validator("tail", mode="before")
+    @classmethod
+    def _full_tail(cls, tail: Any) -> Any:
+        if not isinstance(tail, list):
+            return tail
+        return [full_record(r) if isinstance(r, dict) else r for r in tail]
+
+
+def compact_record(record: SessionRecord) -> dict[str, Any]:
+    """A record as the stream stores it (tail and batches): defaults left out, main's
+    instance and an entry key that says what ``src`` says too (``full_record``)."""
+    data = record.model_dump(mode="json", exclude_defaults=True)
+    if record.instance == "main":
+        del data["instance"]
+    if record.src is not None and record.entry_key == f"src:{record.src}":
+        del data["entry_key"]
+    return data
+
+
+def full_record(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored record's fields, those ``compact_record`` left out filled in."""
+    implied: dict[str, Any] = {"instance": "main"}
+    if data.get("src") is not None:
+        implied["entry_key"] = f"src:{data['src']}"
+    return {**implied, **data}
 
 
 class Event(Record):

@@ -20,7 +20,8 @@ reusable view (``build_run_history``).
 
 **Usage.** The same pass reads the provider usage of every model call: an action's on
 its assistant source record (``call.usage``), a compaction's or review's in its ``ops``
-entry. It is summed on the run (all purposes, all instances) in the same transaction,
+entry. It is summed for the run (all purposes, all instances) in the same transaction
+(on its stream cursor while it runs, on the run item once it is not running),
 and each call becomes a ``model.usage`` event (with its ``cost`` when the version's
 connection has prices: the engine computes it and keeps it on the same records).
 ``run_cost`` reads tokens and cost per run (the head's totals) and per step (the
@@ -293,6 +294,10 @@ class RunTracker:
                               "(agentloom_runtime.events)", details={"topic": str(topic)})
         try:
             clean = _capped(self.redactor.scrub(_without_content(data)))
+            if self.commits is not None:
+                if self.commits.hold(run_id, topic, clean):
+                    return  # written with the commit it precedes (SessionCommits.hold)
+                self.commits.flush_held(run_id)  # what was held comes first
             self.store.events.append(run_id, [(topic, clean)])
         except Exception:  # an observer never breaks a step
             log.exception("run %s: event %s was not recorded", run_id, topic)

@@ -2,7 +2,7 @@
 
 Items (``pk`` and ``sk`` are strings)::
 
-    pk=RUN#{run_id}  sk=HEAD                        version (N), body (S; B sealed)
+    pk=RUN#{run_id}  sk=HEAD                        version (N), body (S; B sealed), ct (B)
     pk=RUN#{run_id}  sk=LOG#{stream}#{seq:012d}     stream (S), seq (N), body (S; B sealed)
     pk=RUN#{run_id}  sk=BLOB#{key}                  data (B), parts (N), size (N)
     pk=RUN#{run_id}  sk=BLOB#{key}#{part:06d}       data (B)   parts 1.. of a blob > 256 KiB
@@ -23,9 +23,18 @@ entries of a stream are *packed* into one item ``LOG#{stream}#{last seq}`` (``se
 the first, ``pack`` = the JSON list of ``[seq, body]``; at most ``PACK_BYTES``), keyed by
 the last seq so that a range read from any seq finds the pack that holds it; and the
 base class spills the largest bodies of a commit above 1 MiB in total, so any number of
-entries fits (a commit of 300 entries is a head and two packs).
+entries fits (a commit of 300 entries is a head and two packs). A step's ``view:`` row
+rides in the item of its ``src:`` row when one item bills fewer units than two
+(``dynamodb_log``: the LOG items and how a stream is read back from them).
 botocore's retries reuse the request's ``ClientRequestToken``, so a retry
 after a lost response does not turn our own success into a conflict.
+
+A commit that changes only the head (no entries, no companion action: e.g. the commit
+that makes a model call durable before it is sent) is one conditional PutItem instead —
+1 write unit per KB, where the transaction bills 2. The HEAD item then carries ``ct``,
+a random 8-byte commit token: when botocore retries a put whose response was lost and
+the retry's condition fails on an item at the version it wrote with the token it sent,
+that is this commit's own success, not a conflict.
 
 The HEAD's body is usually a delta against a base blob of the run (``BaseCheckpointStore``:
 "Heads as deltas"), so what a commit puts is a few hundred bytes: one write unit's 1 KB
@@ -66,10 +75,8 @@ call adds nothing; reads are not counted):
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
+import secrets
 import threading
 import time
 import uuid
@@ -86,6 +93,17 @@ from agentloom_runtime.checkpoint.store import (
 )
 from agentloom_runtime.errors import CheckpointConflict, ConfigError, PersistenceError
 
+from .dynamodb_log import (
+    MAX_SEQ,
+    Item,
+    body_attribute,
+    item_size,
+    log_items,
+    read_rows,
+    row_text,
+    write_units,
+)
+
 try:
     from botocore.exceptions import ClientError
 except ImportError as exc:
@@ -96,18 +114,20 @@ if TYPE_CHECKING:  # the boto3 stubs (the dev extra); never loaded at run time
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
+__all__ = ["BLOB_PART_BYTES", "MAX_ENTRIES_PER_COMMIT", "MAX_TRANSACT_ACTIONS",
+           "MAX_TRANSACT_BYTES", "DynamoDbCheckpointStore", "DynamoDbTransaction",
+           "create_table", "item_size", "write_units"]
+
 MAX_TRANSACT_ACTIONS = 100  # TransactWriteItems: actions per transaction
 MAX_ENTRIES_PER_COMMIT = MAX_TRANSACT_ACTIONS - 1  # one item each; more are packed
-PACK_BYTES = 128 * 1024  # row bytes packed into one LOG item (escaped <= 2x: < 400 KB)
 MAX_TRANSACT_BYTES = 4 * 1024 * 1024  # TransactWriteItems: aggregate item size
 BLOB_PART_BYTES = 256 * 1024  # an item is at most 400 KB, names and keys included
 BATCH_WRITE_ITEMS = 25  # BatchWriteItem: put requests per call
 _BATCH_ATTEMPTS = 8  # calls per batch while DynamoDB leaves items unprocessed
-_SEQ_DIGITS = 12
-_MAX_SEQ = 10**_SEQ_DIGITS - 1
+_TOKEN = "ct"  # the HEAD's commit token (a head-only commit's PutItem: ``_put_head``)
+_TOKEN_BYTES = 8
 _BLOB_KEY = re.compile(r"sha256:[0-9a-f]{64}")  # what BaseCheckpointStore.put_blob returns
 
-Item = dict[str, Any]
 
 
 class DynamoDbTransaction:
@@ -145,7 +165,8 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         """A HEAD item within 1 KB (one write unit, 2 in the transaction): its key and
         attributes, the envelope (stored as bytes), and the row."""
         fixed = item_size({"pk": {"S": _pk(run_id)}, "sk": {"S": "HEAD"},
-                           "version": {"N": "1" * 12}, "body": {"S": ""}})
+                           "version": {"N": "1" * 12}, "body": {"S": ""},
+                           _TOKEN: {"B": b"\0" * _TOKEN_BYTES}})
         room = 1024 - fixed - (self._codec.overhead if self._codec is not None else 0)
         return max(room, HEAD_DELTA_BYTES)
 
@@ -155,7 +176,7 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         item = self._get_item(run_id, "HEAD")
         if item is None:
             return None
-        return int(item["version"]["N"]), _text(item["body"])
+        return int(item["version"]["N"]), row_text(item["body"])
 
     def _write(self, run_id: str, expected: int, new: int, head: str,
                rows: list[tuple[str, int, str]], joined: CompanionWrites | None = None) -> None:
@@ -163,7 +184,7 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         pk = _pk(run_id)
         sealed = self._codec is not None
         head_item: Item = {"pk": {"S": pk}, "sk": {"S": "HEAD"}, "version": {"N": str(new)},
-                           "body": _body(head, sealed)}
+                           "body": body_attribute(head, sealed)}
         head_put: dict[str, Any] = {"TableName": self.table_name, "Item": head_item,
                                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         if expected == 0:
@@ -175,7 +196,10 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         companion = DynamoDbTransaction()
         if joined is not None:
             joined.join(companion)
-        items = _log_items(pk, rows, MAX_TRANSACT_ACTIONS - 1 - len(companion.actions),
+        if not rows and not companion.actions:
+            self._put_head(run_id, expected, new, head_put)
+            return
+        items = log_items(pk, rows, MAX_TRANSACT_ACTIONS - 1 - len(companion.actions),
                            sealed)
         actions: list[dict[str, Any]] = [{"Put": head_put}]
         actions += [{"Put": {"TableName": self.table_name, "Item": item,
@@ -201,18 +225,41 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
         self._count([*sizes, *(size for size in companion.sizes if size)],
                     transactional=True)
 
+    def _put_head(self, run_id: str, expected: int, new: int,
+                  head_put: dict[str, Any]) -> None:
+        """A commit that changes only the head: one conditional PutItem (1 unit per KB,
+        half the transaction's). The item carries a random commit token, so when
+        botocore retries a put whose response was lost and the retry finds its own
+        write (the version it wrote, the token it sent), that is our success, not a
+        conflict."""
+        token = secrets.token_bytes(_TOKEN_BYTES)
+        head_put["Item"][_TOKEN] = {"B": token}
+        try:
+            self._client.put_item(**head_put)
+        except self._client.exceptions.ConditionalCheckFailedException as exc:
+            response: dict[str, Any] = dict(exc.response)  # the modeled error's members
+            old: dict[str, Any] = response.get("Item") or {}
+            actual = int(old["version"]["N"]) if "version" in old else 0
+            if actual == new and bytes(old.get(_TOKEN, {}).get("B", b"")) == token:
+                self._count([item_size(head_put["Item"])], transactional=False)
+                return  # a retry of our own put that had landed
+            raise CheckpointConflict(
+                f"run {run_id}: head is at version {actual}, step expected {expected}",
+                details={"run_id": run_id, "expected": expected, "actual": actual},
+            ) from exc
+        except ClientError as exc:
+            raise _commit_failed(run_id, _error_code(exc), []) from exc
+        self._count([item_size(head_put["Item"])], transactional=False)
+
     def _query(self, run_id: str, stream: str, after: int,
                limit: int | None) -> list[tuple[int, str]]:
         after = max(after, 0)
-        if (limit is not None and limit <= 0) or after >= _MAX_SEQ:
+        if (limit is not None and limit <= 0) or after >= MAX_SEQ:
             return []
         # Equivalent to `sk > LOG#{stream}#{after:012d} AND begins_with(sk, LOG#{stream}#)`
         # (one key condition on sk is all DynamoDB allows): seqs are fixed-width.
-        items = self._query_range(run_id, _log_sk(stream, after + 1),
-                                  _log_sk(stream, _MAX_SEQ), limit)
-        found = [(seq, body) for item in items for seq, body in _item_rows(item)
-                 if seq > after]
-        return found if limit is None else found[:limit]
+        return read_rows(lambda low, high, most: self._query_range(run_id, low, high, most),
+                         stream, after, limit)
 
     def _put_blob(self, run_id: str, key: str, data: bytes) -> None:
         if self._get_item(run_id, f"BLOB#{key}", projection="pk") is not None:
@@ -315,33 +362,6 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
             request["ExclusiveStartKey"] = last
 
 
-def item_size(item: Item) -> int:
-    """An item's size in bytes as DynamoDB computes it for the 400 KB limit and for
-    capacity units: attribute names plus values (``S`` in UTF-8, ``B`` raw, ``N`` about
-    one byte per two significant digits plus one). Only the types this adapter writes."""
-    size = 0
-    for name, value in item.items():
-        ((kind, raw),) = value.items()
-        size += len(name.encode())
-        if kind == "S":
-            size += len(raw.encode())
-        elif kind == "B":
-            size += len(raw)
-        elif kind == "N":
-            digits = raw.lstrip("-").replace(".", "").strip("0")
-            size += (len(digits) + 1) // 2 + 1
-        else:
-            raise ValueError(f"item_size: attribute type {kind} is not written here")
-    return size
-
-
-def write_units(size: int, *, transactional: bool) -> int:
-    """Write capacity units of one item write: 1 per KB (rounded up, at least 1), twice
-    that inside TransactWriteItems."""
-    units = max(1, -(-size // 1024))
-    return 2 * units if transactional else units
-
-
 def create_table(client: DynamoDBClient, name: str) -> None:
     """Create the checkpoint table (on-demand, ``pk``/``sk`` strings); for tests and
     local tools — deployed tables come from the CDK app."""
@@ -359,75 +379,14 @@ def _pk(run_id: str) -> str:
     return f"RUN#{run_id}"
 
 
-def _log_sk(stream: str, seq: int) -> str:
-    escaped = stream.replace("%", "%25").replace("#", "%23")
-    return f"LOG#{escaped}#{seq:0{_SEQ_DIGITS}d}"
-
-
-def _body(text: str, sealed: bool) -> dict[str, Any]:
-    """A row's ``body`` attribute: a sealed row (base64 text) as its raw envelope bytes
-    (``B``: DynamoDB counts binary at its length, a quarter less than the base64)."""
-    if sealed:
-        try:
-            data = base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError):
-            data = None  # not an envelope (the base class refuses it on read)
-        if data is not None and base64.b64encode(data).decode("ascii") == text:
-            return {"B": data}
-    return {"S": text}
-
-
-def _text(value: dict[str, Any]) -> str:
-    """A ``body`` attribute as the base class's row text."""
-    if "B" in value:
-        return base64.b64encode(bytes(value["B"])).decode("ascii")
-    return str(value["S"])
-
-
-def _log_items(pk: str, rows: list[tuple[str, int, str]], room: int,
-               sealed: bool = False) -> list[Item]:
-    """The LOG items of ``rows``: one per entry when they fit ``room`` actions, else
-    packs — consecutive entries of a stream in one item of at most ``PACK_BYTES``, keyed
-    by its *last* seq (so a range read from any seq finds the pack holding it)."""
-    if len(rows) <= room:
-        return [{"pk": {"S": pk}, "sk": {"S": _log_sk(stream, seq)}, "stream": {"S": stream},
-                 "seq": {"N": str(seq)}, "body": _body(body, sealed)}
-                for stream, seq, body in rows]
-    packs: list[list[tuple[str, int, str]]] = []
-    size = 0
-    for row in rows:
-        length = len(row[2].encode()) + 24  # the JSON of [seq, "body"], escapes aside
-        if packs and packs[-1][-1][0] == row[0] and size + length <= PACK_BYTES:
-            packs[-1].append(row)
-            size += length
-        else:
-            packs.append([row])
-            size = length
-    if len(packs) > room:
-        raise ConfigError(f"a commit of {len(rows)} entries needs {len(packs)} items; "
-                          f"{room} fit one transaction", details={"entries": len(rows)})
-    return [{"pk": {"S": pk}, "sk": {"S": _log_sk(pack[0][0], pack[-1][1])},
-             "stream": {"S": pack[0][0]}, "seq": {"N": str(pack[0][1])},
-             "pack": {"S": json.dumps([[seq, body] for _, seq, body in pack],
-                                      ensure_ascii=False, separators=(",", ":"))}}
-            for pack in packs]
-
-
-def _item_rows(item: Item) -> list[tuple[int, str]]:
-    """(seq, body) of a LOG item: one entry, or every entry of a pack."""
-    if "pack" in item:
-        return [(int(seq), str(body)) for seq, body in json.loads(item["pack"]["S"])]
-    return [(int(item["seq"]["N"]), _text(item["body"]))]
-
-
 def _is_blob_key(key: str) -> bool:
     return _BLOB_KEY.fullmatch(key) is not None
 
 
 def _check_entries(run_id: str, rows: list[tuple[str, int, str]]) -> None:
     for _, seq, _ in rows:
-        if seq > _MAX_SEQ:
-            raise ConfigError(f"run {run_id}: seq {seq} exceeds {_MAX_SEQ}")
+        if seq > MAX_SEQ:
+            raise ConfigError(f"run {run_id}: seq {seq} exceeds {MAX_SEQ}")
 
 
 def _error_code(exc: ClientError) -> str:

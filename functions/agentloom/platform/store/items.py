@@ -28,7 +28,8 @@ Item layout (``{x}`` = an id; seqs are zero-padded to 12 digits so they sort)::
     session#{session}         session                         Session (the lease)
     session#{session}         run#{run}                       Run
     session#{session}         idem#{sha256 of the key}        Idempotency
-    session#{session}         stream                          StreamHead (seq, cursors)
+    session#{session}         stream                          StreamHead (seq, cursors with
+                                                              open runs' usage, record tail)
     session#{session}         rec#{last seq}                  RecordBatch (<= 100 records)
     session#{session}#i#{instance}  rec#{last seq}            RecordBatch (by instance)
     session#{session}         view#{watermark}#{run}          ViewRef (a reusable view;

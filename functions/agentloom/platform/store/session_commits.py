@@ -15,9 +15,14 @@ crash leaves the run's head *and* what it implies for the session, or neither:
   (a status record, another process) makes the join fail with ``CompanionConflict``
   and the checkpoint store asks again;
 - the run's usage totals and cost (provider usage of the commit's model calls: an
-  action's on its assistant record, a compaction's or review's in ``ops``), on the run
-  item and on its entry in the space's run index (what operators list), and one
-  ``model.usage`` event per call (the commit's events are one item, ``ev#{first seq}``,
+  action's on its assistant record, a compaction's or review's in ``ops``), on the
+  run's cursor in the stream head while it runs (written anyway: no extra item), folded
+  into the run item and its entry in the space's run index (what operators list) by
+  the commit that finds the run not running (stopped, blocked, closing), and one
+  ``model.usage`` event per call, after the ``model.completed`` events held for it
+  (``hold``: the engine emits one right before the commit saving the call, and the
+  process driving the run keeps it for this item, so it costs no write of its own)
+  (the commit's events are one item, ``ev#{first seq}``,
   that must not exist: an event appended meanwhile is a ``CompanionConflict``, and the
   commit asks again);
 - a status record when the run failed or was cancelled (once per execution and status),
@@ -75,6 +80,8 @@ NOTED_AT_ONCE = ("failed", "cancelled")
 CLOSED = ("completed", "failed", "cancelled")
 _PAGE = 1000
 STATUS_MESSAGE_CHARS = 2_000
+# events the engine emits right before the commit saving what they report
+HELD_TOPICS = frozenset({"model.completed"})
 
 Reader = Callable[[str, int], list[LogEntry]]  # (stream, after) -> entries, ascending
 
@@ -157,7 +164,9 @@ def advance(store: PlatformStore, session_id: str, run_id: str, progress: Progre
         del open_runs[run_id]
         found.changed = True
     if usage:
-        _add_usage(store, session_id, run_id, usage, found)
+        _add_usage(store, session_id, run_id, usage, cursor, found)
+    if progress.status != "running":
+        _fold_usage(store, session_id, run_id, cursor, found)
 
 
 def _status_record(run_id: str, progress: Progress, cursor: OpenRun, found: Pass,
@@ -182,11 +191,16 @@ def _status_record(run_id: str, progress: Progress, cursor: OpenRun, found: Pass
 
 
 def _add_usage(store: PlatformStore, session_id: str, run_id: str,
-               calls: list[tuple[str, str, Mapping[str, Any]]], found: Pass) -> None:
-    stored = store.runs.get(session_id, run_id)
-    if stored is None:
-        return
-    total = stored.value.usage
+               calls: list[tuple[str, str, Mapping[str, Any]]], cursor: OpenRun,
+               found: Pass) -> None:
+    """The calls' usage added to the totals on the run's cursor (from the run item's
+    the first time), one ``model.usage`` event each."""
+    total = cursor.usage
+    if total is None:
+        stored = store.runs.stored(session_id, run_id)
+        if stored is None:
+            return
+        total = stored.value.usage
     for purpose, instance, call in calls:
         cost = call.get("cost")
         total = total.add(purpose, call.get("usage"), cost)
@@ -196,20 +210,37 @@ def _add_usage(store: PlatformStore, session_id: str, run_id: str,
             "input_tokens": given, "output_tokens": produced,
             "cost": float(cost) if isinstance(cost, int | float)
             and not isinstance(cost, bool) else None}))
-    found.runs.append((stored, stored.value.model_copy(update={"usage": total})))
+    cursor.usage = total
+    found.changed = True
+
+
+def _fold_usage(store: PlatformStore, session_id: str, run_id: str, cursor: OpenRun,
+                found: Pass) -> None:
+    """A run that is not running (stopped, or closing) gets its cursor's totals on its
+    item and index entry, in the same transaction."""
+    if cursor.usage is None:
+        return
+    stored = store.runs.stored(session_id, run_id)
+    if stored is None or stored.value.usage == cursor.usage:
+        return
+    found.runs.append((stored, stored.value.model_copy(update={"usage": cursor.usage})))
 
 
 class _Joined:
     """The companion's writes for one commit."""
 
     def __init__(self, store: PlatformStore, writes: list[Write],
-                 notify: Callable[[], None] | None) -> None:
+                 notify: Callable[[], None] | None,
+                 written: Callable[[], None] | None = None) -> None:
         self.store, self.writes, self.notify = store, writes, notify
+        self.written = written
 
     def join(self, transaction: object) -> None:
         self.store.items.join_writes(self.writes, transaction)
 
     def committed(self) -> None:
+        if self.written is not None:
+            self.written()
         if self.notify is not None:
             try:
                 self.notify()
@@ -225,6 +256,7 @@ class SessionCommits:
         self.redactor = redactor or Redactor()
         self._sessions: dict[str, str] = {}  # run -> session (immutable once known)
         self._watched: dict[str, Callable[[], MainView]] = {}
+        self._held: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # run -> events
         self._lock = threading.Lock()
         self._notify: Callable[[], None] | None = None
 
@@ -244,6 +276,39 @@ class SessionCommits:
     def unwatch(self, run_id: str) -> None:
         with self._lock:
             self._watched.pop(run_id, None)
+        self.flush_held(run_id)
+
+    def hold(self, run_id: str, topic: str, data: dict[str, Any]) -> bool:
+        """Keep an event the engine emits right before the commit that saves what it
+        reports (``HELD_TOPICS``) for that commit's event item, when the commit writes
+        one anyway (its ``model.usage`` events): one item, no write of its own. False:
+        not held (another topic, or a run this process does not drive), append it."""
+        if topic not in HELD_TOPICS:
+            return False
+        with self._lock:
+            if run_id not in self._watched:
+                return False
+            self._held.setdefault(run_id, []).append((topic, data))
+        return True
+
+    def flush_held(self, run_id: str) -> None:
+        """Append the run's held events on their own (no commit took them, or another
+        event is to follow them)."""
+        with self._lock:
+            held = self._held.pop(run_id, [])
+        if held:
+            try:
+                self.store.events.append(run_id, held)
+            except Exception:  # an observation never breaks a step
+                log.exception("run %s: held events were not recorded", run_id)
+            if self._notify is not None:
+                self._notify()
+
+    def _written(self, run_id: str, count: int) -> Callable[[], None]:
+        def drop() -> None:
+            with self._lock:
+                self._held[run_id] = self._held.get(run_id, [])[count:]
+        return drop
 
     def prepare(self, store: BaseCheckpointStore, commit: Commit) -> _Joined | None:
         progress = progress_of(commit.head)
@@ -252,6 +317,7 @@ class SessionCommits:
         sid = self._session_of(commit.run_id)
         head = None if sid is None else self.store.streams.head(sid)
         if sid is None or head is None or commit.run_id not in head.value.open:
+            self.flush_held(commit.run_id)
             return None
         open_runs = {k: v.model_copy(deep=True) for k, v in head.value.open.items()}
         found = Pass(head.value.seq)
@@ -267,12 +333,19 @@ class SessionCommits:
             if progress.status == "completed" else None
         if view is not None:
             writes.append(view_write(sid, view))
+        if not found.usage_events:
+            self.flush_held(commit.run_id)
         if not found.changed and view is None and not stopping:
             return None
-        if found.usage_events:  # the model.usage events ride in the same transaction
-            writes += self.store.events.append_writes(
-                commit.run_id, [("model.usage", data) for _, data in found.usage_events])[0]
-        return _Joined(self.store, writes, self._notify if found.usage_events else None)
+        written = None
+        if found.usage_events:  # the model.usage events ride in the same transaction,
+            with self._lock:  # after the held events of this commit (model.completed)
+                held = list(self._held.get(commit.run_id, []))
+            writes += self.store.events.append_writes(commit.run_id, [
+                *held, *(("model.usage", data) for _, data in found.usage_events)])[0]
+            written = self._written(commit.run_id, len(held))
+        return _Joined(self.store, writes, self._notify if found.usage_events else None,
+                       written)
 
     def _stopping(self, sid: str, run_id: str, progress: Progress,
                   found: Pass) -> list[Write]:
@@ -284,7 +357,7 @@ class SessionCommits:
             return []
         mine = [(old, new) for old, new in found.runs if new.run_id == run_id]
         found.runs[:] = [pair for pair in found.runs if pair[1].run_id != run_id]
-        stored = mine[0][0] if mine else self.store.runs.get(sid, run_id)
+        stored = mine[0][0] if mine else self.store.runs.stored(sid, run_id)
         if stored is None:
             return []
         base = mine[0][1] if mine else stored.value

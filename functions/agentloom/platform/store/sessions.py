@@ -11,6 +11,12 @@ Items (layout in ``items``): ``session#{session}`` ``session`` (the lease),
 the run, its index and lookup items, the stream cursor and the idempotency key in one
 transaction. Of concurrent asks exactly one commits; the others see the winner.
 
+**The record stream's tail.** Main's newest records ride in the stream head's
+``tail`` (the head is written by every commit with records) while the head item stays
+within one write unit; then they and the next records go to batches (``record_writes``).
+A read takes the head's tail first, then the batches, so a flush between the two only
+moves records into a batch it finds (duplicates dropped by seq).
+
 **The record stream in batches.** Records appended together are stored as batches of at
 most ``RECORDS_PER_ITEM`` (``{"records": [SessionRecord, …]}``), each keyed by the seq of
 its *last* record, so that a range read from any seq finds the batch holding it (an
@@ -51,6 +57,9 @@ from agentloom.platform.domain import (
     Session,
     SessionRecord,
     StreamHead,
+    Usage,
+    compact_record,
+    full_record,
     now,
 )
 
@@ -71,6 +80,8 @@ MAIN = "main"  # the instance whose records are not copied by instance
 RECORDS_PER_ITEM = 100  # session records in one batch item (~25 KB) ...
 RECORD_BATCH_BYTES = 32 * 1024  # ... and about this many bytes at most
 EVENT_ATTEMPTS = 100
+STREAM_ITEM_BYTES = 1024  # the stream head item with its record tail: one write unit
+_ITEM_OVERHEAD = 40  # its sort key, attribute names and version (pk and body added)
 
 
 class Sessions:
@@ -145,7 +156,22 @@ class Runs:
         self._items.transact(writes)
 
     def get(self, session_id: str, run_id: str) -> Versioned[Run] | None:
+        """The run with its live usage: while it is open in the session's stream, the
+        totals on its cursor (``OpenRun.usage``) are newer than the run item's."""
+        found = self.stored(session_id, run_id)
+        if found is None:
+            return None
+        return _live(found, self._open_usage(session_id).get(run_id))
+
+    def stored(self, session_id: str, run_id: str) -> Versioned[Run] | None:
+        """The run item as stored (its usage as of its last status change)."""
         return self._items.get(f"session#{session_id}", f"run#{run_id}", Run)
+
+    def _open_usage(self, session_id: str) -> dict[str, Usage]:
+        head = self._streams.head(session_id)
+        return {} if head is None else {run_id: cursor.usage for run_id, cursor
+                                        in head.value.open.items()
+                                        if cursor.usage is not None}
 
     def find(self, run_id: str) -> Versioned[Run] | None:
         """A run by its id alone."""
@@ -158,7 +184,9 @@ class Runs:
         return None if found is None else str(json.loads(found[1])["session_id"])
 
     def of_session(self, session_id: str) -> list[Run]:
-        return self._items.query(f"session#{session_id}", "run#", Run)
+        usage = self._open_usage(session_id)
+        return [_live(Versioned(run, 0), usage.get(run.run_id)).value
+                for run in self._items.query(f"session#{session_id}", "run#", Run)]
 
     def by_status(self, space_id: str, status: str | None = None,
                   limit: int | None = None) -> list[RunIndex]:
@@ -183,6 +211,15 @@ class Runs:
                     ) -> Versioned[Idempotency] | None:
         """The idempotency key of an ask (``start`` wrote it with its run)."""
         return self._items.get(f"session#{session_id}", f"idem#{key_sha256}", Idempotency)
+
+
+_NO_HEAD = Versioned(StreamHead(session_id=""), 0)
+
+
+def _live(run: Versioned[Run], usage: Usage | None) -> Versioned[Run]:
+    if usage is None or usage == run.value.usage:
+        return run
+    return Versioned(run.value.model_copy(update={"usage": usage}), run.version)
 
 
 class ViewRef(BaseModel):
@@ -227,6 +264,11 @@ class Streams:
         # instance: most records are main's); another instance's from its own copy
         by_instance = instance is not None and instance != MAIN
         pk = f"session#{session_id}" + (f"#i#{instance}" if by_instance else "")
+        # the head's tail (main's newest records) is read first: a flush meanwhile
+        # moves them into a batch read below, never out of sight (dropped as duplicates)
+        tail = [] if by_instance else [
+            r for r in (self.head(session_id) or _NO_HEAD).value.tail
+            if r.seq > after and (instance is None or r.instance == instance)]
         # each batch read holds at least one record after ``after`` (its last); read a
         # few batches first (one may hold 100 records), then what may still be missing
         found: list[SessionRecord] = []
@@ -241,7 +283,8 @@ class Streams:
             if len(page) < want:
                 break
             cursor, want = page[-1].sk, limit - len(found)
-        return found[:limit]
+        last = found[-1].seq if found else after
+        return (found + [r for r in tail if r.seq > last])[:limit]
 
     def views(self, session_id: str) -> list[ViewRef]:
         return self._items.query(f"session#{session_id}", "view#", ViewRef)
@@ -321,22 +364,35 @@ def record_writes(head: Versioned[StreamHead], new_head: StreamHead,
                   records: Sequence[SessionRecord],
                   runs: Iterable[tuple[Versioned[Run], Run]] = ()) -> list[Write]:
     """The writes of an append to a session's record stream: the head conditioned on the
-    version read, the records in batches (all of them and per instance), the runs with
-    their index entries (same status: the entry's key stays)."""
+    version read, the records, the runs with their index entries (same status: the
+    entry's key stays).
+
+    Main's records ride in the head's ``tail`` while the head item stays within one
+    write unit (``STREAM_ITEM_BYTES``: the head is written anyway); otherwise — or when
+    a sub-agent's record is among them — the tail and the new records are flushed in
+    batches (all of them, and per sub-agent instance its own) and the tail is emptied."""
     sid = new_head.session_id
-    writes = [put(f"session#{sid}", "stream", new_head, head.version)]
-    by_instance: dict[str, list[SessionRecord]] = {}
-    for record in records:
-        by_instance.setdefault(record.instance, []).append(record)
-    groups = [(f"session#{sid}", list(records))]
-    groups += [(f"session#{sid}#i#{instance}", found) for instance, found in
-               by_instance.items() if instance != MAIN]  # main reads the whole stream
-    for pk, group in groups:
-        for batch in _batches([r.model_dump(mode="json") for r in group]):
-            writes.append(put(pk, seq_key("rec", batch[-1]["seq"]), {"records": batch},
-                              ABSENT))
+    pk = f"session#{sid}"
+    pending = [*head.value.tail, *records]
+    riding = new_head.model_copy(update={"tail": pending})
+    if all(r.instance == MAIN for r in records) and \
+            len(pk) + len(dumps(riding).encode()) + _ITEM_OVERHEAD <= STREAM_ITEM_BYTES:
+        writes = [put(pk, "stream", riding, head.version)]
+        groups: list[tuple[str, list[SessionRecord]]] = []
+    else:  # flushed: the tail and the new records in batches, an empty tail
+        writes = [put(pk, "stream", new_head.model_copy(update={"tail": []}), head.version)]
+        by_instance: dict[str, list[SessionRecord]] = {}
+        for record in records:
+            by_instance.setdefault(record.instance, []).append(record)
+        groups = [(pk, pending)] if pending else []
+        groups += [(f"{pk}#i#{instance}", found) for instance, found in
+                   by_instance.items() if instance != MAIN]  # main reads the whole stream
+    for group_pk, group in groups:
+        for batch in _batches([compact_record(r) for r in group]):
+            writes.append(put(group_pk, seq_key("rec", batch[-1]["seq"]),
+                              {"records": batch}, ABSENT))
     for old, new in runs:  # the run (its usage) and its index entry (operators read it)
-        writes.append(put(f"session#{sid}", f"run#{new.run_id}", new, old.version))
+        writes.append(put(pk, f"run#{new.run_id}", new, old.version))
         writes.append(put(f"space#{new.space_id}", _index_sk(new), run_index(new)))
     return writes
 
@@ -363,8 +419,8 @@ def _batches(records: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
 
 def _batch(text: str) -> list[SessionRecord]:
     body = json.loads(text)
-    if "records" in body:
-        return [SessionRecord.model_validate(r) for r in body["records"]]
+    if "records" in body:  # compact (``compact_record``), or full as written before
+        return [SessionRecord.model_validate(full_record(r)) for r in body["records"]]
     return [SessionRecord.model_validate(body)]  # an item of one record, as first stored
 
 
