@@ -24,7 +24,7 @@ import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
@@ -49,7 +49,6 @@ from agentloom_runtime.errors import (
     RunError,
 )
 from agentloom_runtime.events import Emit
-from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.tools import PreparedCall, ToolRuntime
 
 from . import _resolve
@@ -76,6 +75,9 @@ from ._state import (
     new_head,
 )
 from ._tools import prepare_call, record_tool, resume_tool, run_inline
+
+if TYPE_CHECKING:  # pydantic stays off the engine's import path
+    from agentloom_runtime.snapshot import AgentSnapshot
 
 
 @dataclass(frozen=True)
