@@ -1,7 +1,8 @@
 """What ``import agentloom_runtime.engine`` leaves unimported (issue 18: a Lambda's cold
 start and the CLI pay for every module the engine pulls in). Pinned on ``sys.modules`` in
 a fresh interpreter, never on time; the snapshot models (pydantic) load when an engine is
-assembled, the hook runtime (YAML), workspaces and the HTTP gateway when a run uses them."""
+assembled, the hook runtime (YAML), workspaces, the HTTP gateway and the handoff policies when
+a run uses them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[3]
 IMPORT = "import json, sys; import agentloom_runtime.engine; print(json.dumps(sorted(sys.modules)))"
 NOT_AT_IMPORT = ("pydantic", "pydantic_core", "agentloom_runtime.snapshot", "yaml",
                  "agentloom_runtime.hooks", "agentloom_runtime.workspace",
-                 "agentloom_runtime.model", "httpx")
+                 "agentloom_runtime.model", "httpx",
+                 "agentloom_runtime.context.budget", "agentloom_runtime.context.character")
 
 
 def _loaded(code: str) -> set[str]:
