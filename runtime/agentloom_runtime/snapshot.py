@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from .contracts import DEFAULT_RUN_TOKENS
+from .contracts import DEFAULT_RUN_TOKENS as DEFAULT_RUN_TOKENS  # re-exported: its old home
 from .errors import SnapshotError
 from .tool_contracts import WORKSPACE_GROUP
 
