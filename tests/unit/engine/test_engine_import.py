@@ -1,8 +1,8 @@
 """What ``import agentloom_runtime.engine`` leaves unimported (issue 18: a Lambda's cold
 start and the CLI pay for every module the engine pulls in). Pinned on ``sys.modules`` in
-a fresh interpreter, never on time; the snapshot models (pydantic) load when an engine is
-assembled, the hook runtime (YAML), workspaces, the HTTP gateway and the handoff policies when
-a run uses them."""
+a fresh interpreter, never on time: the snapshot models (pydantic) and the handoff policy
+load when ``create_engine`` assembles an engine, the hook runtime (YAML), workspaces and
+the HTTP gateway when a run uses them."""
 
 from __future__ import annotations
 
