@@ -24,6 +24,10 @@ JSON = dict[str, Any]
 
 Purpose = Literal["action", "compaction", "verification"]
 
+# Here, not in ``snapshot``, so the engine reads it without importing pydantic.
+DEFAULT_RUN_TOKENS = 2_000_000
+"""The per-run token cap of a version that sets none (docs/contract.md#call-budgets)."""
+
 
 # ---------------------------------------------------------------- model
 

@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from .contracts import DEFAULT_RUN_TOKENS as DEFAULT_RUN_TOKENS  # re-exported: its old home
 from .errors import SnapshotError
 from .tool_contracts import WORKSPACE_GROUP
 
@@ -219,10 +220,6 @@ class HookBindingSpec(_Frozen):
 
 
 _PackagePath = Annotated[str, Field(min_length=1, max_length=4096)]
-
-
-DEFAULT_RUN_TOKENS = 2_000_000
-"""The per-run token cap of a version that sets none (docs/contract.md#call-budgets)."""
 
 
 class Limits(_Frozen):

@@ -11,15 +11,28 @@ Public surface (the ``JournalContextManager`` lives in ``context.manager``):
   ``CompactionFailureMemory``, ``with_summary`` (re-render a hook-rewritten summary);
 - protocol helpers: ``strip_private``, ``public_messages``, ``protocol_violations``;
 - session history: see ``context.history``.
+
+The two handoff policies load on first use (PEP 562): the engine imports this package
+for its light parts, and assembles a policy only in ``create_engine``.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentloom_runtime._lazy import lazy_exports
 
 from ._protocol import protocol_violations, public_messages, strip_private
 from ._summary import with_summary
-from .budget import BudgetCompactionPolicy
-from .character import CharacterCompactionPolicy
 from .estimators import DeepSeekEstimator, OpenAIEstimator, Utf8BytesEstimator, estimator_for
 from .failures import CompactionFailureMemory
 from .policy import CompactionPolicyBase, Decision, NoCompaction, with_defaults
+
+if TYPE_CHECKING:
+    from .budget import BudgetCompactionPolicy
+    from .character import CharacterCompactionPolicy
+
+_HOMES = {"BudgetCompactionPolicy": ".budget", "CharacterCompactionPolicy": ".character"}
 
 __all__ = [
     "BudgetCompactionPolicy",
@@ -38,3 +51,10 @@ __all__ = [
     "with_defaults",
     "with_summary",
 ]
+
+
+__getattr__ = lazy_exports(__name__, _HOMES)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))

@@ -10,18 +10,20 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from agentloom_runtime._json import storable
 from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.contracts import CommandMarkers, ContextManager, RunStatus
 from agentloom_runtime.errors import AgentLoomError, CheckpointConflict
 from agentloom_runtime.events import Emit, EngineTopic
-from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.tools import ToolRuntime
 
 from ._modules import RuntimeModules
 from ._state import CommitPoint, Frame, Head
+
+if TYPE_CHECKING:  # pydantic stays off the engine's import path
+    from agentloom_runtime.snapshot import AgentSnapshot
 
 logger = logging.getLogger(__name__)
 

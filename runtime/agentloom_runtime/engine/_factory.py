@@ -8,7 +8,7 @@ never branches on tool names.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentloom_runtime.checkpoint.memory import InMemoryCheckpointStore
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
@@ -28,7 +28,6 @@ from agentloom_runtime.errors import ConfigError
 from agentloom_runtime.events import Emit
 from agentloom_runtime.hook_contracts import HookManager
 from agentloom_runtime.planning import plan_tool
-from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
 from agentloom_runtime.strategies import strategy_for
 from agentloom_runtime.tool_contracts import ToolContext, ToolDefinition
 from agentloom_runtime.tools import ToolRegistry, ToolRuntime
@@ -37,6 +36,9 @@ from ._context import HostPorts
 from ._modules import ExecutionLimits, RuntimeModules, Verifier
 from ._results import read_result_tool
 from .engine import Engine
+
+if TYPE_CHECKING:
+    from agentloom_runtime.snapshot import AgentSnapshot
 
 DEFAULT: Literal["default"] = "default"
 
@@ -178,6 +180,10 @@ def create_engine(
     store (in-memory by default). ``compaction_policy``: omit it for the snapshot's
     default policy, pass ``NoCompaction()`` for none. ``tools`` adds trusted definitions
     (e.g. workspace file tools) before ``configure_tools`` runs."""
+    # imported here, not at module level: pydantic costs ~80 ms, and importing the engine
+    # (a Lambda's cold start, the CLI) should not pay it before an engine is assembled
+    from agentloom_runtime.snapshot import AgentSnapshot, parse_snapshot
+
     snap = snapshot if isinstance(snapshot, AgentSnapshot) else parse_snapshot(dict(snapshot))
     if compaction_policy is None:
         raise ConfigError("compaction_policy=None is ambiguous: omit it for the default "

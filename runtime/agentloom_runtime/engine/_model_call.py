@@ -33,7 +33,7 @@ from typing import Any
 
 from agentloom_runtime._json import digest, storable_message
 from agentloom_runtime.context.estimators import Utf8BytesEstimator
-from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.contracts import DEFAULT_RUN_TOKENS, ModelRequest, ModelResponse
 from agentloom_runtime.errors import (
     BudgetExceeded,
     ModelError,
@@ -41,7 +41,6 @@ from agentloom_runtime.errors import (
     ModelTransportError,
     ResumeMismatch,
 )
-from agentloom_runtime.snapshot import DEFAULT_RUN_TOKENS
 
 from ._context import BlockRun, StepContext, now
 from ._hooks import HookRunner

@@ -19,6 +19,7 @@ from typing import Any
 from agentloom_runtime._json import digest
 from agentloom_runtime.context.policy import BarePolicy, CompactionPolicyBase
 from agentloom_runtime.contracts import (
+    DEFAULT_RUN_TOKENS,
     JSON,
     CompletionPolicy,
     ContextManager,
@@ -28,7 +29,6 @@ from agentloom_runtime.contracts import (
 )
 from agentloom_runtime.errors import ConfigError, ResumeMismatch
 from agentloom_runtime.hook_contracts import HookManager
-from agentloom_runtime.snapshot import DEFAULT_RUN_TOKENS
 
 Verifier = Callable[[Any], None]
 """Checks a saved binding against the current module; raises ``ResumeMismatch``."""

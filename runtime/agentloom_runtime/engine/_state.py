@@ -18,7 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from agentloom_runtime.contracts import ContextFrame, Message, Purpose, RunStatus
+from agentloom_runtime.contracts import (
+    ContextFrame,
+    Message,
+    Purpose,
+    RunStatus,
+    StepKind,
+    StepNext,
+)
 
 if TYPE_CHECKING:
     from agentloom_runtime.errors import AgentLoomError
@@ -273,6 +280,14 @@ class MainView:
     compacted: bool
     messages: list[Message]
     counters: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What one ``Engine.step`` dispatch did: the kind of step and what comes next."""
+
+    kind: StepKind
+    next: StepNext = "continue"
 
 
 def mark_stopped(head: Head, error: AgentLoomError, status: RunStatus) -> None:

@@ -23,8 +23,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloom_runtime.checkpoint.journal import Journal
 from agentloom_runtime.checkpoint.store import BaseCheckpointStore
@@ -49,7 +48,6 @@ from agentloom_runtime.errors import (
     RunError,
 )
 from agentloom_runtime.events import Emit
-from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.tools import PreparedCall, ToolRuntime
 
 from . import _resolve
@@ -70,6 +68,7 @@ from ._state import (
     Frame,
     MainView,
     PendingCall,
+    Progress,
     error_info,
     mark_stopped,
     new_frame,
@@ -77,11 +76,8 @@ from ._state import (
 )
 from ._tools import prepare_call, record_tool, resume_tool, run_inline
 
-
-@dataclass(frozen=True)
-class _Progress:
-    kind: StepKind
-    next: StepNext = "continue"
+if TYPE_CHECKING:  # pydantic stays off the engine's import path
+    from agentloom_runtime.snapshot import AgentSnapshot
 
 
 class Engine:
@@ -314,7 +310,7 @@ class Engine:
             op["kind"] == "command" else None
         return self._result(progress.next, progress.kind, request_id=request_id)
 
-    async def _advance(self, command_result: dict[str, Any] | None) -> _Progress:
+    async def _advance(self, command_result: dict[str, Any] | None) -> Progress:
         """Loop order, top-down (docs/contract.md#loop-order): in flight, closing, the pending tool
         group, supplements, the review, compaction, and the action call."""
         ctx = self._c()
@@ -327,7 +323,7 @@ class Engine:
         if "closing" in head:
             await after_stage(ctx, self._hooks_runner(), ctx.frame(head["closing"]))
             ctx.commit("run.close")
-            return _Progress("none")
+            return Progress("none")
         if not head["run_checked"]:
             await self._run_before()
         pull_inbox(ctx)
@@ -336,18 +332,18 @@ class Engine:
                     None)
         if call is not None and call["state"] == "returned":
             await finish_delegation(ctx, self._hooks_runner(), frame, call)
-            return _Progress("tool")
+            return Progress("tool")
         if call is not None:
             return await self._tool_step(frame, call)
         if frame.get("inputs") and ctx.context.drain_inputs(ctx.journal, frame):
             frame["candidate"] = None  # the model answers again, with the supplement in view
             ctx.commit("inputs.injected")
-            return _Progress("input")
+            return Progress("input")
         if frame["candidate"] is not None:
             if await review_step(ctx, self._caller(), frame):
                 close_frame(ctx, self._hooks_runner(), frame)
             ctx.commit("review.done")
-            return _Progress("verification")
+            return Progress("verification")
         limit = self._modules.limits.max_iterations
         if frame["iterations"] - frame["iterations_base"] >= limit:
             raise BlockRun(BudgetExceeded(
@@ -356,12 +352,12 @@ class Engine:
                 details={"instance": frame["instance"]}))
         tools = visible_schemas(ctx, frame)
         if await compaction_step(ctx, self._hooks_runner(), self._caller(), frame, tools):
-            return _Progress("compaction")
+            return Progress("compaction")
         await action_step(ctx, self._hooks_runner(), self._caller(), frame)
-        return _Progress("action")
+        return Progress("action")
 
     async def _resume_operation(self, command_result: dict[str, Any] | None
-                                ) -> _Progress | None:
+                                ) -> Progress | None:
         """An operation left in flight: its rules (docs/contract.md#recovery). None: the step goes
         on as usual (a model call whose response is saved, or that is to be sent again,
         is met again by the same dispatch)."""
@@ -372,13 +368,13 @@ class Engine:
         if op["kind"] == "command":  # a dispatched command is the next step's to record
             result = find_command_result(ctx, op, command_result)
             if result is None:
-                return _Progress("command", "command")  # never started: the host runs it
+                return Progress("command", "command")  # never started: the host runs it
             await record_command(ctx, self._hooks_runner(), op, result)
-            return _Progress("command")
+            return Progress("command")
         in_flight(head, op, f"operation {op['id']}")
         if op["kind"] == "tool":
             if await resume_tool(ctx, self._hooks_runner(), op):
-                return _Progress("tool")
+                return Progress("tool")
             frame = ctx.frame(op["instance"])
             call = next(c for c in frame["pending"] if c["request_id"] == op["request_id"])
             return await self._tool_step(frame, call, uncertain=True)
@@ -386,7 +382,7 @@ class Engine:
         return None
 
     async def _tool_step(self, frame: Frame, call: PendingCall,
-                         uncertain: bool = False) -> _Progress:
+                         uncertain: bool = False) -> Progress:
         ctx, hooks = self._c(), self._hooks_runner()
         # A call queued by an earlier execution may have started before it ended (a
         # resume_inflight tool is not announced): its handler is told so.
@@ -395,20 +391,20 @@ class Engine:
         if not isinstance(prepared, PreparedCall):
             record_tool(ctx, frame, call, prepared)
             ctx.commit("tool.done")
-            return _Progress("tool")
+            return Progress("tool")
         execution = prepared.definition.execution
         if execution == "delegate":
             await open_delegation(ctx, hooks, frame, call, prepared.arguments)
-            return _Progress("tool")
+            return Progress("tool")
         if execution == "command":
             ctx.emit("tool.started", {"run_id": ctx.run_id, "request_id": call["request_id"],
                                       "instance": frame["instance"], "name": call["name"],
                                       "arguments": prepared.arguments})
             if await dispatch_command(ctx, frame, call, prepared):
-                return _Progress("command", "command")
-            return _Progress("tool")
+                return Progress("command", "command")
+            return Progress("tool")
         await run_inline(ctx, hooks, frame, call, prepared, uncertain)
-        return _Progress("tool")
+        return Progress("tool")
 
     async def _run_before(self) -> None:
         """run.before: observe or reject the run, once, before its first action."""
