@@ -1,6 +1,6 @@
 """Deleting a session: its records, then what a backend made for it (issue 19).
 
-``DELETE /api/v1/sessions/{session}`` (``agentloom sessions delete SES``) by the
+``DELETE /api/v1/sessions/{session}`` (``agentloom session delete SES``) by the
 session's owner or an admin of its space; anyone else — another space's user, a member
 who does not own it — gets 404 ``session_not_found``, as for reading it. While a run
 holds the session (queued, running, interrupted) it is refused with 409 ``run_active``
@@ -12,17 +12,18 @@ The order makes a crash harmless:
    version read: an ask that took the lease meanwhile wins, the delete reads again and
    answers 409) and writes the teardown marker. The session is gone from here on.
 2. ``SessionResources.remove``: what the backend made for it — on AWS the session's EFS
-   access points and task-definition revisions, embedded its workspace directory and
-   lock directory (``agentloom.local.teardown``). Each adapter treats "already gone"
-   as done.
+   access points and task-definition revisions (``agentloom.aws.teardown``), embedded
+   its workspace directory and lock directory (``agentloom.local.teardown``). Each
+   adapter treats "already gone" as done.
 3. ``store.teardown.purge``: its runs, records, events, views, keys; the marker last.
 
 A retried delete of a session whose marker remains (a crash after step 1) finishes the
 job and answers 204 again; ``sweep`` finishes every pending one (run at start-up by
-``agentloom serve``). What is left on purpose:
-the runs' checkpoints (logs, blobs: ciphertext in the checkpoint store, which has no
-delete of its own), the skill versions' shared access points, and knowledge bases and
-their vector indexes, which belong to the space, not to a session (docs/operations.md).
+``agentloom serve``). What is left on purpose: the runs' checkpoints (logs, blobs:
+ciphertext in the checkpoint store, which has no delete of its own), on AWS the
+session's files on the volume (the API function does not mount it), the skill versions'
+shared access points, and knowledge bases and their vector indexes, which belong to the
+space, not to a session (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -32,16 +33,24 @@ from typing import Protocol
 
 from agentloom.platform.access import check_id
 from agentloom.platform.domain import RANK, Session
-from agentloom.platform.errors import Conflict, NotFound
+from agentloom.platform.errors import Conflict, NotFound, Unavailable
 from agentloom.platform.identity import Principal
 from agentloom.platform.store import PlatformStore, WriteConflict, retry_conflicts
 
 log = logging.getLogger(__name__)
 
 
+class TeardownIncomplete(Unavailable):
+    """A backend could not remove all of a session's resources yet (503; the marker
+    stays, so a retried delete or the next sweep goes on from there)."""
+
+    code = "teardown_incomplete"
+
+
 class SessionResources(Protocol):
     def remove(self, session: Session) -> None:
-        """Remove what this backend made for ``session``; absent counts as removed."""
+        """Remove what this backend made for ``session``; absent counts as removed
+        (``TeardownIncomplete`` when something could not be removed now)."""
         ...
 
 
@@ -89,7 +98,7 @@ class SessionTeardown:
         for session in self.store.teardown.pending():
             try:
                 self._finish(session)
-            except (WriteConflict, OSError) as err:  # the next sweep tries again
+            except (TeardownIncomplete, WriteConflict, OSError) as err:  # the next sweep
                 log.warning("teardown of session %s did not finish: %s",
                             session.session_id, type(err).__name__)
                 continue
