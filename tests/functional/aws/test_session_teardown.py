@@ -44,8 +44,8 @@ def _access_points(bench: Bench) -> set[str]:
 def _access_point(bench: Bench, tags: dict[str, str]) -> str:
     fs = bench.resources.env["AGENTLOOM_EFS_FILE_SYSTEM_ID"]
     return str(bench.aws.efs.create_access_point(
-        FileSystemId=fs, Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
-        ["AccessPointId"])
+        ClientToken=json.dumps(tags, sort_keys=True)[:64], FileSystemId=fs,
+        Tags=[{"Key": k, "Value": v} for k, v in tags.items()])["AccessPointId"])
 
 
 def _status(bench: Bench, revision: str) -> str:
