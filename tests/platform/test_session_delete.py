@@ -185,3 +185,67 @@ def test_the_cli_deletes_a_session(api: Api, wait: Wait,
     assert main([*base, api.tokens["alice"], "session", "delete", session_id, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"session_id": session_id, "deleted": True}
     assert api.platform.store.sessions.get(session_id) is None
+
+
+def test_an_ask_racing_a_delete_either_wins_whole(api: Api, wait: Wait) -> None:
+    """Ask and delete compare-and-set the same session item: either the run holds the
+    session (the delete is 409 run_active), or the session is gone (the ask is 404, or
+    the run had ended and been let go of) — never a run or its items in a deleted
+    session."""
+    import threading
+
+    alice = api.client("alice")
+    for _ in range(5):
+        session_id = alice.create_session(api.space_id, api.agent_id).session_id
+        outcomes: dict[str, Any] = {}
+        barrier = threading.Barrier(2)
+
+        def ask(sid: str = session_id, out: dict[str, Any] = outcomes,
+                start: threading.Barrier = barrier) -> None:
+            start.wait()
+            try:
+                out["ask"] = api.client("alice").ask_full(sid, "Q race").run.run_id
+            except ApiError as err:
+                out["ask"] = err.status
+
+        def remove(sid: str = session_id, out: dict[str, Any] = outcomes,
+                   start: threading.Barrier = barrier) -> None:
+            start.wait()
+            try:
+                api.client("alice").delete_session(sid)
+                out["delete"] = 204
+            except ApiError as err:
+                out["delete"] = (err.status, err.code)
+
+        threads = [threading.Thread(target=ask), threading.Thread(target=remove)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if outcomes["delete"] == 204:  # first, or after the run ended and let go
+            assert api.platform.store.sessions.get(session_id) is None
+            assert api.platform.store.items.query_raw(f"session#{session_id}", "") == []
+            if outcomes["ask"] != 404:
+                assert api.platform.store.items.query_raw(f"run#{outcomes['ask']}", "") == []
+        else:
+            assert outcomes["delete"] == (409, "run_active"), outcomes
+            run_id = outcomes["ask"]
+            stopped_view(alice, session_id, run_id, wait)
+            alice.delete_session(session_id)
+
+
+def test_a_run_still_let_go_of_by_its_driver_is_409(api: Api, wait: Wait,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run gave the session back, but its driver still writes its last status event:
+    the delete waits for it (409 run_active, way_out wait) so nothing lands after it."""
+    alice = api.client("alice")
+    session_id, run_id = _session_with_a_run(api, alice, wait)
+    teardown = api.platform.sessions.teardown
+    monkeypatch.setattr(teardown, "driving", lambda rid: rid == run_id)
+    with pytest.raises(ApiError) as err:
+        alice.delete_session(session_id)
+    assert (err.value.status, err.value.code) == (409, "run_active")
+    assert err.value.details == {"run_id": run_id, "way_out": "wait"}
+    assert alice.session(session_id).session_id == session_id
+    monkeypatch.undo()
+    alice.delete_session(session_id)

@@ -80,7 +80,7 @@ class SessionService:
                  engines: RunEngines, resources: SessionResources = NOTHING_EXTRA
                  ) -> None:
         self.store = store
-        self.teardown = SessionTeardown(store, resources)  # DELETE a session
+        self.teardown = SessionTeardown(store, resources, launcher.driving)  # DELETE
         self.tracker = tracker
         self.lease = SessionLease(store, tracker.summary, probe=launcher_probe(launcher.driving))
         self.checkpoints, self.launcher, self.engines = tracker.checkpoints, launcher, engines

@@ -4,7 +4,8 @@
 session's owner or an admin of its space; anyone else — another space's user, a member
 who does not own it — gets 404 ``session_not_found``, as for reading it. While a run
 holds the session (queued, running, interrupted) it is refused with 409 ``run_active``
-naming the run: cancel it (or let it finish) first.
+naming the run (``way_out`` cancel: cancel it or let it finish first; ``wait``: it
+ended, and its driver is still letting go).
 
 The order makes a crash harmless:
 
@@ -29,6 +30,7 @@ space, not to a session (docs/operations.md).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from agentloom.platform.access import check_id
@@ -65,9 +67,15 @@ NOTHING_EXTRA = KeepNothingExtra()
 
 
 class SessionTeardown:
-    def __init__(self, store: PlatformStore, resources: SessionResources) -> None:
+    """``driving``: whether a run is still driven (the launcher's probe): a run that gave
+    the session back is let go of by its driver only after its last status event, which
+    would otherwise land after the purge."""
+
+    def __init__(self, store: PlatformStore, resources: SessionResources,
+                 driving: Callable[[str], bool]) -> None:
         self.store = store
         self.resources = resources
+        self.driving = driving
 
     def delete(self, who: Principal, session_id: str) -> None:
         check_id(session_id, "ses", "session")
@@ -87,10 +95,22 @@ class SessionTeardown:
                                "cancel it or wait for it to end, then delete the session",
                                code="run_active",
                                details={"run_id": session.active_run, "way_out": "cancel"})
+            self._refuse_while_driven(session)
             self.store.teardown.close(session, found.version)
             return session
 
         self._finish(retry_conflicts(attempt))
+
+    def _refuse_while_driven(self, session: Session) -> None:
+        """The run that held the session last (the latest updated: an ask or a resume
+        took the lease for it) may still be writing as its driver lets go."""
+        runs = self.store.runs.of_session(session.session_id)
+        last = max(runs, key=lambda run: run.updated_at, default=None)
+        if last is not None and self.driving(last.run_id):
+            raise Conflict(f"run {last.run_id} of session {session.session_id} is still "
+                           "being let go of by its driver; try again in a moment",
+                           code="run_active", details={"run_id": last.run_id,
+                                                       "way_out": "wait"})
 
     def sweep(self) -> int:
         """Finish every teardown a crash left; returns how many finished."""
