@@ -75,8 +75,9 @@ def acknowledge(stack: AgentLoomStack) -> None:
     families = f"IAM5[Resource::" \
                f"{_arn(stack, 'ecs', 'task-definition', stack.sandbox.family_prefix + '-*')}]"
     unscoped_reasons: dict[Function, str] = {
-        "api": "X-Ray PutTraceSegments/PutTelemetryRecords and Lambda's VPC ENI actions "
-               "have no resource; ecs:ListTasks is conditioned on the sandbox cluster",
+        "api": "X-Ray PutTraceSegments/PutTelemetryRecords, Lambda's VPC ENI actions and "
+               "ECS DeregisterTaskDefinition (a deleted session's revisions) have no "
+               "resource; ecs:ListTasks is conditioned on the sandbox cluster",
         "step": "X-Ray, Lambda's VPC ENI actions, ECS Register/DescribeTaskDefinition have "
                 "no resource-level permissions; ecs:ListTasks is conditioned on the cluster",
         "trigger": "X-Ray PutTraceSegments/PutTelemetryRecords and Lambda's VPC ENI actions "
@@ -96,6 +97,11 @@ def acknowledge(stack: AgentLoomStack) -> None:
              "only at run time; scoped to the sandbox cluster")
     _ack(roles["step"], families, "the step registers one task-definition revision per "
          "session (docs/adr/0004); scoped to the stage's family prefix")
+    _ack(roles["api"], families, "deleting a session deletes its task-definition revisions "
+         "(docs/adr/0004); scoped to the stage's family prefix")
+    _ack(roles["api"], f"IAM5[Resource::{_arn(stack, 'elasticfilesystem', 'access-point', '*')}]",
+         "deleting a session deletes its access points (ids exist only at run time), "
+         "conditioned on their agentloom:mount tag (workspace or results, never a skill's)")
     _ack(roles["step"], f"IAM5[Resource::{_arn(stack, 'elasticfilesystem', 'access-point', '*')}]",
          "tag-on-create of the per-session access points (ids exist only at run time), "
          "conditioned on CreateAccessPoint, which is scoped to the file system")

@@ -172,6 +172,7 @@ class AgentLoomStack(cdk.Stack):
         self._grant_sandbox_control(fns.api, fns.unscoped["api"])
         self._grant_sandbox_control(fns.step, fns.unscoped["step"])
         self._grant_sandbox_setup(fns.step, fns.unscoped["step"])
+        self._grant_sandbox_teardown(fns.api, fns.unscoped["api"])
         self.workspace.restrict_mounts(lambda_role=iam.ArnPrincipal(fns.role_arns["step"]),
                                        sandbox_role=self.sandbox.task_role)
         # The policy names the step role by ARN (no reference: a cycle), and EFS refuses
@@ -223,6 +224,30 @@ class AgentLoomStack(cdk.Stack):
             actions=["iam:PassRole"], resources=[self.sandbox.execution_role.role_arn,
                                                  self.sandbox.task_role.role_arn],
             conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}))
+
+    def _grant_sandbox_teardown(self, fn: lambda_.Function, unscoped: iam.Policy) -> None:
+        """A deleted session's access points and revisions (functions/agentloom/aws/
+        teardown.py): list this file system's access points, delete those tagged as a
+        session's own (never a skill version's: ``agentloom:mount`` is ``skill``),
+        deregister and delete the stage's sandbox revisions."""
+        fs = self.workspace.file_system
+        fn.add_environment("AGENTLOOM_EFS_FILE_SYSTEM_ID", fs.file_system_id)
+        # listed by file system (FileSystemId); the access points are the listed resources
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["elasticfilesystem:DescribeAccessPoints"],
+            resources=[fs.file_system_arn, self.workspace.access_points_arn()]))
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["elasticfilesystem:DeleteAccessPoint"],
+            resources=[self.workspace.access_points_arn()],
+            conditions={"StringEquals": {
+                "aws:ResourceTag/agentloom:mount": ["workspace", "results"]}}))
+        unscoped.add_statements(iam.PolicyStatement(
+            actions=["ecs:DeregisterTaskDefinition"],
+            resources=["*"]))  # no resource-level permissions
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["ecs:DeleteTaskDefinitions"], resources=[self.format_arn(
+                service="ecs", resource="task-definition",
+                resource_name=f"{self.sandbox.family_prefix}-*")]))
 
     def _outputs(self) -> None:
         cdk.CfnOutput(self, "ApiUrl", value=self.http.url)

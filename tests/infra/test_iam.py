@@ -17,8 +17,10 @@ UNSCOPED = {
     "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
     "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses",
     "ec2:UnassignPrivateIpAddresses",
-    # ECS: no resource-level permissions (step), ListTasks conditioned on the cluster
+    # ECS: no resource-level permissions (step; api: a deleted session's revisions),
+    # ListTasks conditioned on the cluster
     "ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition", "ecs:ListTasks",
+    "ecs:DeregisterTaskDefinition",
     # the state machine's log delivery (CDK's LogOptions)
     "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
     "logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
@@ -133,3 +135,26 @@ def test_efs_actions_are_on_this_file_system(synthesized):
               _listed(s["Action"])]
     assert tag["Condition"] == {"StringEquals": {
         "elasticfilesystem:CreateAction": "CreateAccessPoint"}}  # never an existing one
+
+
+def test_the_api_removes_only_sessions_access_points_and_sandbox_revisions(synthesized):
+    """Deleting a session (functions/agentloom/aws/teardown.py): the access points listed
+    on this file system, deleted only when tagged as a session's own; the revisions
+    deleted only in the stage's sandbox families; nothing of it for the other roles."""
+    (fs,) = synthesized.of_type("AWS::EFS::FileSystem")
+    statements = _statements(synthesized, _role(synthesized, "api"))
+    (listing,) = [s for s in statements
+                  if "elasticfilesystem:DescribeAccessPoints" in _listed(s["Action"])]
+    assert fs in json.dumps(listing["Resource"]) and "*" not in _listed(listing["Resource"])
+    (removal,) = [s for s in statements
+                  if "elasticfilesystem:DeleteAccessPoint" in _listed(s["Action"])]
+    assert _listed(removal["Action"]) == ["elasticfilesystem:DeleteAccessPoint"]
+    assert removal["Condition"] == {"StringEquals": {
+        "aws:ResourceTag/agentloom:mount": ["workspace", "results"]}}  # never a skill's
+    (revisions,) = [s for s in statements
+                    if "ecs:DeleteTaskDefinitions" in _listed(s["Action"])]
+    assert "task-definition/agentloom-test-sbx-*" in json.dumps(revisions["Resource"])
+    for name in ("step", "trigger"):
+        actions = _actions(_statements(synthesized, _role(synthesized, name)))
+        assert not actions & {"elasticfilesystem:DeleteAccessPoint",
+                              "ecs:DeleteTaskDefinitions", "ecs:DeregisterTaskDefinition"}

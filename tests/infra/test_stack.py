@@ -197,7 +197,10 @@ def test_function_memory_is_the_measured_default(synthesized):
 
 def test_environment_is_exactly_the_contract(synthesized):
     env = {name: synthesized.function_env(h) for name, h in HANDLERS.items()}
-    assert set(env["api"]) == COMMON
+    # the api deletes a deleted session's access points on the workspace file system
+    assert set(env["api"]) == COMMON | {"AGENTLOOM_EFS_FILE_SYSTEM_ID"}
+    assert env["api"]["AGENTLOOM_EFS_FILE_SYSTEM_ID"] == env["step"][
+        "AGENTLOOM_EFS_FILE_SYSTEM_ID"]
     assert set(env["step"]) == COMMON | STEP
     assert set(env["trigger"]) == COMMON | TRIGGER
     step = env["step"]

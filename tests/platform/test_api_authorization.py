@@ -28,7 +28,7 @@ SECRET_PROMPT = "You answer questions."
 class Route:
     method: str
     path: str  # {S} space, {A} agent, {E} session, {R} run, {C} model connection
-    need: str  # any | member | admin | creator
+    need: str  # any | member | admin | creator | creator_or_admin
     body: dict[str, Any] | None = None
 
 
@@ -69,6 +69,8 @@ ROUTES = [
            "resource_id": "{C}"}),
     Route("GET", "/sessions/{E}", "creator"),
     Route("GET", "/sessions/{E}/messages", "creator"),
+    # the creator or an admin of the space deletes a session (test_session_delete)
+    Route("DELETE", "/sessions/{E}", "creator_or_admin"),
     Route("POST", "/sessions/{E}/runs", "creator", {"question": "Q intruder"}),
     Route("GET", "/sessions/{E}/runs", "creator"),
     Route("GET", "/sessions/{E}/runs/{R}", "creator"),
@@ -230,8 +232,9 @@ def _cases() -> list[tuple[Route, str | None, int]]:
             cases.append((route, "eve", 404))  # another space: it does not exist
         if route.need == "admin":
             cases.append((route, "bob", 403))  # a member: the role is too low
-        if route.need == "creator":
+        if route.need in ("creator", "creator_or_admin"):
             cases.append((route, "bob", 404))  # another member: not their session
+        if route.need == "creator":
             cases.append((route, "carol", 404))  # an admin reads no one's content
     return cases
 

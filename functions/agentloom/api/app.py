@@ -365,6 +365,13 @@ def _session_routes(app: ApiResolver, svc: SessionService) -> None:
     def get_session(session_id: str) -> SessionOut:
         return SessionOut.of(svc.session(app.principal(), session_id))
 
+    @app.delete(f"{P}/sessions/<session_id>", tags=["sessions"], status_code=204,
+                responses=declare(404, 409, ok={204: "Deleted (also when a retry finished "
+                                                     "an interrupted delete)"}))
+    def delete_session(session_id: str) -> Response[str]:
+        svc.teardown.delete(app.principal(), session_id)
+        return Response(status_code=204, body="")
+
     @app.get(f"{P}/sessions/<session_id>/messages", tags=["sessions"], responses=declare(404))
     def messages(session_id: str, after: Annotated[int, Query(ge=0)] = 0,
                  limit: Annotated[int, Query(ge=1, le=200)] = 100,

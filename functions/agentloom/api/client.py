@@ -207,6 +207,11 @@ class Client:
     def session(self, session_id: str) -> SessionOut:
         return self._get(SessionOut, f"/sessions/{session_id}")
 
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session, its runs and its sandbox resources (409 run_active while a
+        run holds it); a retry finishes an interrupted delete."""
+        self.request("DELETE", f"/sessions/{session_id}")
+
     def ask(self, session_id: str, question: str, *,
             idempotency_key: str | None = None) -> Run:
         return self.ask_full(session_id, question, idempotency_key=idempotency_key).run

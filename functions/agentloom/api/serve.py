@@ -121,6 +121,7 @@ def _serve(args: argparse.Namespace, lock: ServerLock,
     platform = open_platform(args)
     try:
         recovered = platform.sessions.recover()
+        platform.sessions.teardown.sweep()  # deletes a crash left unfinished
         app = build_app(platform.admin, platform.sessions, platform.tokens)
         server = ApiServer(app, platform.sessions, host=args.host, port=args.port)
         stop = threading.Event()

@@ -102,6 +102,9 @@ class AwsConfig:
     step_reserve_seconds: int = DEFAULT_STEP_RESERVE_SECONDS
     sandbox: SandboxConfig | None = None
     vector_bucket: str | None = None  # S3 Vectors bucket of knowledge bases; none: off
+    # the workspace file system: the API function removes a deleted session's access
+    # points on it (agentloom.aws.teardown); none: the platform has no sandbox
+    file_system_id: str | None = None
 
     @property
     def workspace_root(self) -> str:
@@ -136,7 +139,8 @@ class AwsConfig:
                    step_reserve_seconds=_int(env, "AGENTLOOM_STEP_RESERVE_SECONDS",
                                              DEFAULT_STEP_RESERVE_SECONDS, low=0, high=900),
                    sandbox=SandboxConfig.from_environ(env) if sandbox else None,
-                   vector_bucket=env.get("AGENTLOOM_VECTOR_BUCKET", "").strip() or None)
+                   vector_bucket=env.get("AGENTLOOM_VECTOR_BUCKET", "").strip() or None,
+                   file_system_id=env.get("AGENTLOOM_EFS_FILE_SYSTEM_ID", "").strip() or None)
 
 
 def is_aws(env: Mapping[str, str]) -> bool:

@@ -40,6 +40,7 @@ from agentloom.platform.sessions import SessionService
 from agentloom.platform.store import PlatformStore
 from agentloom.platform.store.dynamodb import DynamoDbItemStore
 from agentloom.platform.store.session_commits import SessionCommits
+from agentloom.platform.teardown import NOTHING_EXTRA, SessionResources
 from agentloom.platform.tracker import RunTracker
 from agentloom.stores.dynamodb_checkpoints import DynamoDbCheckpointStore
 from agentloom_runtime.errors import ConfigError
@@ -193,7 +194,20 @@ class AwsPlatform:
         host = aws_host(config, tracker, models, capabilities)
         launcher = SfnRunLauncher(host, store, sfn=clients.sfn, ecs=clients.ecs,
                                   state_machine_arn=config.state_machine_arn)
-        sessions = SessionService(store, tracker, launcher, host)
+        sessions = SessionService(store, tracker, launcher, host,
+                                  resources=sandbox_teardown(config, clients, store))
         return cls(config=config, clients=clients, store=store, checkpoints=checkpoints,
                    tracker=tracker, host=host, launcher=launcher, sessions=sessions,
                    admin=admin)
+
+
+def sandbox_teardown(config: AwsConfig, clients: AwsClients,
+                     store: PlatformStore) -> SessionResources:
+    """What a session's delete removes on AWS: its access points and revisions (none
+    without a workspace file system: then no session has any)."""
+    if config.file_system_id is None:
+        return NOTHING_EXTRA
+    from agentloom.aws.teardown import SandboxTeardown
+
+    return SandboxTeardown(store, efs=clients.efs, ecs=clients.ecs,
+                           file_system_id=config.file_system_id)

@@ -288,9 +288,10 @@ def _reading_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     made.add_argument("--space")
     made.add_argument("--name", help="default: the file's name field")
     made.add_argument("--draft", action="store_true", help="save the draft, publish nothing")
-    session = sub.add_parser("session", help="create a session")
-    new = session.add_subparsers(dest="action", required=True).add_parser(
-        "create", parents=j, help="a session with a published agent")
+    session = sub.add_parser("session", help="create or delete a session")
+    session_actions = session.add_subparsers(dest="action", required=True)
+    new = session_actions.add_parser("create", parents=j,
+                                     help="a session with a published agent")
     new.add_argument("--space")
     which = new.add_mutually_exclusive_group(required=True)
     which.add_argument("--agent", metavar="AGENT_ID")
@@ -298,3 +299,6 @@ def _reading_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        help="create the agent from this file and publish it first")
     new.add_argument("--version", type=int, help="default: the latest published")
     new.add_argument("--title", default="")
+    gone = session_actions.add_parser("delete", parents=j, help="delete a session, its "
+                                      "runs and its sandbox resources (owner or admin)")
+    gone.add_argument("session")

@@ -17,6 +17,8 @@
     agentloom --api URL agent create FILE [--space S] [--name N] [--draft]
     agentloom --api URL session create [--space S] (--agent ID [--version N] |
         --agent-file FILE) [--title TEXT]
+    agentloom --api URL session delete SESSION   the session, its runs and its sandbox
+        resources (its owner or a space admin; 409 run_active while a run holds it)
 
 The token comes from ``--token`` or ``$AGENTLOOM_TOKEN`` (printed commands leave it out:
 export it so they work as typed). ``--space`` may be left out by a member of one space.
@@ -388,10 +390,17 @@ def _session_create(ctx: Ctx) -> int:
     return ctx.done({**made.model_dump(mode="json"), "next": [ask]})
 
 
+def _session_delete(ctx: Ctx) -> int:
+    ctx.client.delete_session(ctx.args.session)
+    ctx.say(f"session {ctx.args.session} deleted")
+    return ctx.done({"session_id": ctx.args.session, "deleted": True})
+
+
 COMMANDS = {"ask": _ask, "run": _ask, "resume": _resume, "resolve": _resolve,
             "cancel": _cancel, "show": _show, "messages": _messages, "events": _events,
             "spaces": _spaces, "sessions": _sessions, "runs": _runs,
-            "agent create": _agent_create, "session create": _session_create}
+            "agent create": _agent_create, "session create": _session_create,
+            "session delete": _session_delete}
 
 
 def main(argv: Sequence[str], api: str, token: str | None, way: Way) -> int:

@@ -68,7 +68,8 @@ def _wire() -> ApiResolver:
     platform = EmbeddedPlatform.open(Path(os.environ.get("AGENTLOOM_HOME", "/tmp/agentloom")))
     platform.launcher.close()
     sessions = SessionService(platform.store, platform.tracker, NoLauncher(),
-                              platform.sessions.engines)
+                              platform.sessions.engines,
+                              resources=platform.sessions.teardown.resources)
     return build_app(platform.admin, sessions, JwtClaims())
 
 

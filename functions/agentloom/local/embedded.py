@@ -21,6 +21,7 @@ from agentloom.capabilities import Capabilities
 from agentloom.crypto import LocalKeyring
 from agentloom.local.home import KEY_FILE, open_home
 from agentloom.local.runs import LocalRunLauncher
+from agentloom.local.teardown import LocalSessionResources
 from agentloom.local.workspaces import LocalWorkspaces
 from agentloom.models import ModelDiscovery
 from agentloom.models.gateway import ConnectionModels, default_model_factory
@@ -88,7 +89,8 @@ class EmbeddedPlatform:
                                   redact=tracker.redactor.add)
         host = local_host(home, tracker, models, capabilities)
         launcher = LocalRunLauncher(host)
-        sessions = SessionService(store, tracker, launcher, host)
+        sessions = SessionService(store, tracker, launcher, host,
+                                  resources=LocalSessionResources(home / "workspaces"))
         return cls(home=home, store=store, checkpoints=checkpoints, tracker=tracker,
                    host=host, launcher=launcher, sessions=sessions, admin=admin,
                    tokens=BearerTokens(store))

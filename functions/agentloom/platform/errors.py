@@ -28,6 +28,8 @@ class defined in another module names it::
     │   ├── EmbeddingFailed    502          (knowledge.errors) the embeddings endpoint failed
     │   ├── McpServerFailed    502          (mcp.service) discovery could not list the tools
     │   └── Unavailable        503          a capability this deployment does not have
+    │       └── TeardownIncomplete          (platform.teardown) a session's resources could
+    │                                       not all be removed yet: retry the delete
     ├── ModelsError                         (models.errors: its own tree, ``http_status``)
     ├── TriggerError                        (triggers.events) an event that cannot start a
     │                                       run; ``permanent`` when redelivery cannot help

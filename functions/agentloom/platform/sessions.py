@@ -59,6 +59,7 @@ from agentloom.platform.launcher import RunEngines, RunJob, RunLauncher
 from agentloom.platform.lease import LeaseRefused, SessionLease, launcher_probe
 from agentloom.platform.store import ABSENT, PlatformStore, Versioned, retry_conflicts
 from agentloom.platform.store.tenancy import secret_hash
+from agentloom.platform.teardown import NOTHING_EXTRA, SessionResources, SessionTeardown
 from agentloom.platform.tracker import RunTracker
 from agentloom.platform.views import (
     EventItem,
@@ -76,14 +77,13 @@ from agentloom_runtime.snapshot import AgentSnapshot
 
 class SessionService:
     def __init__(self, store: PlatformStore, tracker: RunTracker, launcher: RunLauncher,
-                 engines: RunEngines) -> None:
+                 engines: RunEngines, resources: SessionResources = NOTHING_EXTRA
+                 ) -> None:
         self.store = store
+        self.teardown = SessionTeardown(store, resources, launcher.driving)  # DELETE
         self.tracker = tracker
-        self.lease = SessionLease(store, tracker.summary,
-                                  probe=launcher_probe(launcher.driving))
-        self.checkpoints = tracker.checkpoints
-        self.launcher = launcher
-        self.engines = engines
+        self.lease = SessionLease(store, tracker.summary, probe=launcher_probe(launcher.driving))
+        self.checkpoints, self.launcher, self.engines = tracker.checkpoints, launcher, engines
         self._snapshots: dict[tuple[str, int], AgentSnapshot] = {}
 
     # -- sessions ------------------------------------------------------------------------

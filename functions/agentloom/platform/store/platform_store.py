@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from .agents import Agents
 from .items import ItemStore
+from .session_teardown import SessionTeardownItems
 from .sessions import Events, Runs, Sessions, Streams
 from .tenancy import Spaces, Tokens
 
 
 class PlatformStore:
-    """Spaces, agents, sessions, runs, record streams, run events and tokens over one
-    item store (``items``, also where companions keep their own records)."""
+    """Spaces, agents, sessions, runs, record streams, run events, tokens and session
+    teardowns over one item store (``items``, also where companions keep their own
+    records)."""
 
     def __init__(self, items: ItemStore) -> None:
         self.items = items
@@ -33,6 +35,7 @@ class PlatformStore:
         self.runs = Runs(items, self.streams)
         self.events = Events(items)
         self.tokens = Tokens(items)
+        self.teardown = SessionTeardownItems(items)
 
     def close(self) -> None:
         """Release the item store's resources."""

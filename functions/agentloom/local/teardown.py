@@ -1,0 +1,32 @@
+"""Embedded teardown of a session (``agentloom.platform.teardown``): its workspace
+directory (every run's and instance's files) and its lock directory (command markers and
+results) under the home's workspace root. Neither exists for a session that never used
+a workspace; a missing one counts as removed, so a retry after a crash finishes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from agentloom.platform.domain import Session
+from agentloom_runtime.workspace.provider import LOCKS_DIR, session_scope_hash
+
+
+class LocalSessionResources:
+    def __init__(self, workspace_root: Path) -> None:
+        self.root = workspace_root
+
+    def directories(self, session: Session) -> list[Path]:
+        """The session's directories under the root (whether or not they exist)."""
+        return [self.root.joinpath("spaces", session.space_id, "agents", session.agent_id,
+                                   "sessions", session.session_id),
+                self.root / LOCKS_DIR / session_scope_hash(session.space_id,
+                                                           session.agent_id,
+                                                           session.session_id)]
+
+    def remove(self, session: Session) -> None:
+        for directory in self.directories(session):
+            if directory.is_symlink():  # never follow a link out of the root
+                directory.unlink()
+            elif directory.exists():
+                shutil.rmtree(directory)
