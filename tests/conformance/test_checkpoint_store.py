@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import multiprocessing
 import os
 import queue
@@ -38,6 +39,25 @@ def seqs(entries: list[LogEntry]) -> list[int]:
 
 
 # -- versioning ----------------------------------------------------------------------
+
+
+def test_delete_run_removes_the_run_and_nothing_else(store: BaseCheckpointStore) -> None:
+    big = "x" * (ENTRY_INLINE_BYTES + 10)  # spilled: a blob of the run
+    for run_id in (RUN, "run-2"):
+        store.commit(Commit(run_id, 0, {"n": 1}, [entry("s", 1, text=big), entry("t", 1)]))
+    text = json.dumps({"seq": 1, "text": big}, ensure_ascii=False, separators=(",", ":"),
+                      sort_keys=True)
+    spilled = blob_key(text.encode())  # the spilled body's blob, as the store names it
+    assert store.get_blob(RUN, spilled) == text.encode()
+    store.delete_run(RUN)
+    with pytest.raises(KeyError):
+        store.get_blob(RUN, spilled)
+    assert snapshot(store, RUN) == (None, {"s": [], "t": []})
+    head, kept = snapshot(store, "run-2")
+    assert head is not None and kept["s"][0].body["text"] == big
+    store.delete_run(RUN)  # absent is done
+    store.commit(Commit(RUN, 0, {"n": 2}, []))  # the id is free again
+    assert store.load_head(RUN) == Head(1, {"n": 2})
 
 
 def test_absent_run_reads_empty(store: BaseCheckpointStore) -> None:

@@ -58,11 +58,16 @@ def test_the_owner_deletes_a_session_and_everything_of_it(api: Api, wait: Wait) 
     directories = _workspace_files(api, gone)
     kept_directories = _workspace_files(api, kept)
     assert _records_of(api, gone, gone_run)["run"] > 1  # the lookup and its events
+    checkpoints = api.platform.sessions.checkpoints
+    assert checkpoints.load_head(gone_run) is not None
 
     alice.delete_session(gone)
 
     assert _records_of(api, gone, gone_run) == {"session": 0, "run": 0, "index": 0,
                                                 "marker": 0}
+    assert checkpoints.load_head(gone_run) is None  # its checkpoint too
+    assert checkpoints.read(gone_run, "src:main") == []
+    assert checkpoints.load_head(kept_run) is not None
     assert not any(d.exists() for d in directories)
     with pytest.raises(ApiError) as err:
         alice.session(gone)

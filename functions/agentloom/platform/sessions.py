@@ -80,7 +80,8 @@ class SessionService:
                  engines: RunEngines, resources: SessionResources = NOTHING_EXTRA
                  ) -> None:
         self.store = store
-        self.teardown = SessionTeardown(store, resources, launcher.driving)  # DELETE
+        self.teardown = SessionTeardown(store, resources, launcher.driving,  # DELETE
+                                        tracker.checkpoints)
         self.tracker = tracker
         self.lease = SessionLease(store, tracker.summary, probe=launcher_probe(launcher.driving))
         self.checkpoints, self.launcher, self.engines = tracker.checkpoints, launcher, engines

@@ -16,15 +16,16 @@ The order makes a crash harmless:
    access points and task-definition revisions (``agentloom.aws.teardown``), embedded
    its workspace directory and lock directory (``agentloom.local.teardown``). Each
    adapter treats "already gone" as done.
-3. ``store.teardown.purge``: its runs, records, events, views, keys; the marker last.
+3. The checkpoint of each of its runs (head, log, blobs and the run's wrapped data keys:
+   ``delete_run`` of the checkpoint store), then ``store.teardown.purge``: its runs,
+   records, events, views, keys; the marker last.
 
 A retried delete of a session whose marker remains (a crash after step 1) finishes the
 job and answers 204 again; ``sweep`` finishes every pending one (run at start-up by
-``agentloom serve``). What is left on purpose: the runs' checkpoints (logs, blobs:
-ciphertext in the checkpoint store, which has no delete of its own), on AWS the
-session's files on the volume (the API function does not mount it), the skill versions'
-shared access points, and knowledge bases and their vector indexes, which belong to the
-space, not to a session (docs/operations.md).
+``agentloom serve``). What is left on purpose: on AWS the session's files on the
+volume (the API function does not mount it), the skill versions' shared access points,
+and knowledge bases and their vector indexes, which belong to the space, not to a
+session (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ class SessionResources(Protocol):
         ...
 
 
+class RunCheckpoints(Protocol):
+    def delete_run(self, run_id: str) -> None:
+        """Remove the run's checkpoint (head, log, blobs, key records); absent is done."""
+        ...
+
+
 class KeepNothingExtra:
     """A host that made nothing outside the platform store for its sessions."""
 
@@ -72,10 +79,11 @@ class SessionTeardown:
     would otherwise land after the purge."""
 
     def __init__(self, store: PlatformStore, resources: SessionResources,
-                 driving: Callable[[str], bool]) -> None:
+                 driving: Callable[[str], bool], checkpoints: RunCheckpoints) -> None:
         self.store = store
         self.resources = resources
         self.driving = driving
+        self.checkpoints = checkpoints
 
     def delete(self, who: Principal, session_id: str) -> None:
         check_id(session_id, "ses", "session")
@@ -127,6 +135,8 @@ class SessionTeardown:
 
     def _finish(self, session: Session) -> None:
         self.resources.remove(session)
+        for run in self.store.runs.of_session(session.session_id):  # before their records
+            self.checkpoints.delete_run(run.run_id)
         self.store.teardown.purge(session)
         log.info("session %s deleted", session.session_id)
 

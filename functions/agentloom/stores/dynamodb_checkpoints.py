@@ -299,28 +299,51 @@ class DynamoDbCheckpointStore(BaseCheckpointStore):
 
     # -- helpers -----------------------------------------------------------------------
 
+    def delete_run(self, run_id: str) -> None:
+        """Remove every item of the run's partition — head, log, blobs, key records — a
+        deleted session's run (absent is done; a retry after a crash finishes it)."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name, "ConsistentRead": True,
+            "KeyConditionExpression": "pk = :pk", "ProjectionExpression": "pk, sk",
+            "ExpressionAttributeValues": {":pk": {"S": _pk(run_id)}}}
+        keys: list[Item] = []
+        while True:
+            page = self._client.query(**request)
+            keys.extend(page.get("Items", []))
+            if not page.get("LastEvaluatedKey"):
+                break
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        self._batch_write(run_id, [{"DeleteRequest": {"Key": key}} for key in keys])
+        self._remembered.forget(run_id)
+
     def _batch_put(self, run_id: str, items: list[Item]) -> None:
-        """Put ``items`` (unconditionally) with BatchWriteItem, retrying what DynamoDB
-        leaves unprocessed, with backoff."""
-        for start in range(0, len(items), BATCH_WRITE_ITEMS):
-            pending = items[start:start + BATCH_WRITE_ITEMS]
+        """Put ``items`` (unconditionally), counted as written."""
+        self._batch_write(run_id, [{"PutRequest": {"Item": item}} for item in items])
+
+    def _batch_write(self, run_id: str, requests: list[dict[str, Any]]) -> None:
+        """BatchWriteItem of put or delete ``requests``, retrying what DynamoDB leaves
+        unprocessed, with backoff."""
+        for start in range(0, len(requests), BATCH_WRITE_ITEMS):
+            pending = requests[start:start + BATCH_WRITE_ITEMS]
             for attempt in range(_BATCH_ATTEMPTS):
                 if attempt:
                     time.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
-                response = self._client.batch_write_item(RequestItems={
-                    self.table_name: [{"PutRequest": {"Item": item}} for item in pending]})
-                left = {request["PutRequest"]["Item"]["sk"]["S"] for request in
-                        response.get("UnprocessedItems", {}).get(self.table_name, [])}
-                self._count((item_size(item) for item in pending
-                             if item["sk"]["S"] not in left), transactional=False)
-                pending = [item for item in pending if item["sk"]["S"] in left]
+                response = self._client.batch_write_item(
+                    RequestItems={self.table_name: pending})  # type: ignore[dict-item]
+                left = [r for r in response.get("UnprocessedItems", {}).get(
+                    self.table_name, [])]
+                unprocessed = {_request_sk(r) for r in left}
+                self._count((item_size(r["PutRequest"]["Item"]) for r in pending
+                             if "PutRequest" in r and _request_sk(r) not in unprocessed),
+                            transactional=False)
+                pending = [r for r in pending if _request_sk(r) in unprocessed]
                 if not pending:
                     break
             else:
                 raise PersistenceError(
-                    f"run {run_id}: DynamoDB left {len(pending)} blob parts unprocessed "
-                    f"after {_BATCH_ATTEMPTS} attempts",
-                    details={"run_id": run_id, "retryable": True})
+                    f"run {run_id}: DynamoDB left {len(pending)} items unprocessed after "
+                    f"{_BATCH_ATTEMPTS} attempts", details={"run_id": run_id,
+                                                             "retryable": True})
 
     def _count(self, sizes: Iterable[int], *, transactional: bool) -> None:
         sizes = list(sizes)
@@ -373,6 +396,13 @@ def create_table(client: DynamoDBClient, name: str) -> None:
                    {"AttributeName": "sk", "KeyType": "RANGE"}])
     client.get_waiter("table_exists").wait(
         TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+
+
+def _request_sk(request: Any) -> str:
+    """The sort key a BatchWriteItem put or delete request names."""
+    if "PutRequest" in request:
+        return str(request["PutRequest"]["Item"]["sk"]["S"])
+    return str(request["DeleteRequest"]["Key"]["sk"]["S"])
 
 
 def _pk(run_id: str) -> str:

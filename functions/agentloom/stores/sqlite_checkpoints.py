@@ -244,6 +244,21 @@ class SqliteCheckpointStore(BaseCheckpointStore):
             with self._counter_lock:
                 self.blob_bytes_written += len(data)
 
+    def delete_run(self, run_id: str) -> None:
+        """Remove the run — head, log rows, blobs and its key records — in one
+        transaction (a deleted session's run; absent is done)."""
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for table in ("heads", "log", "blobs"):
+                conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise PersistenceError(f"run {run_id}: cannot delete it: {exc}",
+                                   details={"run_id": run_id}) from exc
+        self._remembered.forget(run_id)
+
     def _get_blob(self, run_id: str, key: str) -> bytes | None:
         row = self._conn().execute(
             "SELECT data FROM blobs WHERE run_id = ? AND key = ?", (run_id, key)).fetchone()

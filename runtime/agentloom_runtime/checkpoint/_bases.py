@@ -106,6 +106,10 @@ class Bases:
                 self._runs.move_to_end(run_id)
             return found
 
+    def forget(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.pop(run_id, None)
+
     def put(self, run_id: str, base: Base) -> None:
         with self._lock:
             self._runs[run_id] = base

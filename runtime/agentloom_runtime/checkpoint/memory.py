@@ -71,3 +71,13 @@ class InMemoryCheckpointStore(BaseCheckpointStore):
 
     def _get_blob(self, run_id: str, key: str) -> bytes | None:
         return self._blobs.get((run_id, key))
+
+    def delete_run(self, run_id: str) -> None:
+        """Forget the run: head, log, blobs (a deleted session's; absent is done)."""
+        with self._lock:
+            self._heads.pop(run_id, None)
+            for key in [k for k in self._rows if k[0] == run_id]:
+                del self._rows[key]
+            for key in [k for k in self._blobs if k[0] == run_id]:
+                del self._blobs[key]
+        self._remembered.forget(run_id)

@@ -452,6 +452,11 @@ class BaseCheckpointStore(ABC):
     @abstractmethod
     def _get_blob(self, run_id: str, key: str) -> bytes | None: ...
 
+    @abstractmethod
+    def delete_run(self, run_id: str) -> None:
+        """Remove the run — head, log, blobs, key records (a deleted session's); absent
+        is done. Only for a run nothing drives any more."""
+
 
 def _serialize(value: Any) -> tuple[str, bytes]:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
