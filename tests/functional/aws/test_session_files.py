@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from agentloom.handlers import step as step_handler
 from agentloom.local.teardown import LocalSessionResources
 from agentloom.platform.domain import Session
 from agentloom.platform.identity import JwtClaims
-from agentloom_runtime.workspace import WorkspaceProvider
+from agentloom_runtime.workspace import WorkspaceError, WorkspaceProvider
 
 STEP = "agentloom-test-step"
 
@@ -123,6 +124,20 @@ def test_the_step_never_follows_a_linked_parent_out_of_the_layout(
     assert (outside / bench.session_id / "main" / "notes.txt").is_file()
 
 
+def test_the_step_without_its_volume_is_volume_unavailable(bench: Bench, step: Any) -> None:
+    files = _files(bench, bench.session_id)
+    _close(bench, bench.session_id)
+    away = bench.root.with_name("unmounted")
+    bench.root.rename(away)
+    try:
+        with pytest.raises(WorkspaceError) as err:
+            step({"teardown_session": bench.session_id})
+        assert err.value.code == "volume_unavailable"
+    finally:
+        away.rename(bench.root)
+    assert all(d.is_dir() for d in files)
+
+
 # -- the API's delete, invoking the step ----------------------------------------------------
 
 
@@ -165,9 +180,7 @@ def test_a_step_failure_is_503_and_the_retry_removes_the_files(
         monkeypatch: pytest.MonkeyPatch) -> None:
     delete, endpoint = api
     gone = _files(bench, bench.session_id)
-    import agentloom.aws.session_files as session_files
-
-    real = session_files.shutil.rmtree
+    real = shutil.rmtree
     calls = {"n": 0}
 
     def denied_once(path: Any, *args: Any, **kwargs: Any) -> None:
@@ -176,7 +189,7 @@ def test_a_step_failure_is_503_and_the_retry_removes_the_files(
             raise PermissionError(13, "Permission denied", str(path))
         real(path, *args, **kwargs)
 
-    monkeypatch.setattr(session_files.shutil, "rmtree", denied_once)
+    monkeypatch.setattr(shutil, "rmtree", denied_once)
     out = delete(bench.session_id)
     assert out["statusCode"] == 503, out
     error = json.loads(out["body"])["error"]
