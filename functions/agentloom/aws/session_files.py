@@ -15,7 +15,8 @@ the session: a live session has none), and builds the paths from the marker's sp
 agent, so a forged or stray event cannot remove a live session's files. The id is
 checked as the platform issues them, every path component as the runtime does, and the
 directories' parents must resolve to where the layout puts them (no link out of the
-volume). A missing directory counts as removed; any failure — a refusal, an error, a
+volume); directories a command made read-only are given back to their owner first. A
+missing directory counts as removed; any failure — a refusal, an error, a
 timeout, an invoke the Lambda service refused — is ``TeardownIncomplete`` (503) on the
 API side: the marker stays and a retried delete asks again.
 """
@@ -23,6 +24,7 @@ API side: the marker stays and a retried delete asks again.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -90,7 +92,24 @@ def _remove(root: Path, directory: Path) -> None:
     if directory.is_symlink():  # never follow a link out of the volume
         directory.unlink()
     elif directory.exists():
-        shutil.rmtree(directory)  # fd-based on Linux: links inside are removed, not followed
+        try:
+            shutil.rmtree(directory)  # fd-based on Linux: links inside are removed, not followed
+        except PermissionError:
+            _make_removable(directory)
+            shutil.rmtree(directory)
+
+
+def _make_removable(directory: Path) -> None:
+    """A command may have left directories read-only or unreadable (``chmod -R a-w``);
+    every file there has one owner, the access points' POSIX user, as the step has: give
+    the directories back to it. Links are never followed, and no task runs in a closed
+    session (its revisions and access points are gone)."""
+    pending = [directory]
+    while pending:
+        current = pending.pop()
+        os.chmod(current, 0o700)
+        with os.scandir(current) as entries:
+            pending.extend(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
 
 
 class StepFilesRemoval:

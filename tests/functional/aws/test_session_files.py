@@ -138,6 +138,40 @@ def test_the_step_without_its_volume_is_volume_unavailable(bench: Bench, step: A
     assert all(d.is_dir() for d in files)
 
 
+def test_directories_a_command_locked_are_made_removable_without_following_links(
+        bench: Bench, step: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _files(bench, bench.session_id)
+    main = files[0] / "main"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    (main / "build").mkdir()
+    (main / "build" / "out.o").write_text("x")
+    (main / "link").symlink_to(outside, target_is_directory=True)
+    (main / "secret").mkdir()
+    for locked, mode in ((main / "build", 0o500), (main / "secret", 0o000), (main, 0o500),
+                         (outside, 0o500)):
+        locked.chmod(mode)
+    # the step runs as the files' owner, not root: the first removal is refused
+    real, refused = shutil.rmtree, []
+
+    def as_owner(path: Any, *args: Any, **kwargs: Any) -> None:
+        if not refused:
+            refused.append(path)
+            raise PermissionError(13, "Permission denied", str(path))
+        if path == files[0]:  # its retry: given back to the owner first
+            assert {(d.stat().st_mode & 0o777) for d in (main, main / "build",
+                                                         main / "secret")} == {0o700}
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", as_owner)
+    _close(bench, bench.session_id)
+    assert step({"teardown_session": bench.session_id})["removed"] is True
+    assert refused == [files[0]] and not any(d.exists() for d in files)
+    assert outside.stat().st_mode & 0o777 == 0o500  # the link was not followed
+    assert (outside / "keep.txt").read_text() == "mine"
+
+
 # -- the API's delete, invoking the step ----------------------------------------------------
 
 
@@ -185,7 +219,7 @@ def test_a_step_failure_is_503_and_the_retry_removes_the_files(
 
     def denied_once(path: Any, *args: Any, **kwargs: Any) -> None:
         calls["n"] += 1
-        if calls["n"] == 1:
+        if calls["n"] <= 2:  # the first directory, before and after making it removable
             raise PermissionError(13, "Permission denied", str(path))
         real(path, *args, **kwargs)
 
