@@ -153,7 +153,8 @@ def test_directories_a_command_locked_are_made_removable_without_following_links
                          (outside, 0o500)):
         locked.chmod(mode)
     # the step runs as the files' owner, not root: the first removal is refused
-    real, refused = shutil.rmtree, []
+    real = shutil.rmtree
+    refused: list[Any] = []
 
     def as_owner(path: Any, *args: Any, **kwargs: Any) -> None:
         if not refused:
