@@ -226,12 +226,18 @@ class AgentLoomStack(cdk.Stack):
             conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}))
 
     def _grant_sandbox_teardown(self, fn: lambda_.Function, unscoped: iam.Policy) -> None:
-        """A deleted session's access points and revisions (functions/agentloom/aws/
-        teardown.py): list this file system's access points, delete those tagged as a
+        """A deleted session's access points, revisions and files (functions/agentloom/
+        aws/teardown.py): list this file system's access points, delete those tagged as a
         session's own (never a skill version's: ``agentloom:mount`` is ``skill``),
-        deregister and delete the stage's sandbox revisions."""
+        deregister and delete the stage's sandbox revisions, invoke the step function."""
         fs = self.workspace.file_system
         fn.add_environment("AGENTLOOM_EFS_FILE_SYSTEM_ID", fs.file_system_id)
+        # its files on the volume: the step, which mounts it, removes them when the api
+        # invokes it with a teardown event (functions/agentloom/aws/session_files.py)
+        step = self.functions.step
+        fn.add_environment("AGENTLOOM_STEP_FUNCTION_NAME", step.function_name)
+        fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["lambda:InvokeFunction"], resources=[step.function_arn]))
         # listed by file system (FileSystemId); the access points are the listed resources
         fn.add_to_role_policy(iam.PolicyStatement(
             actions=["elasticfilesystem:DescribeAccessPoints"],

@@ -158,3 +158,19 @@ def test_the_api_removes_only_sessions_access_points_and_sandbox_revisions(synth
         actions = _actions(_statements(synthesized, _role(synthesized, name)))
         assert not actions & {"elasticfilesystem:DeleteAccessPoint",
                               "ecs:DeleteTaskDefinitions", "ecs:DeregisterTaskDefinition"}
+
+
+def test_only_the_api_invokes_and_only_the_step_function(synthesized):
+    """A deleted session's files (functions/agentloom/aws/session_files.py): the api
+    invokes the step function, which mounts the volume; nothing else invokes a function
+    (the state machine's own role aside)."""
+    step = synthesized.logical_id("AWS::Lambda::Function", Handler=HANDLERS["step"])
+    statements = _statements(synthesized, _role(synthesized, "api"))
+    (invoke,) = [s for s in statements if any(a.startswith("lambda:")
+                                               for a in _listed(s["Action"]))]
+    assert _listed(invoke["Action"]) == ["lambda:InvokeFunction"]
+    assert _listed(invoke["Resource"]) == [{"Fn::GetAtt": [step, "Arn"]}]
+    assert "Condition" not in invoke
+    for name in ("step", "trigger"):
+        actions = _actions(_statements(synthesized, _role(synthesized, name)))
+        assert not any(a.startswith("lambda:") for a in actions), name

@@ -197,10 +197,15 @@ def test_function_memory_is_the_measured_default(synthesized):
 
 def test_environment_is_exactly_the_contract(synthesized):
     env = {name: synthesized.function_env(h) for name, h in HANDLERS.items()}
-    # the api deletes a deleted session's access points on the workspace file system
-    assert set(env["api"]) == COMMON | {"AGENTLOOM_EFS_FILE_SYSTEM_ID"}
+    # the api deletes a deleted session's access points on the workspace file system and
+    # asks the step function (which mounts it) to remove the session's files
+    assert set(env["api"]) == COMMON | {"AGENTLOOM_EFS_FILE_SYSTEM_ID",
+                                        "AGENTLOOM_STEP_FUNCTION_NAME"}
     assert env["api"]["AGENTLOOM_EFS_FILE_SYSTEM_ID"] == env["step"][
         "AGENTLOOM_EFS_FILE_SYSTEM_ID"]
+    step_lid = synthesized.logical_id("AWS::Lambda::Function", Handler=HANDLERS["step"])
+    assert env["api"]["AGENTLOOM_STEP_FUNCTION_NAME"] in (
+        {"Ref": step_lid}, synthesized.resources[step_lid]["Properties"]["FunctionName"])
     assert set(env["step"]) == COMMON | STEP
     assert set(env["trigger"]) == COMMON | TRIGGER
     step = env["step"]

@@ -30,6 +30,7 @@ AWS_ENV = {
     "AGENTLOOM_KMS_KEY_ID": "alias/agentloom-test", "AGENTLOOM_STATE_MACHINE_ARN": ARN,
     "AGENTLOOM_STAGE": "test", "AGENTLOOM_WORKSPACE_ROOT": "/mnt/workspaces",
     "AGENTLOOM_EFS_FILE_SYSTEM_ID": "fs-0123456789abcdef0",
+    "AGENTLOOM_STEP_FUNCTION_NAME": "agentloom-test-step",
     "AGENTLOOM_SANDBOX_CLUSTER": "agentloom-test",
     "AGENTLOOM_SANDBOX_FAMILY_PREFIX": "agentloom-test-sbx",
     "AGENTLOOM_SANDBOX_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/sbx-exec",

@@ -105,6 +105,9 @@ class AwsConfig:
     # the workspace file system: the API function removes a deleted session's access
     # points on it (agentloom.aws.teardown); none: the platform has no sandbox
     file_system_id: str | None = None
+    # the step function, which the API function asks to remove a deleted session's files
+    # on the volume it mounts (agentloom.aws.session_files); none: the files stay
+    step_function: str | None = None
 
     @property
     def workspace_root(self) -> str:
@@ -140,7 +143,8 @@ class AwsConfig:
                                              DEFAULT_STEP_RESERVE_SECONDS, low=0, high=900),
                    sandbox=SandboxConfig.from_environ(env) if sandbox else None,
                    vector_bucket=env.get("AGENTLOOM_VECTOR_BUCKET", "").strip() or None,
-                   file_system_id=env.get("AGENTLOOM_EFS_FILE_SYSTEM_ID", "").strip() or None)
+                   file_system_id=env.get("AGENTLOOM_EFS_FILE_SYSTEM_ID", "").strip() or None,
+                   step_function=env.get("AGENTLOOM_STEP_FUNCTION_NAME", "").strip() or None)
 
 
 def is_aws(env: Mapping[str, str]) -> bool:

@@ -84,6 +84,7 @@ class AwsClients:
     ecs: ECSClient
     efs: EFSClient
     s3vectors: S3VectorsClient | None = None  # made on first use (knowledge bases only)
+    lambda_: Any = None  # the API's invoke of the step (a session's files); no stubs
 
     def vectors(self, region: str) -> S3VectorsClient:
         if self.s3vectors is None:
@@ -100,8 +101,15 @@ class AwsClients:
         def client(service: str) -> Any:
             return Deferred(lambda: session.create_client(service, region_name=region))
 
+        def invoker() -> Any:  # answers within the API function's 29 s (one retry)
+            from botocore.config import Config
+
+            return session.create_client("lambda", region_name=region, config=Config(
+                connect_timeout=5, read_timeout=20, retries={"max_attempts": 2}))
+
         return cls(dynamodb=client("dynamodb"), kms=client("kms"),
-                   sfn=client("stepfunctions"), ecs=client("ecs"), efs=client("efs"))
+                   sfn=client("stepfunctions"), ecs=client("ecs"), efs=client("efs"),
+                   lambda_=Deferred(invoker))
 
 
 @functools.cache
@@ -203,11 +211,14 @@ class AwsPlatform:
 
 def sandbox_teardown(config: AwsConfig, clients: AwsClients,
                      store: PlatformStore) -> SessionResources:
-    """What a session's delete removes on AWS: its access points and revisions (none
-    without a workspace file system: then no session has any)."""
+    """What a session's delete removes on AWS: its access points, revisions and files
+    (none without a workspace file system: then no session has any)."""
     if config.file_system_id is None:
         return NOTHING_EXTRA
+    from agentloom.aws.session_files import StepFilesRemoval
     from agentloom.aws.teardown import SandboxTeardown
 
+    files = StepFilesRemoval(clients.lambda_, config.step_function) \
+        if config.step_function and clients.lambda_ is not None else None
     return SandboxTeardown(store, efs=clients.efs, ecs=clients.ecs,
-                           file_system_id=config.file_system_id)
+                           file_system_id=config.file_system_id, files=files)

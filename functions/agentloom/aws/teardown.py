@@ -10,13 +10,15 @@ it on first use (``agentloom.aws.sandbox``, ADR 0004), run by the API function o
    or results (one made before a crash kept its id from the table). The skill
    versions' access points are shared by every session of the space and never
    touched; another session's carry another tag.
-3. Its ``sandbox#{session}`` items, last: while they remain, a retry finds the ARNs.
+3. Its files on the volume — its workspace and lock directories — removed by the step
+   function, which mounts the volume (``agentloom.aws.session_files``): after the
+   revisions and access points, so no task can mount them any more.
+4. Its ``sandbox#{session}`` items, last: while they remain, a retry finds the ARNs.
 
 "Already gone" is done (a revision ECS no longer knows, an access point EFS no longer
 has), so a retry after a crash finishes. Any other failure is ``TeardownIncomplete``
-(503): the session's teardown marker stays and the delete can be retried. The
-session's files on the volume stay (the API function does not mount it): see
-docs/operations.md, "Per-session sandbox resources".
+(503): the session's teardown marker stays and the delete can be retried (see
+docs/operations.md, "Per-session sandbox resources").
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from agentloom.aws.session_files import StepFilesRemoval
 from agentloom.platform.domain import Session
 from agentloom.platform.store import PlatformStore, delete
 from agentloom.platform.teardown import TeardownIncomplete
@@ -41,8 +44,9 @@ DELETE_BATCH = 10  # DeleteTaskDefinitions takes at most 10 revisions
 
 class SandboxTeardown:
     def __init__(self, store: PlatformStore, *, efs: EFSClient, ecs: ECSClient,
-                 file_system_id: str) -> None:
+                 file_system_id: str, files: StepFilesRemoval | None = None) -> None:
         self.store = store
+        self.files = files  # none: no step function named to ask; the files stay
         self.efs = efs
         self.ecs = ecs
         self.file_system_id = file_system_id
@@ -61,6 +65,8 @@ class SandboxTeardown:
         self._remove_revisions(sorted(revisions))
         for access_point in sorted(access_points):
             self._remove_access_point(access_point)
+        if self.files is not None:
+            self.files.remove(sid)
         if items:
             self.store.items.transact([delete(f"sandbox#{sid}", s.sk) for s in items])
 

@@ -11,7 +11,9 @@ machine (``agentloom.aws.sandbox``).
 
 The API function does not mount the volume, yet attaches engines (status, resolve,
 supplements) whose bindings name it: its provider is ``detached`` (the same binding —
-mode and volume id — with every file access refused as ``volume_unavailable``).
+mode and volume id — with every file access refused as ``volume_unavailable``). A
+deleted session's files are removed by the step on the API's request
+(``agentloom.aws.session_files``).
 """
 
 from __future__ import annotations

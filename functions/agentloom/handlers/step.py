@@ -1,7 +1,10 @@
 """Lambda "step": one model/tool cycle of a run per invocation (``agentloom.aws.steps``).
 
 The state machine invokes it with ``{"run_id", "generation", "command"}`` (and
-``"failure"`` from its Catch). The service is wired once per container from the
+``"failure"`` from its Catch). The API function invokes it with exactly
+``{"teardown_session": "ses_…"}`` when a session is deleted: the step, which mounts the
+workspace volume, removes that session's files if its teardown marker exists
+(``agentloom.aws.session_files``). The service is wired once per container from the
 environment (``agentloom.aws.config``) and kept warm: its attached engine, its sandbox
 registry cache and its clients are reused by later invocations. Imports are deferred to
 the first invocation so a cold start pays only for what it uses; ``configure`` replaces
@@ -45,5 +48,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _service
     if _service is None:
         _service = _wire()
+    if "teardown_session" in event:
+        from agentloom.aws.session_files import remove_session_files
+
+        return remove_session_files(_service.store, _service.platform.config.workspace_root,
+                                    event)
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     return _service.handle(event, remaining_seconds=remaining() / 1000 if remaining else None)

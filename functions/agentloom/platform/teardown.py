@@ -13,8 +13,9 @@ The order makes a crash harmless:
    version read: an ask that took the lease meanwhile wins, the delete reads again and
    answers 409) and writes the teardown marker. The session is gone from here on.
 2. ``SessionResources.remove``: what the backend made for it — on AWS the session's EFS
-   access points and task-definition revisions (``agentloom.aws.teardown``), embedded
-   its workspace directory and lock directory (``agentloom.local.teardown``). Each
+   access points, task-definition revisions and files on the volume (the step
+   function removes those: ``agentloom.aws.teardown``), embedded its workspace
+   directory and lock directory (``agentloom.local.teardown``). Each
    adapter treats "already gone" as done.
 3. The checkpoint of each of its runs (head, log, blobs and the run's wrapped data keys:
    ``delete_run`` of the checkpoint store), then ``store.teardown.purge``: its runs,
@@ -22,9 +23,8 @@ The order makes a crash harmless:
 
 A retried delete of a session whose marker remains (a crash after step 1) finishes the
 job and answers 204 again; ``sweep`` finishes every pending one (run at start-up by
-``agentloom serve``). What is left on purpose: on AWS the session's files on the
-volume (the API function does not mount it), the skill versions' shared access points,
-and knowledge bases and their vector indexes, which belong to the space, not to a
+``agentloom serve``). What is left on purpose: the skill versions' shared access
+points, and knowledge bases and their vector indexes, which belong to the space, not to a
 session (docs/operations.md).
 """
 
