@@ -13,6 +13,8 @@ class defined in another module names it::
     │   ├── MethodNotAllowed   405          a path that exists, with a method it does not take
     │   ├── Conflict           409          the state forbids it now (an active run, a
     │   │   │                               stale revision, an ended run, the last owner)
+    │   │   ├── TeardownRefused             (aws.session_files) the step will not remove
+    │   │   │                               a session's files for this event
     │   │   └── LeaseRefused                (platform.lease) the session's lease is held
     │   ├── WriteConflict      409          (platform.store.items) a conditional write
     │   │                                   failed; ``index`` names it in its transaction
