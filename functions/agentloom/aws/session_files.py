@@ -37,8 +37,7 @@ from agentloom.platform.domain import Session
 from agentloom.platform.errors import Conflict, NotFound
 from agentloom.platform.store import PlatformStore
 from agentloom.platform.teardown import TeardownIncomplete
-from agentloom_runtime.workspace import WorkspaceError
-from agentloom_runtime.workspace.provider import LOCKS_DIR, check_identity, session_scope_hash
+from agentloom_runtime.workspace import WorkspaceError, provider
 
 TEARDOWN_EVENT = "teardown_session"
 
@@ -51,12 +50,10 @@ class TeardownRefused(Conflict):
 
 
 def session_directories(root: Path, session: Session) -> list[Path]:
-    """The session's workspace and lock directories under ``root`` (existing or not)."""
-    space, agent, sid = (check_identity(kind, value) for kind, value in (
-        ("space", session.space_id), ("agent", session.agent_id),
-        ("session", session.session_id)))
-    return [root.joinpath("spaces", space, "agents", agent, "sessions", sid),
-            root / LOCKS_DIR / session_scope_hash(space, agent, sid)]
+    """The session's workspace and lock directories under ``root`` (existing or not): the
+    workspace provider's layout, as embedded (``agentloom.local.teardown``)."""
+    return provider.session_directories(root, session.space_id, session.agent_id,
+                                        session.session_id)
 
 
 def remove_session_files(store: PlatformStore, root: str,

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from agentloom.platform.domain import Session
-from agentloom_runtime.workspace.provider import LOCKS_DIR, session_scope_hash
+from agentloom_runtime.workspace.provider import session_directories
 
 
 class LocalSessionResources:
@@ -18,11 +18,8 @@ class LocalSessionResources:
 
     def directories(self, session: Session) -> list[Path]:
         """The session's directories under the root (whether or not they exist)."""
-        return [self.root.joinpath("spaces", session.space_id, "agents", session.agent_id,
-                                   "sessions", session.session_id),
-                self.root / LOCKS_DIR / session_scope_hash(session.space_id,
-                                                           session.agent_id,
-                                                           session.session_id)]
+        return session_directories(self.root, session.space_id, session.agent_id,
+                                   session.session_id)
 
     def remove(self, session: Session) -> None:
         for directory in self.directories(session):

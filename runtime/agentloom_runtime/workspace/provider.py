@@ -55,6 +55,20 @@ def session_scope_hash(space: str, agent: str, session: str) -> str:
     return hashlib.sha256(scope.encode()).hexdigest()
 
 
+def session_parts(space: str, agent: str, session: str) -> tuple[str, ...]:
+    """The session's workspace directory under the root, as path parts (ids checked)."""
+    for kind, value in (("space", space), ("agent", agent), ("session", session)):
+        check_identity(kind, value)
+    return ("spaces", space, "agents", agent, "sessions", session)
+
+
+def session_directories(root: Path, space: str, agent: str, session: str) -> list[Path]:
+    """Everything the provider makes for a session under ``root`` (existing or not): its
+    workspace directory and its lock directory — what deleting the session removes."""
+    return [root.joinpath(*session_parts(space, agent, session)),
+            root / LOCKS_DIR / session_scope_hash(space, agent, session)]
+
+
 @dataclass(frozen=True)
 class InstanceWorkspace:
     space: str
@@ -165,7 +179,7 @@ class WorkspaceProvider:
             check_identity(kind, value)
         if self.mode == "shared_posix":
             self._verify_volume()  # the mount may have gone since start-up
-        parts: tuple[str, ...] = ("spaces", space, "agents", agent, "sessions", session)
+        parts = session_parts(space, agent, session)
         parts += ("main",) if instance == "main" else ("runs", run, "children", instance)
         root_fd = open_root(os.fspath(self.root))
         try:
