@@ -47,7 +47,10 @@ class DnsFirewall(Construct):
             self, "Rules", name=f"{prefix}-dns", firewall_rules=[
                 resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
                     action="ALLOW", priority=ALLOW_PRIORITY,
-                    firewall_domain_list_id=allow.attr_id),
+                    firewall_domain_list_id=allow.attr_id,
+                    # an allowed name may CNAME to a CDN's (a provider behind CloudFront):
+                    # the chain's other names are not checked against the list
+                    firewall_domain_redirection_action="TRUST_REDIRECTION_DOMAIN"),
                 resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
                     action="BLOCK", block_response="NXDOMAIN", priority=BLOCK_PRIORITY,
                     firewall_domain_list_id=everything.attr_id)])

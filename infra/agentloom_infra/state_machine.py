@@ -48,9 +48,10 @@ COMMAND_TIMEOUT_SECONDS = 3900
 NULL = "States.StringToJson('null')"
 ECS_EVENTS_RULE = "StepFunctionsGetEventsForECSTaskRule"
 # RunTask errors raised before any task was started: safe to call RunTask again. (A task
-# that started and failed is States.TaskFailed — never retried: its command may have run.)
+# that started and failed is States.TaskFailed — never retried: its command may have run.
+# Nor is ECS.ServerException: a 5xx may come after the task was created.)
 RUN_TASK_NOT_STARTED = ["ECS.AmazonECSException", "ECS.ThrottlingException",
-                        "ECS.ServerException", "AmazonECS.Unknown"]
+                        "AmazonECS.Unknown"]
 ALREADY_STARTED = "StepFunctions.ExecutionAlreadyExistsException"
 
 

@@ -198,6 +198,8 @@ def test_dns_firewall_allows_the_list_and_blocks_everything_else(synthesized):
     assert [(r["Action"], r["FirewallDomainListId"]["Fn::GetAtt"][0]) for r in rules] == [
         ("ALLOW", allowed_lid), ("BLOCK", everything_lid)]
     assert rules[1]["BlockResponse"] == "NXDOMAIN"
+    # an allowed host behind a CDN CNAME still resolves (the chain is not re-checked)
+    assert rules[0]["FirewallDomainRedirectionAction"] == "TRUST_REDIRECTION_DOMAIN"
     (association,) = synthesized.of_type(
         "AWS::Route53Resolver::FirewallRuleGroupAssociation").values()
     (vpc,) = synthesized.of_type("AWS::EC2::VPC")

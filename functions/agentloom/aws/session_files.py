@@ -24,8 +24,6 @@ API side: the marker stays and a retried delete asks again.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -86,27 +84,7 @@ def _remove(root: Path, directory: Path) -> None:
     if directory.parent.resolve() != parent:  # a link among the parents: refuse
         raise TeardownRefused("a session directory's parent is not where the layout puts "
                               "it", details={"path": str(directory.relative_to(root))})
-    if directory.is_symlink():  # never follow a link out of the volume
-        directory.unlink()
-    elif directory.exists():
-        try:
-            shutil.rmtree(directory)  # fd-based on Linux: links inside are removed, not followed
-        except PermissionError:
-            _make_removable(directory)
-            shutil.rmtree(directory)
-
-
-def _make_removable(directory: Path) -> None:
-    """A command may have left directories read-only or unreadable (``chmod -R a-w``);
-    every file there has one owner, the access points' POSIX user, as the step has: give
-    the directories back to it. Links are never followed, and no task runs in a closed
-    session (its revisions and access points are gone)."""
-    pending = [directory]
-    while pending:
-        current = pending.pop()
-        os.chmod(current, 0o700)
-        with os.scandir(current) as entries:
-            pending.extend(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
+    provider.remove_directory(directory)  # no link followed; read-only dirs given back
 
 
 class StepFilesRemoval:

@@ -5,11 +5,10 @@ a workspace; a missing one counts as removed, so a retry after a crash finishes.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from agentloom.platform.domain import Session
-from agentloom_runtime.workspace.provider import session_directories
+from agentloom_runtime.workspace.provider import remove_directory, session_directories
 
 
 class LocalSessionResources:
@@ -23,7 +22,4 @@ class LocalSessionResources:
 
     def remove(self, session: Session) -> None:
         for directory in self.directories(session):
-            if directory.is_symlink():  # never follow a link out of the root
-                directory.unlink()
-            elif directory.exists():
-                shutil.rmtree(directory)
+            remove_directory(directory)  # no link followed; read-only dirs given back

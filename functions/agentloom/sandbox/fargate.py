@@ -182,20 +182,27 @@ _START_FAILURES = ("CannotPullContainerError", "ResourceInitializationError",
                    "TaskFailedToStart", "ResourceNotFoundException")
 
 
+# A RunTask answered with a server error may have created the task before it failed:
+# its command may run, so it is not "never started" (the state machine does not retry it
+# either; the command's outcome is then the result file's, or unknown).
+_AMBIGUOUS = frozenset({"ECS.ServerException"})
+
+
 def never_started(error: str | None, cause: str | None) -> str | None:
     """Why the sandbox task of a command never ran its container, from the error the
     ``ecs:runTask.sync`` state reported (its ``Error`` and ``Cause``); None when the
     command ran or may have run (its fate is then the result file's, or unknown).
 
     ``ECS.*`` and ``AmazonECS.*`` errors come from the RunTask call itself (an API error,
-    or ``Failures`` such as no capacity): no task exists. ``States.TaskFailed`` carries the
+    or ``Failures`` such as no capacity): no task exists — except a server error
+    (``_AMBIGUOUS``), after which one may. ``States.TaskFailed`` carries the
     stopped task's description as JSON: it never ran when its stop code is
     ``TaskFailedToStart``, or when it never reached RUNNING (no ``startedAt``) and no
     container has an exit code.
     """
     if not error:
         return None
-    if error.startswith(("ECS.", "AmazonECS.")):
+    if error.startswith(("ECS.", "AmazonECS.")) and error not in _AMBIGUOUS:
         return f"RunTask failed ({error[:120]})"
     if error != "States.TaskFailed" or not cause:
         return None  # a timeout, or a failure without the task's description

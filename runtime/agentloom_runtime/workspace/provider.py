@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,29 @@ def session_parts(space: str, agent: str, session: str) -> tuple[str, ...]:
     for kind, value in (("space", space), ("agent", agent), ("session", session)):
         check_identity(kind, value)
     return ("spaces", space, "agents", agent, "sessions", session)
+
+
+def remove_directory(directory: Path) -> None:
+    """Remove a session's directory: a link is unlinked, never followed (so is every link
+    inside: ``rmtree`` is fd-based on Linux); absent is done. A command may have left
+    directories read-only or unreadable (``chmod -R a-w``): their owner — the user the
+    commands ran as, which the host can act for — gets them back (0700) and the removal
+    is tried again."""
+    if directory.is_symlink():
+        directory.unlink()
+        return
+    if not directory.exists():
+        return
+    try:
+        shutil.rmtree(directory)
+    except PermissionError:
+        pending = [directory]
+        while pending:
+            current = pending.pop()
+            os.chmod(current, 0o700)
+            with os.scandir(current) as entries:
+                pending.extend(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
+        shutil.rmtree(directory)
 
 
 def session_directories(root: Path, space: str, agent: str, session: str) -> list[Path]:

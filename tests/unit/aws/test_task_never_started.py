@@ -46,6 +46,7 @@ def test_a_task_that_never_ran_its_container_is_recognised(error: str, cause: st
     ("States.TaskFailed", _task(StopCode="UserInitiated", StartedAt=1.0,
                                 StoppedReason="run cancelled", Containers=[{}])),
     ("States.Timeout", ""),  # 65 minutes: it ran
+    ("ECS.ServerException", "Service unavailable"),  # a 5xx: the task may exist
     ("States.TaskFailed", "not json"), ("States.TaskFailed", "[1]"),
     ("States.TaskFailed", None),
 ])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +124,36 @@ def test_binding_refuses_another_volume(tmp_path: Path) -> None:
     with pytest.raises(ResumeMismatch):
         WorkspaceProvider(tmp_path / "local2").verify_binding(local_saved)
     local.verify_binding(None)  # an unbound (old) run
+
+
+def test_remove_directory_gives_read_only_directories_back_and_never_follows_a_link(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentloom_runtime.workspace import provider
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    session = tmp_path / "session"
+    (session / "ro" / "deep").mkdir(parents=True)
+    (session / "ro" / "deep" / "f.txt").write_text("x")
+    (session / "link").symlink_to(outside)
+    (session / "ro" / "deep").chmod(0o500)
+    (session / "ro").chmod(0o500)  # as a command's `chmod -R a-w` leaves it
+    real = shutil.rmtree
+    calls: list[str] = []
+
+    def rmtree(path: Any) -> None:  # as for the commands' user (root would not be refused)
+        calls.append(oct(os.stat(Path(path) / "ro").st_mode & 0o777))
+        if len(calls) == 1:
+            raise PermissionError("read-only")
+        real(path)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)  # the module provider calls it through
+    provider.remove_directory(session)
+    assert calls == ["0o500", "0o700"] and not session.exists()
+    assert (outside / "keep.txt").read_text() == "keep"
+    provider.remove_directory(session)  # absent is done
+    linked = tmp_path / "linked"
+    linked.symlink_to(outside)
+    provider.remove_directory(linked)  # a link is unlinked, not followed
+    assert not linked.exists() and (outside / "keep.txt").exists()
