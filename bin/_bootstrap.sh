@@ -81,3 +81,22 @@ ensure_bubblewrap() {
          "commands will be refused" >&2
   fi
 }
+
+# The browser the console tests drive (tests/browser): Debian's chromium, installed with
+# apt as root (once; a failed attempt is not retried on every run); otherwise the browser
+# tests are skipped with a note.
+ensure_chromium() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  local tried="$VENV/.agentloom-chromium-tried"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ ! -e "$tried" ]; then
+    echo "installing chromium (console browser tests)" >&2
+    if (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; then
+      return 0
+    fi
+    touch "$tried"
+    echo "warning: could not install chromium; the browser tests will be skipped" >&2
+  else
+    echo "note: chromium is not installed (apt-get install chromium); the browser tests" \
+         "will be skipped" >&2
+  fi
+}

@@ -4,6 +4,8 @@ defined once in ``agentloom.api.serve_options`` and call ``execute``.
 
     serve [--home DIR] [--host 127.0.0.1] [--port 8765] [--hook-root DIR]...
           [--key-env NAME]... [--allow-loopback-tools] [--model-factory MODULE:FUNCTION]
+    serve [...] --login USER                  serve, and print a console login link for USER
+    serve login --user NAME [--home DIR]      a one-time console login link (running server)
     serve bootstrap --user NAME [--space NAME] [--home DIR]   a space, its owner, a token
     serve token --user NAME [--label TEXT] [--ttl-days N] [--home DIR]   another token
     serve token --user NAME --list | --revoke TOKEN_ID [--home DIR]   list or revoke
@@ -35,11 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from agentloom.api.app import build_app
+from agentloom.api.console_login import ConsoleLogins, login_link
 from agentloom.api.serve_options import parser
 from agentloom.api.server import ApiServer, check_loopback
 from agentloom.local.capabilities import embedded_capabilities
 from agentloom.local.embedded import EmbeddedPlatform
-from agentloom.local.served import ServerLock
+from agentloom.local.served import ServerLock, serving
 from agentloom.platform.agents import DEFAULT_KEY_REFS, DraftRules
 from agentloom.platform.errors import PlatformError
 from agentloom.platform.identity import BearerTokens, Principal
@@ -87,6 +90,25 @@ def bootstrap(platform: EmbeddedPlatform, user: str, space_name: str) -> dict[st
             "token": secret}
 
 
+def console_link(platform: EmbeddedPlatform, url: str, user: str) -> str:
+    """A one-time console login link for ``user``; a user in no space gets one of their
+    own first, so the console opens on something they can use."""
+    who = Principal(user, "token")
+    if not platform.admin.spaces(who):
+        platform.admin.create_space(who, f"{user}'s space")
+    return login_link(platform.tokens, url, user)
+
+
+def login_command(platform: EmbeddedPlatform, args: argparse.Namespace) -> dict[str, Any]:
+    server = serving(_home(args))
+    if server is None or not server.url:
+        raise ConfigError(f"no server is running on {_home(args)}: start "
+                          f"'bin/agentloom serve', or 'bin/agentloom serve --login "
+                          f"{args.user}' to serve and print the link at once")
+    return {"user": args.user, "login_link": console_link(platform, server.url, args.user),
+            "expires_in_seconds": 600}
+
+
 def token_command(tokens: BearerTokens, args: argparse.Namespace) -> Any:
     """``serve token``: issue a token (printed once), ``--list`` the user's tokens, or
     ``--revoke`` one of them."""
@@ -123,7 +145,8 @@ def _serve(args: argparse.Namespace, lock: ServerLock,
         recovered = platform.sessions.recover()
         platform.sessions.teardown.sweep()  # deletes a crash left unfinished
         app = build_app(platform.admin, platform.sessions, platform.tokens)
-        server = ApiServer(app, platform.sessions, host=args.host, port=args.port)
+        server = ApiServer(app, platform.sessions, host=args.host, port=args.port,
+                           logins=ConsoleLogins(platform.tokens))
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             if threading.current_thread() is threading.main_thread():
@@ -132,6 +155,11 @@ def _serve(args: argparse.Namespace, lock: ServerLock,
         lock.announce(server.url)  # the CLI names it (agentloom.local.served)
         print(f"agentloom serve: {server.url}/api/v1 (state in {platform.home}; "
               f"{recovered} interrupted run(s) found)", flush=True)
+        print(f"console: {server.url}/ (a login link: bin/agentloom serve login --user NAME)",
+              flush=True)
+        if getattr(args, "login", None):
+            print(f"console login link for {args.login} (one use, 10 minutes): "
+                  f"{console_link(platform, server.url, args.login)}", flush=True)
         if ready is not None:
             ready.set()
         stop.wait()
@@ -152,11 +180,13 @@ def execute(args: argparse.Namespace) -> int:
 
             sys.stdout.write(render())
             return 0
-        if command in ("bootstrap", "token"):
+        if command in ("bootstrap", "token", "login"):
             platform = open_platform(args)
             try:
                 if command == "bootstrap":
                     out = bootstrap(platform, args.user, args.space)
+                elif command == "login":
+                    out = login_command(platform, args)
                 else:
                     out = token_command(platform.tokens, args)
             finally:

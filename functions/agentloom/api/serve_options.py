@@ -33,7 +33,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-factory", metavar="MODULE:FUNCTION",
                    help="trusted Python building each run's model gateway from its snapshot "
                         "(agentloom.api.demo:echo: a labelled demo model)")
-    sub = p.add_subparsers(dest="serve_command", metavar="{bootstrap,token,openapi,run}")
+    p.add_argument("--login", metavar="USER",
+                   help="print a one-time console login link for USER once serving (a space "
+                        "is made for a user who has none)")
+    sub = p.add_subparsers(dest="serve_command",
+                           metavar="{bootstrap,token,login,openapi,run}")
     boot = sub.add_parser("bootstrap", help="create a space, its owner and a token")
     boot.add_argument("--user", required=True)
     boot.add_argument("--space", default="My space")
@@ -46,6 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     token.add_argument("--list", action="store_true", help="list the user's tokens")
     token.add_argument("--revoke", metavar="TOKEN_ID", help="revoke one of the user's tokens")
     token.add_argument("--home", dest="sub_home", default=argparse.SUPPRESS, help=HOME_HELP)
+    login = sub.add_parser("login", help="a one-time console login link for a user of the "
+                                         "running server")
+    login.add_argument("--user", required=True)
+    login.add_argument("--home", dest="sub_home", default=argparse.SUPPRESS, help=HOME_HELP)
     sub.add_parser("openapi", help="print the OpenAPI document")
     run = sub.add_parser("run", help="serve (the default)")
     run.add_argument("--home", dest="sub_home", default=argparse.SUPPRESS, help=HOME_HELP)

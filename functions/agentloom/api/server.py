@@ -42,6 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from agentloom.api import console_assets
 from agentloom.api._connections import (
     BusyAnswers,
     ReadDeadline,
@@ -50,6 +51,7 @@ from agentloom.api._connections import (
     error_bytes,
 )
 from agentloom.api._resolver import MAX_BODY_BYTES, ApiResolver
+from agentloom.api.console_login import SESSION_PATH, ConsoleLogins
 from agentloom.platform.errors import Invalid, PlatformError, TooLarge, Unavailable
 from agentloom.platform.sessions import SessionService
 from agentloom_runtime.errors import ConfigError
@@ -114,8 +116,12 @@ class ApiServer(ThreadingHTTPServer):
     def __init__(self, app: ApiResolver, sessions: SessionService, *,
                  host: str = "127.0.0.1", port: int = 0,
                  read_timeout: float = READ_TIMEOUT_S, write_timeout: float = WRITE_TIMEOUT_S,
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+                 max_connections: int = MAX_CONNECTIONS,
+                 logins: ConsoleLogins | None = None,
+                 console_config: dict[str, Any] | None = None) -> None:
         self.app = app
+        self.logins = logins  # the console's login-link exchange (None: no such route)
+        self.console_config = console_config  # what the console's /config.json says
         self.sessions = sessions
         self.read_timeout = read_timeout
         self.write_timeout = write_timeout
@@ -286,6 +292,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         path = urlsplit(self.path).path
+        if path == SESSION_PATH and self.server.logins is not None:
+            self._console_session(method, headers, body)
+            return
+        if method in ("GET", "HEAD") and console_assets.is_console_path(path):
+            self._send(*console_assets.answer(path, self.server.console_config))
+            return
         if method == "GET" and SSE_PATH.fullmatch(path) and \
                 "text/event-stream" in headers.get("accept", ""):
             self._sse(headers)
@@ -298,6 +310,31 @@ class _Handler(BaseHTTPRequestHandler):
         for key, values in (response.get("multiValueHeaders") or {}).items():
             out[str(key)] = ",".join(str(v) for v in values)
         self._send(int(response.get("statusCode", 500)), out, raw)
+
+    def _console_session(self, method: str, headers: dict[str, str], body: bytes) -> None:
+        """``POST /console/session`` trades a login link's code for a console token;
+        ``DELETE`` revokes the console token the request carries (console_login)."""
+        logins = self.server.logins
+        assert logins is not None
+        json_headers = {"Content-Type": "application/json", "Cache-Control": "no-store"}
+        try:
+            if method == "POST":
+                try:
+                    parsed = json.loads(body or b"{}")
+                except ValueError:
+                    raise Invalid("the body is not JSON", code="malformed_json") from None
+                if not isinstance(parsed, dict):
+                    raise Invalid("the body must be a JSON object", code="invalid_body")
+                self._send(200, json_headers, json.dumps(logins.exchange(parsed)).encode())
+            elif method == "DELETE":
+                logins.sign_out(headers)
+                self._send(204, json_headers, b"")
+            else:
+                self._send(405, {**json_headers, "Allow": "POST, DELETE"}, json.dumps(
+                    PlatformError(f"{method} is not allowed here (POST or DELETE)",
+                                  code="method_not_allowed").body()).encode())
+        except PlatformError as err:
+            self._send(err.status, json_headers, json.dumps(err.body()).encode())
 
     def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.send_response(status)
