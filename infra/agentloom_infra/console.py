@@ -39,7 +39,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
-from agentloom_infra.bundling import CONSOLE_DIR
+from agentloom_infra.bundling import CONSOLE_DIR  # functions/agentloom/console
 
 LOG_DAYS = 90
 HSTS_DAYS = 365
@@ -66,6 +66,10 @@ class ConsoleSite(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, sign_in: str | None,
                  removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
+        if not (CONSOLE_DIR / "index.html").is_file():
+            raise FileNotFoundError(f"the console's files are missing ({CONSOLE_DIR}/"
+                                    "index.html): deploy from a full checkout, or pass "
+                                    "-c console=false")
         stack = cdk.Stack.of(self)
         disposable = removal_policy == cdk.RemovalPolicy.DESTROY
         self.logs = s3.Bucket(

@@ -192,6 +192,16 @@ def test_config_json_is_written_at_deploy_time_and_the_url_is_an_output(synthesi
     assert render(output) == _console_origin(synthesized) + "/"
 
 
+def test_without_the_console_files_the_synth_says_what_to_do(tmp_path, monkeypatch):
+    from agentloom_infra import console
+
+    monkeypatch.setattr(console, "CONSOLE_DIR", tmp_path / "console")
+    stack = cdk.Stack(cdk.App(), "Bare")
+    with pytest.raises(FileNotFoundError, match="-c console=false"):
+        console.ConsoleSite(stack, "Console", sign_in=None,
+                            removal_policy=cdk.RemovalPolicy.DESTROY)
+
+
 @pytest.mark.slow  # its own synth (~15 s)
 def test_console_false_leaves_the_console_out():
     template = Template.from_stack(build_app(cdk.App(context={**CONTEXT,
