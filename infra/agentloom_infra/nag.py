@@ -132,6 +132,7 @@ def acknowledge(stack: AgentLoomStack) -> None:
     _ack_custom_resource(stack)
     _ack_trigger_failures(stack)
     _ack_vector_teardown(stack)
+    _ack_console(stack)
     if stack.http.user_pool is not None and stack.http.mfa != cognito.Mfa.REQUIRED:
         _ack(stack.http.user_pool, "COG2", "MFA is optional (TOTP) by default so the first "
              "admin can sign in from the CLI; context userPoolMfa=REQUIRED requires it")
@@ -170,3 +171,54 @@ def _ack_vector_teardown(stack: AgentLoomStack) -> None:
     logs = nag_ref(stack, teardown.function.log_group.log_group_arn)
     _ack(teardown, f"IAM5[Resource::{logs}:*]", "the log streams of the function's own "
          "log group")
+
+
+def _asset_bucket_objects(stack: cdk.Stack) -> str:
+    """The bootstrap file-asset bucket's objects as cdk-nag prints them."""
+    synthesizer = stack.synthesizer
+    qualifier = (synthesizer.bootstrap_qualifier
+                 if isinstance(synthesizer, cdk.DefaultStackSynthesizer) else None)
+    name = cdk.DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME.replace(
+        "${Qualifier}", qualifier or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER)
+    for pseudo, value in (("AWS::AccountId", stack.account), ("AWS::Region", stack.region)):
+        name = name.replace("${" + pseudo + "}", value if not cdk.Token.is_unresolved(value)
+                            else f"<{pseudo}>")
+    return f"arn:<AWS::Partition>:s3:::{name}/*"
+
+
+def _ack_console(stack: AgentLoomStack) -> None:
+    console = stack.console
+    if console is None:
+        return
+    distribution = console.distribution
+    _ack(distribution, "CFR1", "the console is for the stage's users wherever they are; "
+         "it serves static files only, and every API call needs a Cognito sign-in")
+    _ack(distribution, "CFR2", "a WAF web ACL costs $5 a month plus rules and requests; "
+         "the distribution serves the same static files to everyone (no data), and the "
+         "API it calls is JWT-authorized and throttled")
+    _ack(distribution, "CFR4", "on the default *.cloudfront.net certificate CloudFront "
+         "fixes the viewer security policy (a minimum TLS version needs a custom domain's "
+         "certificate); browsers negotiate TLS 1.2+ with it")
+    assert stack.http.preflight is not None
+    _ack(stack.http.preflight, "APIG4", "OPTIONS is the CORS preflight, which carries no "
+         "Authorization header; API Gateway answers it from the CORS configuration")
+    handler = next(child for child in stack.node.children
+                   if child.node.id.startswith("Custom::CDKBucketDeployment"))
+    _ack(handler, "L1", "CDK's BucketDeployment handler picks its own runtime")
+    _ack(handler, "IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+         "AWSLambdaBasicExecutionRole]", "CDK's BucketDeployment handler: logs only")
+    bucket = nag_ref(stack, console.bucket.bucket_arn)
+    for finding, reason in (
+            ("Action::s3:GetObject*", "reads the console's asset and the site bucket"),
+            ("Action::s3:GetBucket*", "reads the console's asset and the site bucket"),
+            ("Action::s3:List*", "lists the asset and the site bucket to sync them"),
+            ("Action::s3:DeleteObject*", "prunes files gone from the console folder, in "
+             "the site bucket only"),
+            ("Action::s3:Abort*", "aborts its own multipart uploads to the site bucket"),
+            (f"Resource::{bucket}/*", "writes every file of the site bucket (the "
+             "console's alone)"),
+            (f"Resource::{_asset_bucket_objects(stack)}", "reads its source zip from "
+             "the bootstrap asset bucket (CDK's grant; the object key is the asset's hash)"),
+            ("Resource::*", "CDK grants cloudfront:CreateInvalidation/GetInvalidation on "
+             "every distribution; it invalidates the console's only")):
+        _ack(handler, f"IAM5[{finding}]", f"CDK's BucketDeployment: {reason}")

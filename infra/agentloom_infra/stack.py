@@ -2,11 +2,13 @@
 
 Order matters only for references: data stores and network first, then the workspace and
 sandbox, the functions (their environment names the state machine by its fixed ARN, so
-the machine may reference the step function without a cycle), the state machine, the API,
-triggers and alarms. ``_grant*`` below is the whole of each role's permissions beyond its
-log group, VPC attachment and X-Ray (functions.py); statements on actions that support no
-resource-level permissions go to the function's ``unscoped`` policy (the only one whose
-``Resource: "*"`` cdk-nag finding is acknowledged, nag.py).
+the machine may reference the step function without a cycle), the state machine, the
+console's distribution (the API's CORS names its origin), the API, the console's files
+(their config.json names the API and its client), triggers and alarms. ``_grant*`` below
+is the whole of each role's permissions beyond its log group, VPC attachment and X-Ray
+(functions.py); statements on actions that support no resource-level permissions go to
+the function's ``unscoped`` policy (the only one whose ``Resource: "*"`` cdk-nag finding
+is acknowledged, nag.py).
 """
 
 from __future__ import annotations
@@ -23,12 +25,18 @@ from constructs import Construct
 
 from agentloom_infra.alarms import Alarms
 from agentloom_infra.config import StageConfig
+from agentloom_infra.console import ConsoleSite
 from agentloom_infra.data_stores import DataStores
 from agentloom_infra.dns_firewall import DnsFirewall
 from agentloom_infra.endpoints import restrict_endpoints
 from agentloom_infra.functions import Functions
 from agentloom_infra.grants import grant_items, grant_key_use
-from agentloom_infra.http_api import HttpApi
+from agentloom_infra.http_api import (
+    CONSOLE_SCOPES,
+    HttpApi,
+    default_domain_prefix,
+    hosted_ui_url,
+)
 from agentloom_infra.knowledge import KnowledgeVectors
 from agentloom_infra.nag import acknowledge
 from agentloom_infra.network import Network
@@ -41,8 +49,9 @@ from agentloom_infra.workspace import ROOT as WORKSPACE_ROOT
 
 class AgentLoomStack(cdk.Stack):
     """One stage of AgentLoom. Construct attributes: ``data``, ``network``, ``workspace``,
-    ``sandbox``, ``dns``, ``functions``, ``runs``, ``http``, ``triggers``, ``alarms``;
-    and ``config``, the stage's context values."""
+    ``sandbox``, ``dns``, ``functions``, ``runs``, ``console`` (None with context
+    ``console=false``), ``http``, ``triggers``, ``alarms``; and ``config``, the stage's
+    context values."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig,
                  **kwargs: Any) -> None:
@@ -99,9 +108,17 @@ class AgentLoomStack(cdk.Stack):
             task_family_prefix=self.sandbox.family_prefix,
             sandbox_execution_role=self.sandbox.execution_role, encryption_key=key,
             log_level=sfn.LogLevel(config.state_machine_log_level), removal_policy=removal)
+        domain_prefix = config.console_domain_prefix or default_domain_prefix(self, prefix)
+        sign_in = None if config.jwt_issuer else hosted_ui_url(self, domain_prefix)
+        self.console = ConsoleSite(self, "Console", sign_in=sign_in,
+                                   removal_policy=removal) if config.console else None
         self.http = HttpApi(self, "Http", prefix=prefix, handler=self.functions.api, key=key,
                             issuer=config.jwt_issuer, audience=config.jwt_audience,
-                            mfa=cognito.Mfa(config.user_pool_mfa), removal_policy=removal)
+                            mfa=cognito.Mfa(config.user_pool_mfa),
+                            console_origin=self.console.origin if self.console else None,
+                            console_domain_prefix=domain_prefix, removal_policy=removal)
+        if self.console is not None:
+            self.console.deploy(self._console_config(sign_in))
         self.triggers = Triggers(
             self, "Triggers", prefix=prefix, handler=self.functions.trigger, key=key,
             event_pattern=config.event_pattern, event_trigger=config.event_trigger,
@@ -121,6 +138,18 @@ class AgentLoomStack(cdk.Stack):
         self._grant()
         self._outputs()
         acknowledge(self)
+
+    def _console_config(self, sign_in: str | None) -> dict[str, Any]:
+        """config.json: the Cognito hosted UI; with an existing issuer (no client of the
+        console's is known), a pasted bearer token (``kind: token``), the issuer named."""
+        assert self.console is not None
+        if self.http.console_client is None:
+            return {"api": self.http.url,
+                    "auth": {"kind": "token", "issuer": self.config.jwt_issuer}}
+        return {"api": self.http.url, "auth": {
+            "kind": "cognito", "domain": sign_in,
+            "client_id": self.http.console_client.user_pool_client_id,
+            "scopes": list(CONSOLE_SCOPES), "redirect_uri": self.console.url}}
 
     def _common_env(self, config: StageConfig, machine_arn: str) -> dict[str, str]:
         return {"AGENTLOOM_CHECKPOINT_TABLE": self.data.checkpoints.table_name,
@@ -260,6 +289,8 @@ class AgentLoomStack(cdk.Stack):
         cdk.CfnOutput(self, "StateMachineArn", value=self.runs.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "TriggerQueueUrl", value=self.triggers.queue.queue_url)
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn)
+        if self.console is not None:
+            cdk.CfnOutput(self, "ConsoleUrl", value=self.console.url)
         if self.http.user_pool and self.http.client:
             cdk.CfnOutput(self, "UserPoolId", value=self.http.user_pool.user_pool_id)
             cdk.CfnOutput(self, "UserPoolClientId",

@@ -13,6 +13,7 @@ import aws_cdk as cdk
 import pytest
 from agentloom_infra import build_app
 from agentloom_infra.bundling import (
+    CONSOLE_DIR,
     ELSEWHERE,
     LAYER_SOURCE_EXCLUDES,
     PACKAGES,
@@ -20,6 +21,7 @@ from agentloom_infra.bundling import (
     SOURCE_EXCLUDES,
     TOKENIZERS,
     UNUSED_FILES,
+    copy_packages,
     installed,
     powertools_requirements,
     remove_distribution,
@@ -55,7 +57,7 @@ def test_packages_are_the_distributions_and_sources_exclude_the_rest():
     assert all((p / "__init__.py").is_file() for p in PACKAGES.values())
     assert SOURCE_EXCLUDES[0] == "*"  # an allow-list
     assert {p for p in SOURCE_EXCLUDES if p.startswith("!")} == {
-        "!pyproject.toml", "!runtime", "!functions"}
+        "!pyproject.toml", "!runtime", "!runtime/**", "!functions", "!functions/**"}
     assert LAYER_SOURCE_EXCLUDES == ["*", "!pyproject.toml"]  # the pins, not the code
 
 
@@ -64,6 +66,42 @@ def test_one_code_asset_serves_all_three_functions(synthesized):
              synthesized.of_type("AWS::Lambda::Function").values()
              if f["Properties"]["Handler"].startswith("agentloom.handlers.")}
     assert len(codes) == 1
+
+
+def test_the_code_bundle_leaves_the_console_out(tmp_path):
+    """S3 and CloudFront serve the console (console.py): no Lambda ships its files."""
+    assert CONSOLE_DIR.is_dir() and any(CONSOLE_DIR.iterdir())
+    copy_packages(tmp_path)
+    assert (tmp_path / "agentloom" / "api" / "__init__.py").is_file()
+    assert not (tmp_path / "agentloom" / "console").exists()
+    assert not list(tmp_path.rglob("__pycache__"))
+
+
+def test_the_code_asset_changes_with_the_code_and_not_with_the_console(tmp_path):
+    """The code asset's fingerprint (SOURCE_EXCLUDES, CDK's own glob matching): a change
+    of either package or of the pins is a new asset (a deploy updates the functions); a
+    console-only change, bytecode or a file outside them is not."""
+    tree = tmp_path / "repo"
+    console = tree / CONSOLE_DIR.relative_to(REPO_ROOT)
+    runtime = tree / "runtime" / "agentloom_runtime" / "engine"
+    for folder in (console, runtime, console.parent / "__pycache__"):
+        folder.mkdir(parents=True)
+    files = {"pins": tree / "pyproject.toml", "module": console.parent / "api" / "app.py",
+             "runtime": runtime / "loop.py", "page": console / "main.js",
+             "bytecode": console.parent / "__pycache__" / "app.cpython-312.pyc",
+             "outside": tree / "docs" / "deploy.md"}
+    for path in files.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("1\n")
+
+    def changes(name):
+        before = cdk.FileSystem.fingerprint(str(tree), exclude=SOURCE_EXCLUDES)
+        files[name].write_text(files[name].read_text() + "2\n")
+        return cdk.FileSystem.fingerprint(str(tree), exclude=SOURCE_EXCLUDES) != before
+
+    assert {name: changes(name) for name in files} == {
+        "pins": True, "module": True, "runtime": True, "page": False, "bytecode": False,
+        "outside": False}
 
 
 def json_key(code):
@@ -117,8 +155,14 @@ def _layers(synthesized, handler):
     return synthesized.resources[lid]["Properties"]["Layers"]
 
 
+def _our_layers(resources):
+    """The stack's layers but CDK's AWS CLI layer (the console's BucketDeployment)."""
+    return {lid: r for lid, r in resources.items() if r["Type"] == "AWS::Lambda::LayerVersion"
+            and not r["Properties"]["Description"].startswith("/opt/awscli")}
+
+
 def test_each_function_takes_its_layers(synthesized):
-    layers = synthesized.of_type("AWS::Lambda::LayerVersion")
+    layers = _our_layers(synthesized.resources)
     by_description = {layer["Properties"]["Description"].split()[0]: lid
                       for lid, layer in layers.items()}
     assert set(by_description) == {"aws-lambda-powertools", "vendor"}
@@ -147,8 +191,7 @@ def test_the_tokenizer_layer_holds_only_the_families_the_context_names():
     app = cdk.App(context={"aws:cdk:bundling-stacks": [], "stage": "notok",
                            "tokenizers": "none"})
     resources = Template.from_stack(build_app(app)).to_json()["Resources"]
-    (powertools,) = [lid for lid, r in resources.items()
-                     if r["Type"] == "AWS::Lambda::LayerVersion"]
+    (powertools,) = _our_layers(resources)
     assert resources[powertools]["Properties"]["Description"].startswith(
         "aws-lambda-powertools")
     for resource in resources.values():

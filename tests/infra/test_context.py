@@ -129,12 +129,32 @@ def test_an_empty_value_takes_the_default() -> None:
     ({"userPoolMfa": "required"}, "context 'userPoolMfa' must be one of OFF"),
     ({"triggers": {"t": TRIGGER}, "scheduleTrigger": "u"},
      "context 'scheduleTrigger' names 'u', which is not in 'triggers'"),
+    ({"console": "yes"}, "context 'console' must be true or false"),
+    ({"consoleDomainPrefix": "Team_Console"}, "context 'consoleDomainPrefix' must be lowercase"),
+    ({"consoleDomainPrefix": "-team"}, "context 'consoleDomainPrefix' must be lowercase"),
+    ({"stage": "aws-test"}, "context 'stage' makes the Cognito domain prefix "
+     "'agentloom-aws-test', which may not contain 'aws'"),
+    ({"consoleDomainPrefix": "team-cognito"}, "context 'consoleDomainPrefix' makes the "
+     "Cognito domain prefix 'team-cognito', which may not contain 'cognito'"),
 ])
 def test_a_bad_value_is_refused_naming_its_key(context: dict[str, Any],
                                                message: str) -> None:
     with pytest.raises(ConfigError) as refused:
         config(**context)
     assert message in str(refused.value)
+
+
+def test_the_console_is_on_unless_turned_off() -> None:
+    assert config().console and config(console="true") == config()
+    assert not config(console="false").console and config(console=False) == \
+        config(console="False")
+    assert config().console_domain_prefix is None
+    assert config(consoleDomainPrefix="team-console-7").console_domain_prefix == \
+        "team-console-7"
+    # a stage name Cognito refuses in a domain needs its own prefix, or no console domain
+    for fine in ({"consoleDomainPrefix": "team-x"}, {"console": "false"},
+                 {"jwtIssuer": "https://i/", "jwtAudience": "a"}):
+        assert config(stage="aws-test", **fine).stage == "aws-test"
 
 
 def test_keys_outside_the_model_are_not_read() -> None:

@@ -27,6 +27,8 @@ UNSCOPED = {
     "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
     # the sandbox image pull, the S3 prefix-list lookup
     "ecr:GetAuthorizationToken", "ec2:DescribeManagedPrefixLists",
+    # CDK's BucketDeployment (the console) invalidates its distribution: its grant
+    "cloudfront:CreateInvalidation", "cloudfront:GetInvalidation",
 }
 
 
@@ -79,9 +81,13 @@ def test_function_roles_have_no_managed_policy_and_write_only_their_log_group(sy
 def test_the_only_managed_policy_is_cdks_custom_resource_providers(synthesized):
     managed = {(lid, json.dumps(arn)) for lid, r in synthesized.of_type("AWS::IAM::Role").items()
                for arn in r["Properties"].get("ManagedPolicyArns", [])}
-    (only,) = managed  # the S3 prefix-list lookup's singleton (CDK's own function)
-    assert only[0].startswith("AWS679f53fac002430cb0da5b7982bd2287")
-    assert "AWSLambdaBasicExecutionRole" in only[1]
+    # CDK's own singletons: the S3 prefix-list lookup, and the console's deployment and
+    # its buckets' emptying on delete
+    providers = ("AWS679f53fac002430cb0da5b7982bd2287",
+                 "CustomCDKBucketDeployment8693BB64968944B69AAFB0CC9EB8756C",
+                 "CustomS3AutoDeleteObjectsCustomResourceProvider")
+    assert len(managed) == 3 and all(lid.startswith(providers) for lid, _ in managed)
+    assert all("AWSLambdaBasicExecutionRole" in arn for _, arn in managed)
 
 
 def test_function_star_statements_are_only_in_their_unscoped_policy(synthesized):

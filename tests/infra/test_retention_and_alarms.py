@@ -9,7 +9,7 @@ from __future__ import annotations
 def test_a_disposable_stage_deletes_every_data_store_with_the_stack(synthesized):
     for kind in ("AWS::DynamoDB::Table", "AWS::KMS::Key", "AWS::EFS::FileSystem",
                  "AWS::S3Vectors::VectorBucket", "AWS::Cognito::UserPool",
-                 "AWS::Logs::LogGroup"):
+                 "AWS::Logs::LogGroup", "AWS::S3::Bucket"):  # the console's buckets too
         found = synthesized.of_type(kind)
         assert found, kind
         assert {r.get("DeletionPolicy") for r in found.values()} == {"Delete"}, kind

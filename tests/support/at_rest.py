@@ -51,10 +51,13 @@ FREE_AT_REST = {
     "AWS::EFS::MountTarget", "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Route",
     "AWS::ApiGatewayV2::Authorizer", "AWS::ApiGatewayV2::Stage",
     "AWS::Cognito::UserPoolClient", "Custom::AWS", "AWS::Lambda::EventInvokeConfig",
-    "Custom::VectorBucketTeardown",
+    "Custom::VectorBucketTeardown", "Custom::CDKBucketDeployment", "Custom::S3AutoDeleteObjects",
+    "AWS::CloudFront::OriginAccessControl", "AWS::CloudFront::ResponseHeadersPolicy",
+    "AWS::S3::BucketPolicy", "AWS::Cognito::UserPoolDomain",
     # per request, per execution or per delivery only
     "AWS::Lambda::Function", "AWS::StepFunctions::StateMachine", "AWS::ApiGatewayV2::Api",
     "AWS::SQS::Queue", "AWS::SNS::Topic", "AWS::Events::Rule", "AWS::Scheduler::Schedule",
+    "AWS::CloudFront::Distribution",  # per request and GB out (an always-free tier)
     "AWS::Cognito::UserPool",  # per monthly active user (Lite/Essentials: 10,000 free)
     # DNS Firewall: per million queries processed (and per domain listed: a handful here)
     "AWS::Route53Resolver::FirewallDomainList", "AWS::Route53Resolver::FirewallRuleGroup",
@@ -62,6 +65,7 @@ FREE_AT_REST = {
     # per GB stored or ingested: ≈ $0 for an empty stage
     "AWS::DynamoDB::Table", "AWS::EFS::FileSystem", "AWS::Logs::LogGroup",
     "AWS::EC2::FlowLog", "AWS::S3Vectors::VectorBucket", "AWS::Lambda::LayerVersion",
+    "AWS::S3::Bucket",  # the console's files (≈ 100 KB) and its access logs
     "AWS::Backup::BackupVault", "AWS::Backup::BackupPlan", "AWS::Backup::BackupSelection",
 }
 
