@@ -16,20 +16,36 @@ import json
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 CONSOLE_DIR = Path(__file__).resolve().parents[1] / "console"
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png",
          ".json": "application/json", ".ico": "image/x-icon", ".txt": "text/plain"}
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
-       "frame-ancestors 'none'; form-action 'self'")
 SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+    "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
     "Cross-Origin-Opener-Policy": "same-origin",
     "Permissions-Policy": "camera=(), microphone=(), geolocation=()"}
 TOKEN_CONFIG: dict[str, Any] = {"api": "", "auth": {"kind": "token"}}
+
+
+def csp(config: dict[str, Any]) -> str:
+    """This origin only, plus the API's and the sign-in service's origins when the
+    config names other ones (connect-src: the token exchange is a fetch)."""
+    others = [origin(config.get("api") or "")]
+    auth = config.get("auth") or {}
+    others.append(origin(str(auth.get("domain") or "")))
+    connect = " ".join(["'self'", *sorted({o for o in others if o})])
+    return (f"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            f"connect-src {connect}; font-src 'self'; object-src 'none'; base-uri 'none'; "
+            f"frame-ancestors 'none'; form-action 'self'")
+
+
+def origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and \
+        parts.netloc else ""
 
 
 @cache
@@ -49,11 +65,12 @@ def is_console_path(path: str) -> bool:
 def answer(path: str, config: dict[str, Any] | None = None
            ) -> tuple[int, dict[str, str], bytes]:
     """Status, headers and body for a GET of ``path`` (a 404 page for any other)."""
-    headers = dict(SECURITY_HEADERS)
+    config = config or TOKEN_CONFIG
+    headers = {"Content-Security-Policy": csp(config), **SECURITY_HEADERS}
     headers["Cache-Control"] = "no-cache"  # revalidated each load: an upgrade shows at once
     if path == "/config.json":
         headers["Content-Type"] = TYPES[".json"]
-        return 200, headers, json.dumps(config or TOKEN_CONFIG).encode()
+        return 200, headers, json.dumps(config).encode()
     found = files().get(path)
     if found is None:
         headers["Content-Type"] = TYPES[".txt"]

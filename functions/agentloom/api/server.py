@@ -52,7 +52,14 @@ from agentloom.api._connections import (
 )
 from agentloom.api._resolver import MAX_BODY_BYTES, ApiResolver
 from agentloom.api.console_login import SESSION_PATH, ConsoleLogins
-from agentloom.platform.errors import Invalid, PlatformError, TooLarge, Unavailable
+from agentloom.platform.errors import (
+    BadRequest,
+    Invalid,
+    MethodNotAllowed,
+    PlatformError,
+    TooLarge,
+    Unavailable,
+)
 from agentloom.platform.sessions import SessionService
 from agentloom_runtime.errors import ConfigError
 
@@ -322,19 +329,21 @@ class _Handler(BaseHTTPRequestHandler):
                 try:
                     parsed = json.loads(body or b"{}")
                 except ValueError:
-                    raise Invalid("the body is not JSON", code="malformed_json") from None
+                    raise BadRequest("the request body is not valid JSON",
+                                     code="malformed_json") from None
                 if not isinstance(parsed, dict):
-                    raise Invalid("the body must be a JSON object", code="invalid_body")
+                    raise BadRequest('the body must be a JSON object: {"code": "agl_..."}',
+                                     code="malformed_json")
                 self._send(200, json_headers, json.dumps(logins.exchange(parsed)).encode())
             elif method == "DELETE":
                 logins.sign_out(headers)
                 self._send(204, json_headers, b"")
             else:
-                self._send(405, {**json_headers, "Allow": "POST, DELETE"}, json.dumps(
-                    PlatformError(f"{method} is not allowed here (POST or DELETE)",
-                                  code="method_not_allowed").body()).encode())
+                raise MethodNotAllowed(f"{method} is not allowed here (POST or DELETE)",
+                                       code="method_not_allowed")
         except PlatformError as err:
-            self._send(err.status, json_headers, json.dumps(err.body()).encode())
+            allow = {"Allow": "POST, DELETE"} if err.status == 405 else {}
+            self._send(err.status, {**json_headers, **allow}, json.dumps(err.body()).encode())
 
     def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.send_response(status)
