@@ -7,9 +7,11 @@ uploaded document with its indexing state, a search with citations)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import expect
+from unit.skills.builders import skill_md, zip_of
 
 from agentloom.api.client import Client
 
@@ -67,5 +69,42 @@ def test_operators_see_cost_per_run_and_cancel_a_run(console: Console, page: Any
         expect(bob_page.get_by_role("alert")).to_contain_text("role_required")
         expect(bob_page.locator("#nav")).to_contain_text("Knowledge")
         expect(bob_page.get_by_role("link", name="Runs")).to_have_count(0)
+    finally:
+        bob_page.context.close()
+
+
+def test_skills_import_a_zip_list_detail_and_delete(console: Console, page: Any,
+                                                    tmp_path: Path) -> None:
+    archive = tmp_path / "greeter.zip"
+    archive.write_bytes(zip_of({"greeter/SKILL.md": skill_md("greeter", "Greets people."),
+                                "greeter/references/guide.md": "# Guide\n"}))
+    broken = tmp_path / "broken.zip"
+    broken.write_bytes(zip_of({"broken/SKILL.md": "no front matter"}))
+    signed_in(page, console, "carol")
+    page.goto(f"{console.url}/#/s/{console.space_id}/skills")
+    expect(page.get_by_text("No skills yet.")).to_be_visible()
+    page.get_by_label("Skill zip").set_input_files(str(broken))
+    page.get_by_role("button", name="Import zip").click()
+    expect(page.get_by_role("alert")).to_contain_text("skill_format")
+    page.get_by_label("Skill zip").set_input_files(str(archive))
+    page.get_by_role("button", name="Import zip").click()
+    expect(page.locator("#banner")).to_contain_text("Imported skill greeter.")
+    row = page.locator("tbody tr").filter(has_text="greeter")
+    expect(row).to_contain_text("Greets people.")
+    expect(row).to_contain_text("2 (")
+    shot(page, "skills")
+    page.get_by_role("link", name="greeter").click()
+    expect(page.get_by_role("heading", name="Skill greeter")).to_be_visible()
+    expect(page.locator("table")).to_contain_text("references/guide.md")
+    page.get_by_role("button", name="Delete skill").click()
+    page.get_by_role("button", name="Yes, delete greeter").click()
+    expect(page.get_by_text("No skills yet.")).to_be_visible()
+
+    bob_page = page.context.browser.new_context().new_page()
+    try:  # a member reads skills, without the import form
+        signed_in(bob_page, console, "bob")
+        bob_page.goto(f"{console.url}/#/s/{console.space_id}/skills")
+        expect(bob_page.locator("h1")).to_have_text("Skills")
+        expect(bob_page.get_by_label("Skill zip")).to_have_count(0)
     finally:
         bob_page.context.close()

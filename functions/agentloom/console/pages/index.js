@@ -2,6 +2,7 @@
 // (admin: shown to space admins and owners only).
 import "./spaces.js";
 import "./operators.js";
+import "./skills.js";
 
 export const SPACE_NAV = [
   { path: "sessions", title: "Sessions" },
