@@ -7,15 +7,23 @@ uploaded document with its indexing state, a search with citations)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+from functional.mcp.servers import Running, serve
 from playwright.sync_api import expect
 from unit.skills.builders import skill_md, zip_of
 
+from agentloom.api.app import build_app
 from agentloom.api.client import Client
+from agentloom.api.console_login import ConsoleLogins
+from agentloom.api.server import ApiServer
+from agentloom.local.capabilities import embedded_capabilities
+from agentloom.local.embedded import EmbeddedPlatform
 
-from .conftest import AGENT_CONFIG, ALICE, Console, shot, signed_in
+from .conftest import AGENT_CONFIG, ALICE, Console, Model, shot, signed_in
 
 PRICED = {**AGENT_CONFIG, "model": {"model": "test-model", "input_price_per_million": 2.5,
                                     "output_price_per_million": 10}}
@@ -108,3 +116,80 @@ def test_skills_import_a_zip_list_detail_and_delete(console: Console, page: Any,
         expect(bob_page.get_by_label("Skill zip")).to_have_count(0)
     finally:
         bob_page.context.close()
+
+
+@pytest.fixture
+def loopback(tmp_path: Path, model: Model) -> Iterator[Console]:
+    """The console's server with MCP servers and embeddings endpoints on 127.0.0.1
+    allowed (``serve --allow-loopback-tools``): alice owns "Team", carol is an admin."""
+    home = tmp_path / "loopback-home"
+    platform = EmbeddedPlatform.open(home, model_factory=model.factory,
+                                     capabilities=embedded_capabilities(
+                                         home, allow_loopback=True),
+                                     allow_loopback_discovery=True)
+    server = ApiServer(build_app(platform.admin, platform.sessions, platform.tokens),
+                       platform.sessions, logins=ConsoleLogins(platform.tokens)).start()
+    space = platform.admin.create_space(ALICE, "Team")
+    platform.admin.set_member(ALICE, space.space_id, "carol", "admin")
+    try:
+        yield Console(platform, server, model, space.space_id, "",
+                      {"carol": platform.tokens.issue("carol")[1]})
+    finally:
+        server.close()
+        platform.close()
+
+
+@pytest.fixture
+def mcp_server() -> Iterator[Running]:
+    with serve("http") as running:
+        yield running
+
+
+def _add_resource(page: Any, name: str, url: str) -> None:
+    expect(page.locator("h1")).to_have_text("MCP resources")
+    page.get_by_label("Name", exact=True).fill(name)
+    page.get_by_label("URL").fill(url)
+    page.get_by_label("Credential", exact=True).select_option("bearer")
+    page.get_by_label("Credential value").fill("s3cret-token")
+    page.get_by_role("button", name="Add resource").click()
+
+
+def test_mcp_add_discover_edit_delete(loopback: Console, page: Any,
+                                      mcp_server: Running) -> None:
+    signed_in(page, loopback, "carol")
+    page.goto(f"{loopback.url}/#/s/{loopback.space_id}/mcp")
+    expect(page.get_by_text("No MCP resources yet.")).to_be_visible()
+    page.get_by_label("URL").fill("ftp://nowhere")
+    page.get_by_label("Name", exact=True).fill("Bad")
+    page.get_by_role("button", name="Add resource").click()
+    expect(page.get_by_role("alert")).to_be_visible()  # the API's 422, in the form
+    page.goto(f"{loopback.url}/#/s/{loopback.space_id}/mcp")
+    _add_resource(page, "Tools", mcp_server.url)
+    row = page.locator("tbody tr").filter(has_text="Tools")
+    expect(row).to_contain_text("bearer, stored")
+    expect(page.locator("body")).not_to_contain_text("s3cret-token")
+    page.get_by_role("button", name="Discover tools of Tools").click()
+    tools = page.locator("section").filter(has_text="Tools of Tools")
+    expect(tools).to_contain_text("lookup")
+    expect(tools).to_contain_text("add")
+    tools.get_by_text("Schema of add").click()
+    expect(tools.locator("pre").filter(has_text='"a"').first).to_be_visible()
+    shot(page, "mcp")
+    page.get_by_role("button", name="Edit Tools").click()
+    edit = page.locator("form").filter(has_text="Save changes")
+    edit.get_by_label("Name", exact=True).fill("Tools 2")
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.locator("tbody tr").filter(has_text="Tools 2")).to_contain_text("2 ·")
+    page.get_by_role("button", name="Delete Tools 2").click()
+    expect(page.get_by_text("No MCP resources yet.")).to_be_visible()
+
+
+def test_mcp_loopback_refused_where_the_host_does_not_allow_it(
+        console: Console, page: Any, mcp_server: Running) -> None:
+    signed_in(page, console, "carol")
+    page.goto(f"{console.url}/#/s/{console.space_id}/mcp")
+    _add_resource(page, "Local", mcp_server.url)
+    page.get_by_role("button", name="Discover tools of Local").click()
+    expect(page.get_by_role("alert")).to_contain_text("mcp_address_refused")
+    expect(page.get_by_role("alert")).to_contain_text("loopback address")
+    shot(page, "mcp-refused")

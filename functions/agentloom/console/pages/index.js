@@ -3,6 +3,7 @@
 import "./spaces.js";
 import "./operators.js";
 import "./skills.js";
+import "./mcp.js";
 
 export const SPACE_NAV = [
   { path: "sessions", title: "Sessions" },
