@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from functional.mcp.servers import Running, serve
 from playwright.sync_api import expect
+from unit.knowledge.builders import hashing_server
 from unit.skills.builders import skill_md, zip_of
 
 from agentloom.api.app import build_app
@@ -193,3 +194,50 @@ def test_mcp_loopback_refused_where_the_host_does_not_allow_it(
     expect(page.get_by_role("alert")).to_contain_text("mcp_address_refused")
     expect(page.get_by_role("alert")).to_contain_text("loopback address")
     shot(page, "mcp-refused")
+
+
+def test_knowledge_base_upload_indexing_state_and_search(loopback: Console, page: Any,
+                                                         tmp_path: Path) -> None:
+    with hashing_server() as served:
+        loopback.platform.admin.create_model_connection(
+            ALICE, loopback.space_id, "Embeddings", {"provider": "openai_compatible",
+                                                      "base_url": served.url, "model_id": "m"})
+        doc = tmp_path / "refunds.md"
+        doc.write_text("# Refunds\n\nRefunds are approved by Mariana in Braga.\n\n"
+                       "# Hours\n\nOpen nine to five.\n")
+        empty = tmp_path / "empty.txt"
+        empty.write_text("   \n")
+        signed_in(page, loopback, "carol")
+        page.goto(f"{loopback.url}/#/s/{loopback.space_id}/knowledge")
+        expect(page.get_by_text("No knowledge bases yet.")).to_be_visible()
+        page.get_by_label("Name", exact=True).fill("Policies")
+        page.get_by_label("Document model").fill("m")
+        page.get_by_label("Chunk size").fill("200")
+        page.get_by_label("Chunk overlap").fill("0")
+        page.get_by_role("button", name="Create knowledge base").click()
+        expect(page.get_by_role("heading", name="Knowledge base Policies")).to_be_visible()
+        page.get_by_label("Document", exact=True).set_input_files(str(empty))
+        page.get_by_role("button", name="Upload and index").click()
+        failed = page.locator("tbody tr").filter(has_text="empty.txt")
+        expect(failed).to_contain_text("error")
+        expect(failed).to_contain_text("document_empty")
+        page.get_by_label("Document", exact=True).set_input_files(str(doc))
+        page.get_by_role("button", name="Upload and index").click()
+        row = page.locator("tbody tr").filter(has_text="refunds.md")
+        expect(row).to_contain_text("indexed 2 chunks")
+        expect(row).to_contain_text("markdown")
+        expect(page.locator("#banner")).to_contain_text("2 chunks embedded")
+        page.get_by_role("searchbox", name="Search").fill("Refunds are approved by Mariana")
+        page.get_by_role("button", name="Search", exact=True).click()
+        hit = page.locator(".hits li").first
+        expect(hit).to_contain_text("refunds.md › Refunds")
+        expect(hit).to_contain_text("Mariana")
+        expect(hit).to_contain_text("Cite as:")
+        shot(page, "knowledge")
+        page.get_by_role("button", name="Re-index all").click()
+        expect(page.locator("#banner")).to_contain_text("2 chunks embedded")
+        page.get_by_role("button", name="Delete document refunds.md").click()
+        expect(page.get_by_text("No documents yet.")).to_be_visible()
+        page.get_by_role("button", name="Delete knowledge base").click()
+        page.get_by_role("button", name="Yes, delete Policies").click()
+        expect(page.get_by_text("No knowledge bases yet.")).to_be_visible()

@@ -4,6 +4,7 @@ import "./spaces.js";
 import "./operators.js";
 import "./skills.js";
 import "./mcp.js";
+import "./knowledge.js";
 
 export const SPACE_NAV = [
   { path: "sessions", title: "Sessions" },
