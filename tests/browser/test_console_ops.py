@@ -66,10 +66,10 @@ def test_operators_see_cost_per_run_and_cancel_a_run(console: Console, page: Any
     page.get_by_role("button", name=f"Cancel run {slow.run_id}").click()
     expect(slow_row).to_contain_text("cancelled")  # the page refreshed itself
     assert bob.run(other.session_id, slow.run_id).status == "cancelled"
+    shot(page, "operators")
     page.get_by_label("Status").select_option("completed")
     expect(page.locator("tbody tr")).to_have_count(1)
     expect(page.locator("caption")).to_have_text("Runs: completed")
-    shot(page, "operators")
 
     bob_page = page.context.browser.new_context().new_page()
     try:
@@ -117,6 +117,32 @@ def test_skills_import_a_zip_list_detail_and_delete(console: Console, page: Any,
         expect(bob_page.get_by_label("Skill zip")).to_have_count(0)
     finally:
         bob_page.context.close()
+
+
+def test_operators_resume_a_blocked_run_raising_its_budget(console: Console,
+                                                          page: Any) -> None:
+    tight = {**PRICED, "limits": {"max_tokens": 1000}}
+    agent, _ = console.platform.admin.create_agent(ALICE, console.space_id, "Tight", tight)
+    console.platform.admin.publish(ALICE, console.space_id, agent.agent_id)
+    bob = Client(console.url, console.tokens["bob"])
+    session = bob.create_session(console.space_id, agent.agent_id)
+    run = bob.ask(session.session_id, "Q budget")
+    _wait_status(bob, session.session_id, run.run_id, "blocked")
+
+    signed_in(page, console, "carol")
+    page.goto(f"{console.url}/#/s/{console.space_id}/runs?status=blocked")
+    row = page.locator("tbody tr").filter(has_text=run.run_id)
+    expect(row).to_contain_text("budget_exceeded")
+    row.get_by_text("Resume…").click()
+    row.get_by_label("Raise max tokens to").fill("500")  # not above the budget: 422
+    row.get_by_role("button", name=f"Resume run {run.run_id}").click()
+    expect(row.get_by_label("Raise max tokens to")).to_have_attribute("aria-invalid", "true")
+    expect(row.locator(".field-error").first).to_contain_text("raise_budget.max_tokens")
+    row.get_by_label("Raise max tokens to").fill("2000000")
+    row.get_by_label("Note").fill("from the console")
+    row.get_by_role("button", name=f"Resume run {run.run_id}").click()
+    expect(page.locator("#banner")).to_contain_text("resumed")
+    assert _wait_status(bob, session.session_id, run.run_id, "completed") == "completed"
 
 
 @pytest.fixture
