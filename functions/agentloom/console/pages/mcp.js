@@ -6,7 +6,7 @@ import {
 import { enc, route } from "../router.js";
 
 const TRANSPORTS = [["streamable_http", "Streamable HTTP"], ["sse", "SSE (legacy)"]];
-const CREDENTIALS = [["", "None"], ["bearer", "Bearer token"], ["header", "Custom header"]];
+const CREDENTIALS = [["", "None"], ["bearer", "Bearer token"], ["header", "Custom header"], ["env", "Environment variable (stdio)"]];
 
 route("/s/:space/mcp", async (ctx) => {
   const { api, main, params } = ctx;
@@ -59,15 +59,18 @@ function controls(r) {
   const kind = select(CREDENTIALS, { value: "" });
   const header = input({ maxlength: 64, placeholder: "X-Api-Key" });
   const value = input({ type: "password", autocomplete: "off", maxlength: 8000 });
-  const spec = () => ({ ...(r ? r.spec : {}), transport: transport.value, url: url.value,
+  // a stdio resource (a command in the sandbox) keeps its spec here: the API edits it
+  const stdio = Boolean(r && r.spec.transport === "stdio");
+  const spec = () => (stdio ? r.spec : { ...(r ? r.spec : {}), transport: transport.value, url: url.value,
     timeout_seconds: Number(timeout.value || 30) });
-  const credential = () => (kind.value ? { kind: kind.value, name: kind.value === "header" ? header.value : null,
+  const credential = () => (kind.value ? { kind: kind.value, name: kind.value === "bearer" ? null : header.value,
     value: value.value } : null);
-  const fields = [field("Name", name, { name: "name" }), field("Transport", transport, { name: "spec.transport" }),
-    field("URL", url, { name: "spec.url" }), field("Timeout (seconds)", timeout, { name: "spec.timeout_seconds" }),
+  const fields = [field("Name", name, { name: "name" }), ...(stdio ? [] : [
+    field("Transport", transport, { name: "spec.transport" }), field("URL", url, { name: "spec.url" }),
+    field("Timeout (seconds)", timeout, { name: "spec.timeout_seconds" })]),
     field(r ? "New credential" : "Credential", kind, { name: "credential.kind",
       hint: "Write-only: it is never shown again." }),
-    field("Header name (custom header only)", header, { name: "credential.name" }),
+    field("Header or variable name", header, { name: "credential.name" }),
     field("Credential value", value, { name: "credential.value" })];
   return { name, spec, credential, fields };
 }

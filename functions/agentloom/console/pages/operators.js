@@ -18,7 +18,7 @@ route("/s/:space/runs", async (ctx) => {
   const { api, main, params, query, signal } = ctx;
   const base = `/spaces/${enc(params.space)}/runs`;
   const status = STATUSES.includes(query.get("status")) ? query.get("status") : "all";
-  const list = h("div", { "aria-live": "polite" });
+  const list = h("div");
   const total = h("p", { class: "total-cost" });
   const filter = select(STATUSES.map((s) => [s, s === "all" ? "All statuses" : s]),
     { name: "status", value: status, onchange: (e) => {
