@@ -178,7 +178,38 @@ def signed_in(page: Any, console: Console, user: str = "alice") -> Any:
     return page
 
 
+# What every page must hold to (run on each page a test photographs): each form control
+# has a label, each button and link a name; status never a colour alone is the badges'
+# own (a word beside the symbol); ids are unique (labels point at one control).
+ACCESSIBILITY = """() => {
+  const problems = [];
+  const named = (el) => (el.getAttribute('aria-label') || el.textContent || el.title || '').trim();
+  for (const el of document.querySelectorAll('input, select, textarea')) {
+    if (el.type === 'hidden') continue;
+    if (!(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+        && !el.getAttribute('aria-labelledby')) problems.push('unlabelled ' + el.outerHTML.slice(0, 80));
+  }
+  for (const el of document.querySelectorAll('button, a[href]')) {
+    if (!named(el) && !el.querySelector('img[alt]:not([alt=""])')) problems.push('unnamed ' + el.outerHTML.slice(0, 80));
+  }
+  const ids = [...document.querySelectorAll('[id]')].map((el) => el.id);
+  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) problems.push('duplicate id ' + id);
+  for (const el of document.querySelectorAll('.badge')) {
+    if (!el.textContent.replace(/[^A-Za-z0-9]/g, '')) problems.push('a badge without a word');
+  }
+  if (document.querySelectorAll('h1').length !== 1) problems.push('not one h1');
+  return problems;
+}"""
+
+
+def check_accessible(page: Any) -> None:
+    problems = page.evaluate(ACCESSIBILITY)
+    assert not problems, f"accessibility problems on {page.url}: {problems}"
+
+
 def shot(page: Any, name: str) -> Path:
+    """Checks the page's accessibility basics, then saves a full-page screenshot."""
+    check_accessible(page)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)

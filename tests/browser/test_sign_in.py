@@ -84,3 +84,20 @@ def test_console_files_carry_a_same_origin_csp(console: Console) -> None:
     assert httpx.get(console.url + "/api/v1/health").json()["status"] == "ok"
     reused = httpx.post(console.url + "/console/session", json={"code": "agl_nothing"})
     assert reused.status_code == 401 and reused.json()["error"]["code"] == "login_link_invalid"
+
+
+def test_keyboard_reaches_the_page_with_a_visible_focus(console: Console, page: Any) -> None:
+    """A page's heading takes focus when it opens (screen readers announce it); Tab goes
+    on to its first control, with a visible outline; the skip link moves focus into the
+    page without changing the route."""
+    signed_in(page, console, "alice")
+    expect(page.get_by_role("heading", name="Spaces", level=1)).to_be_focused()
+    page.keyboard.press("Tab")
+    focused = page.evaluate("() => [document.getElementById('main').contains("
+                            "document.activeElement), getComputedStyle("
+                            "document.activeElement).outlineStyle]")
+    assert focused[0] and focused[1] not in ("", "none"), focused
+    page.locator(".skip").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Spaces", level=1)).to_be_focused()
+    assert page.url.endswith("#/spaces")

@@ -23,6 +23,11 @@ async function start() {
   auth = new Auth(config, (message) => { me = null; spaces.clear(); if (message) notify(message); render(); });
   api = new Api(config.api || "", auth);
   window.addEventListener("hashchange", render);
+  // the skip link moves focus without touching the hash (the hash is the route)
+  document.querySelector(".skip").addEventListener("click", (e) => {
+    e.preventDefault();
+    (main.querySelector("h1") || main).focus();
+  });
   render();
 }
 
