@@ -1,6 +1,8 @@
 // Every page module registers its routes on import; SPACE_NAV is the space's menu
 // (admin: shown to space admins and owners only).
 import "./spaces.js";
+import "./sessions.js";
+import "./run.js";
 import "./operators.js";
 import "./skills.js";
 import "./mcp.js";
