@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from agentloom.api.app import build_app
+from agentloom.api.client import Client
 from agentloom.api.console_login import ConsoleLogins, login_link
 from agentloom.api.server import ApiServer
 from agentloom.local.capabilities import embedded_capabilities
@@ -111,10 +112,17 @@ class Console:
     space_id: str
     agent_id: str
     tokens: dict[str, str]
+    clients: list[Client] = field(default_factory=list)
 
     @property
     def url(self) -> str:
         return self.server.url
+
+    def client(self, user: str) -> Client:
+        """An API client as ``user``, closed when the test ends."""
+        made = Client(self.url, self.tokens[user])
+        self.clients.append(made)
+        return made
 
     def login_link(self, user: str) -> str:
         return login_link(self.platform.tokens, self.url, user)
@@ -142,9 +150,12 @@ def console(tmp_path: Path, model: Model) -> Iterator[Console]:
     platform.admin.publish(ALICE, space.space_id, agent.agent_id)
     tokens = {user: platform.tokens.issue(user)[1] for user in ("alice", "bob", "carol")}
     try:
-        yield Console(platform, server, model, space.space_id, agent.agent_id, tokens)
+        made = Console(platform, server, model, space.space_id, agent.agent_id, tokens)
+        yield made
     finally:
         model.open()
+        for client in made.clients:
+            client.close()
         server.close()
         platform.close()
 
@@ -187,13 +198,16 @@ ACCESSIBILITY = """() => {
   for (const el of document.querySelectorAll('input, select, textarea')) {
     if (el.type === 'hidden') continue;
     if (!(el.labels && el.labels.length) && !el.getAttribute('aria-label')
-        && !el.getAttribute('aria-labelledby')) problems.push('unlabelled ' + el.outerHTML.slice(0, 80));
+        && !el.getAttribute('aria-labelledby'))
+      problems.push('unlabelled ' + el.outerHTML.slice(0, 80));
   }
   for (const el of document.querySelectorAll('button, a[href]')) {
-    if (!named(el) && !el.querySelector('img[alt]:not([alt=""])')) problems.push('unnamed ' + el.outerHTML.slice(0, 80));
+    if (!named(el) && !el.querySelector('img[alt]:not([alt=""])'))
+      problems.push('unnamed ' + el.outerHTML.slice(0, 80));
   }
   const ids = [...document.querySelectorAll('[id]')].map((el) => el.id);
-  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) problems.push('duplicate id ' + id);
+  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i)))
+    problems.push('duplicate id ' + id);
   for (const el of document.querySelectorAll('.badge')) {
     if (!el.textContent.replace(/[^A-Za-z0-9]/g, '')) problems.push('a badge without a word');
   }

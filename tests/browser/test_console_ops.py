@@ -43,7 +43,7 @@ def _wait_status(client: Client, session_id: str, run_id: str, *wanted: str) -> 
 def test_operators_see_cost_per_run_and_cancel_a_run(console: Console, page: Any) -> None:
     agent, _ = console.platform.admin.create_agent(ALICE, console.space_id, "Priced", PRICED)
     console.platform.admin.publish(ALICE, console.space_id, agent.agent_id)
-    bob = Client(console.url, console.tokens["bob"])
+    bob = console.client("bob")
     session = bob.create_session(console.space_id, agent.agent_id)
     done = bob.ask(session.session_id, "Q one")
     _wait_status(bob, session.session_id, done.run_id, "completed")
@@ -124,7 +124,7 @@ def test_operators_resume_a_blocked_run_raising_its_budget(console: Console,
     tight = {**PRICED, "limits": {"max_tokens": 1000}}
     agent, _ = console.platform.admin.create_agent(ALICE, console.space_id, "Tight", tight)
     console.platform.admin.publish(ALICE, console.space_id, agent.agent_id)
-    bob = Client(console.url, console.tokens["bob"])
+    bob = console.client("bob")
     session = bob.create_session(console.space_id, agent.agent_id)
     run = bob.ask(session.session_id, "Q budget")
     _wait_status(bob, session.session_id, run.run_id, "blocked")

@@ -116,7 +116,7 @@ def test_a_blocked_run_is_resumed_and_resolved_from_the_page(console: Console,
     expect(status(page)).to_contain_text("interrupted", timeout=20_000)
     page.get_by_role("button", name="Resume").click()
     expect(status(page)).to_contain_text("blocked", timeout=20_000)
-    expect(page.get_by_text("Way out: resolve.")).to_be_visible()
+    expect(page.get_by_text("Way out: resolve.", exact=True)).to_be_visible()
     expect(page.get_by_role("button", name="Send again")).to_be_visible()
     expect(page.get_by_role("button", name="Treat as failed")).to_be_visible()
     expect(page.get_by_role("button", name="Did not run")).to_have_count(0)
@@ -138,53 +138,13 @@ def test_cancel_a_running_run_from_the_page(console: Console, page: Any) -> None
     wait_for(lambda: "Q slow one" in console.model.started, "the model call")
     page.get_by_label("Supplement").fill("Also mention the date.")
     page.get_by_role("button", name="Send supplement").click()
-    expect(page.get_by_role("status")).to_contain_text("Supplement queued")
+    expect(page.locator(".sr-status")).to_contain_text("Supplement queued")
     page.get_by_role("button", name="Cancel run").click()
     expect(status(page)).to_contain_text("cancelled")
     wait_for(lambda: api(console, f"/sessions/{session}/runs/{run}")["status"] == "cancelled",
              "the server's cancelled")
-    expect(page.get_by_role("button", name="Cancel run")).to_be_hidden()
+    expect(page.get_by_role("button", name="Cancel run")).to_be_disabled()
     page.get_by_role("link", name="← Back to the session").click()
     page.get_by_label("Question").fill("Q next")
     page.get_by_role("button", name="Ask").click()  # the session is free again
     expect(status(page)).to_contain_text("completed")
-
-
-def test_the_live_view_reconnects_from_its_cursor(console: Console, page: Any) -> None:
-    """The first event stream ends after three events (as a dropped connection would):
-    the page reconnects with after=3 and shows each event once."""
-    open_session(page, console)
-    asked: list[str] = []
-
-    def cut_short(route: Any) -> None:
-        request = route.request
-        if "text/event-stream" not in (request.headers.get("accept") or ""):
-            route.continue_()
-            return
-        asked.append(request.url)
-        if len(asked) > 1:
-            route.continue_()
-            return
-        frames: list[str] = []
-        with httpx.stream("GET", request.url, headers={"Authorization": request.headers[
-                "authorization"], "Accept": "text/event-stream"}, timeout=30) as res:
-            lines: list[str] = []
-            for line in res.iter_lines():
-                lines.append(line)
-                if line == "" and any(x.startswith("data:") for x in lines):
-                    frames.append("\n".join(lines) + "\n\n")
-                    lines = []
-                if len(frames) == 3:
-                    break
-        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"},
-                      body="".join(frames))
-
-    page.route(re.compile(r".*/events(\?.*)?$"), cut_short)
-    ask(page, "Q slow reconnect")
-    wait_for(lambda: len(asked) >= 2, "the reconnect")
-    assert "after=3" in asked[1], asked
-    console.model.open()
-    expect(status(page)).to_contain_text("completed")
-    seqs = page.locator(".timeline li").evaluate_all("els => els.map(e => e.dataset.seq)")
-    assert len(seqs) == len(set(seqs)) and seqs == sorted(seqs, key=int)
-    assert seqs[0] == "1"
