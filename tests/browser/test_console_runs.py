@@ -61,14 +61,14 @@ def open_session(page: Any, console: Console) -> str:
     page.get_by_label("Title").fill("Notes")
     page.get_by_role("button", name="New session").click()
     expect(page).to_have_url(re.compile(r"/sessions/ses_[0-9a-f]+$"))
-    return page.url.rsplit("/", 1)[1]
+    return str(page.url).rsplit("/", 1)[1]
 
 
 def ask(page: Any, question: str) -> str:
     page.get_by_label("Question").fill(question)
     page.get_by_role("button", name="Ask").click()
     expect(page).to_have_url(re.compile(r"/runs/run_[0-9a-f]+$"))
-    return page.url.rsplit("/", 1)[1]
+    return str(page.url).rsplit("/", 1)[1]
 
 
 def status(page: Any) -> Any:
