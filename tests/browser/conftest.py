@@ -160,8 +160,11 @@ def console(tmp_path: Path, model: Model) -> Iterator[Console]:
         platform.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def browser() -> Iterator[Any]:
+    # One Playwright per test, stopped at its end: the sync API runs its event loop in
+    # this thread while it lives, and an xdist worker runs asyncio tests after this one
+    # (a session-wide Playwright broke them: "another loop is running").
     with playwright_sync.sync_playwright() as p:
         launched = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists()
                                      else shutil.which("chromium"), args=FLAGS)
