@@ -89,8 +89,9 @@ def test_bin_agentloom_as_a_normal_user_says_how_to_get_bubblewrap(tmp_path: Pat
 
 
 def test_bin_test_installs_bubblewrap_through_the_same_bootstrap(tmp_path: Path) -> None:
-    """bin/test calls ``ensure_bubblewrap`` (one install, tried once), then its checks
-    (stand-ins here, so the real suite does not run inside itself)."""
+    """bin/test calls ``ensure_bubblewrap`` and ``ensure_chromium`` (one install each,
+    each tried once), then its checks (stand-ins here, so the real suite does not run
+    inside itself)."""
     _, env = _machine(tmp_path, uid=0, apt="exit 100")
     for check in ("ruff", "mypy", "lint-imports", "pytest"):
         stub = tmp_path / "venv" / "bin" / check
@@ -105,13 +106,17 @@ def test_bin_test_installs_bubblewrap_through_the_same_bootstrap(tmp_path: Path)
     assert first.returncode == 0, first.stderr
     assert "installing bubblewrap (command sandbox)" in first.stderr
     assert "note: the sandbox tests will be skipped" in first.stderr
+    assert "installing chromium (console browser tests)" in first.stderr
+    assert "the browser tests will be skipped" in first.stderr
     lines = first.stdout.splitlines()
     assert [line for line in lines if line.endswith(" ran")] == [
         "ruff ran", "mypy ran", "lint-imports ran", "pytest ran"]
     assert lines[-1].startswith("== bin/test: ") and "pytest " in lines[-1]  # the times
     second = bin_test()
     assert second.returncode == 0 and "installing bubblewrap" not in second.stderr
-    assert len((tmp_path / "apt.log").read_text().splitlines()) == 1  # tried once
+    assert "installing chromium" not in second.stderr
+    # each package tried once (the fake apt fails at its update), never again
+    assert len((tmp_path / "apt.log").read_text().splitlines()) == 2
 
 
 def test_bin_agentloom_has_the_cli_name_itself_in_the_commands_it_prints(
