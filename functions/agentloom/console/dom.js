@@ -105,7 +105,7 @@ function findField(form, name) {
 
 // A run/record status as a badge: its word is always shown (never colour alone).
 const STATUS_ICON = {
-  completed: "✓", running: "●", queued: "○", blocked: "⏸", failed: "✕", cancelled: "⊘",
+  completed: "✓", running: "●", queued: "○", blocked: "‖", failed: "✕", cancelled: "⊘",
   interrupted: "⚠", published: "✓", indexed: "✓", indexing: "●", error: "✕",
 };
 export function badge(status) {

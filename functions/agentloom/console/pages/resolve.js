@@ -1,7 +1,7 @@
 // A stopped run's way out, on the run page: what stopped it, what is unknown and what the
 // host knows, and the calls that move it on — resume, the verdicts of resolve (with a
 // note; ran with output and exit code), a budget raise, confirm hooks — and `next`.
-import { button, field, h, input, section, showErrors } from "../dom.js";
+import { button, field, formatTime, h, input, section, showErrors } from "../dom.js";
 
 const VERDICTS = {
   ran: "Ran", did_not_run: "Did not run", run_again: "Run again",
@@ -16,11 +16,35 @@ const WAY_OUT = {
   new_question: "The run has ended: ask a new question in the session.",
 };
 
-function facts(obj) {
-  return h("dl", { class: "facts" }, Object.entries(obj).flatMap(([k, v]) => [
-    h("dt", {}, k),
-    h("dd", {}, v !== null && typeof v === "object" ? h("pre", {}, JSON.stringify(v, null, 2)) : String(v ?? "—")),
-  ]));
+function facts(pairs) {
+  return h("dl", { class: "facts" }, pairs.filter(([, v]) => v !== null && v !== undefined && v !== "")
+    .flatMap(([k, v]) => [h("dt", {}, k),
+      h("dd", {}, typeof v === "object" && !(v instanceof Node) ? h("pre", {}, JSON.stringify(v, null, 2)) : v)]));
+}
+
+const times = (n) => (n === 1 ? "once" : `${n} times`);
+
+// The operation of unknown outcome in words: what was started, when, how often, and what
+// the host (marker files, the command's process) could tell about it.
+function unknownPanel(u) {
+  const started = formatTime(u.started_at);
+  const what = {
+    model: `Model request ${u.operation_id} (${u.purpose || "action"}) was sent ${times(u.attempts)}, first at ${started}; no response was saved.`,
+    tool: `Tool ${u.tool} (call ${u.operation_id}) was started ${times(u.attempts)}, first at ${started}; its result was not saved.`,
+    command: `Command ${u.operation_id} was started ${times(u.attempts)}, first at ${started}; its exit was not saved.`,
+  }[u.kind] || `Operation ${u.operation_id} (${u.kind}) started at ${started}; its outcome was not saved.`;
+  let args = u.arguments;
+  try { args = args ? JSON.parse(args) : null; } catch { /* shown as sent */ }
+  const host = Object.entries(u.host || {});
+  return [
+    h("h3", {}, "What is unknown"), h("p", {}, what),
+    facts([["Instance", u.instance === "main" ? "main agent" : u.instance], ["Request id", u.request_id],
+      ["Arguments", args], ["Command", u.command]]),
+    h("h3", {}, "What the host knows"),
+    host.length ? facts(host) : h("p", { class: "muted" }, u.kind === "model"
+      ? "Nothing more: a provider keeps no record the platform can query, so only you can say whether to send it again."
+      : "Nothing more: no marker or process of this operation was found."),
+  ];
 }
 
 // view: the run view; act(path, body) posts to the run's sub-path and follows the run on.
@@ -30,10 +54,7 @@ export function stoppedPanel(view, act) {
     parts.push(h("p", { class: "notice notice-warn" }, h("strong", {}, view.error.code || "stopped"), ` — ${view.error.message || ""}`));
   }
   if (view.way_out) parts.push(h("p", {}, h("strong", {}, `Way out: ${view.way_out}. `), WAY_OUT[view.way_out] || ""));
-  if (view.unknown) {
-    const { verdicts, ...known } = view.unknown;
-    parts.push(h("h3", {}, "What is unknown, and what the host knows"), facts(known));
-  }
+  if (view.unknown) parts.push(unknownPanel(view.unknown));
   if (view.way_out === "resume") {
     parts.push(button("Resume", () => act("resume", {}), { class: "primary" }));
   }
