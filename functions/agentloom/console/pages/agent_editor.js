@@ -58,11 +58,7 @@ function editor(ctx, base, draft, sources) {
     (c.skills || []).map((r) => r.split("@")[0]), "config.skills");
   const bases = picker("Knowledge bases", sources.bases.map((b) => [b.base_id, b.name]), c.knowledge_bases || [],
     "config.knowledge_bases");
-  const mcp = h("div", { class: "field" }, h("p", {}, "MCP resources: "),
-    sources.resources.length
-      ? h("ul", {}, sources.resources.map((r) => h("li", {}, `${r.name} (${r.resource_id})`)))
-      : h("p", { class: "muted" }, "None in this space."),
-    h("p", { class: "hint" }, "Bind their tools in config.mcp_tools below ({resource_id, tool, alias}); the MCP page discovers each resource's tools."));
+  const mcp = mcpPicker(ctx, sources.resources, c.mcp_tools || []);
   const json = h("textarea", { rows: 16, class: "code", spellcheck: "false", value: JSON.stringify(c, null, 2) });
   const num = (el) => (el.value === "" ? null : Number(el.value));
   const collect = () => {
@@ -79,6 +75,7 @@ function editor(ctx, base, draft, sources) {
     if (num(maxCalls) !== null) config.limits.max_model_calls = num(maxCalls);
     Object.assign(config, { prompt: prompt.value, mode: mode.value, tools: tools.value(),
       skills: skills.value(), knowledge_bases: bases.value() });
+    config.mcp_tools = mcp.value(config.mcp_tools || []);
     return config;
   };
   const status = h("p", { class: "muted", role: "status", id: "draft-status" }, `Draft revision ${revision}, ${formatTime(draft.updated_at)} by ${draft.updated_by}`);
@@ -95,7 +92,7 @@ function editor(ctx, base, draft, sources) {
     try { await save(); ctx.notify("Draft saved.", "ok"); } catch (err) { showErrors(form, err); }
   } },
   section("Behaviour", field("Prompt", prompt, { name: "config.prompt" }), field("Mode", mode, { name: "config.mode" }),
-    tools.el, skills.el, bases.el, mcp),
+    tools.el, skills.el, bases.el, mcp.el),
   section("Model", field("Model connection", connection, { name: "config.model.base_url", hint: "Copies the connection's settings (its key reference, never a key)." }),
     field("Model name", model, { name: "config.model.model" }),
     field("Temperature", temperature, { name: "config.model.temperature", hint: "0–2; empty: the model's default." }),
@@ -116,4 +113,41 @@ function editor(ctx, base, draft, sources) {
       } catch (err) { showErrors(form, err); }
     })));
   return form;
+}
+
+// Each MCP resource's tools, discovered on demand, as checkboxes; a discovered resource's
+// bindings are what is checked (an existing binding kept as it is), others stay as typed.
+function mcpPicker(ctx, resources, bound) {
+  const found = new Map(); // resource_id -> [{ tool, box }]
+  const items = resources.map((r) => {
+    const slot = h("div", { "aria-live": "polite" });
+    const discover = button(`Discover tools of ${r.name}`, async () => {
+      clear(slot, h("p", { class: "muted" }, "Discovering…"));
+      try {
+        const out = await ctx.api.post(`/spaces/${enc(ctx.params.space)}/mcp/resources/${enc(r.resource_id)}/discover`, {});
+        const boxes = out.items.map((t) => ({ tool: t.name, box: h("input", { type: "checkbox", value: t.name,
+          checked: bound.some((b) => b.resource_id === r.resource_id && b.tool === t.name) }) }));
+        found.set(r.resource_id, boxes);
+        clear(slot, boxes.length ? boxes.map((b) => h("label", { class: "check" }, b.box, ` ${b.tool}`))
+          : h("p", { class: "muted" }, "No tools."));
+      } catch (err) { clear(slot, h("p", { class: "notice notice-error", role: "alert" }, `Discovery failed: ${err.message}`)); }
+    });
+    const count = bound.filter((b) => b.resource_id === r.resource_id).length;
+    return h("li", {}, `${r.name} (${count} tools bound) `, discover, slot);
+  });
+  const el = h("div", { class: "field", id: "picker-mcp", dataset: { field: "config.mcp_tools" } },
+    h("p", {}, "MCP tools"),
+    resources.length ? h("ul", {}, items) : h("p", { class: "muted" }, "No MCP resources in this space."),
+    h("p", { class: "field-error", id: "picker-mcp-error", hidden: true }));
+  const value = (typed) => {
+    const kept = typed.filter((b) => !found.has(b.resource_id));
+    for (const [resourceId, boxes] of found) {
+      for (const { tool, box } of boxes) {
+        if (!box.checked) continue;
+        kept.push(typed.find((b) => b.resource_id === resourceId && b.tool === tool) || { resource_id: resourceId, tool });
+      }
+    }
+    return kept;
+  };
+  return { el, value };
 }
