@@ -7,6 +7,7 @@ import "./operators.js";
 import "./skills.js";
 import "./mcp.js";
 import "./knowledge.js";
+import "./agents.js";
 
 export const SPACE_NAV = [
   { path: "sessions", title: "Sessions" },
