@@ -133,12 +133,27 @@ def test_a_blocked_run_is_resumed_and_resolved_from_the_page(console: Console,
 
 
 def test_cancel_a_running_run_from_the_page(console: Console, page: Any) -> None:
+    """Also the reconnect: the server ends each event stream after 0.3 s (its
+    ``stream_limit``), so the page reconnects from its cursor again and again while the
+    run waits; every event shows once, in order."""
     session = open_session(page, console)
+    streams: list[str] = []
+    page.on("request", lambda r: streams.append(r.url) if "/events" in r.url else None)
+    console.server.stream_limit = 0.3
     run = ask(page, "Q slow one")
     wait_for(lambda: "Q slow one" in console.model.started, "the model call")
     page.get_by_label("Supplement").fill("Also mention the date.")
     page.get_by_role("button", name="Send supplement").click()
     expect(page.locator(".sr-status")).to_contain_text("Supplement queued")
+    for _ in range(100):  # Playwright delivers request events while it is called
+        if len(streams) >= 3:
+            break
+        page.wait_for_timeout(100)
+    assert len(streams) >= 3 and \
+        all(re.search(r"after=[1-9]", url) for url in streams[1:]), streams
+    seqs = [int(s) for s in page.locator(".timeline li[data-seq]").evaluate_all(
+        "items => items.map(i => i.dataset.seq)")]
+    assert seqs == list(range(1, len(seqs) + 1)), seqs
     page.get_by_role("button", name="Cancel run").click()
     expect(status(page)).to_contain_text("cancelled")
     wait_for(lambda: api(console, f"/sessions/{session}/runs/{run}")["status"] == "cancelled",

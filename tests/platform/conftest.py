@@ -156,6 +156,7 @@ class Api:
     tokens: dict[str, str]
     space_id: str
     agent_id: str
+    server: ApiServer
     clients: list[Client] = field(default_factory=list)
 
     def client(self, user: str | None) -> Client:
@@ -175,7 +176,7 @@ def api(platform: EmbeddedPlatform) -> Iterator[Api]:
     platform.admin.set_member(ALICE, space.space_id, "carol", "admin")
     agent, _ = platform.admin.create_agent(ALICE, space.space_id, "Helper", AGENT_CONFIG)
     platform.admin.publish(ALICE, space.space_id, agent.agent_id)
-    made = Api(platform, server.url, tokens, space.space_id, agent.agent_id)
+    made = Api(platform, server.url, tokens, space.space_id, agent.agent_id, server)
     try:
         yield made
     finally:

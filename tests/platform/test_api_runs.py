@@ -151,6 +151,35 @@ def test_events_as_server_sent_events(api: Api) -> None:
         assert response.status_code == 401
 
 
+def test_an_event_stream_past_its_limit_ends_and_resumes_from_the_last_event(
+        api: Api, model: Model, wait: Wait) -> None:
+    """A stream open ``stream_limit`` seconds closes without ``end`` (no reader holds a
+    connection slot for a whole run); reconnecting with ``Last-Event-ID`` carries on with
+    the next event: none lost, none repeated."""
+    api.server.stream_limit = 0.5
+    alice = api.client("alice")
+    session = alice.create_session(api.space_id, api.agent_id)
+    run = alice.ask(session.session_id, "Q slow one")
+    wait(lambda: "Q slow one" in model.started, what="the model call")
+    url = f"{api.url}/api/v1/sessions/{session.session_id}/runs/{run.run_id}/events"
+    headers = {"Authorization": f"Bearer {api.tokens['alice']}",
+               "Accept": "text/event-stream"}
+    started = time.monotonic()
+    with httpx.stream("GET", url, headers=headers, timeout=30) as response:
+        first = list(response.iter_lines())
+    assert time.monotonic() - started < 5 and "event: end" not in first
+    seqs = [int(line.removeprefix("id: ")) for line in first if line.startswith("id: ")]
+    assert seqs == list(range(1, len(seqs) + 1)) and seqs
+    model.open()
+    api.server.stream_limit = 30
+    with httpx.stream("GET", url, headers={**headers, "Last-Event-ID": str(seqs[-1])},
+                      timeout=30) as response:
+        rest = list(response.iter_lines())
+    assert "event: end" in rest
+    more = [int(line.removeprefix("id: ")) for line in rest if line.startswith("id: ")]
+    assert more[0] == seqs[-1] + 1 and more == list(range(more[0], more[0] + len(more)))
+
+
 def test_an_interrupted_runs_event_stream_ends_and_names_its_way_out(
         api: Api, model: Model, wait: Wait) -> None:
     """Issue 17: `events?wait=20` of a run nothing drives any more (interrupted) answers at

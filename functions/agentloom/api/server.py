@@ -5,7 +5,10 @@ resolver the Lambda uses, so both deployments run one code path.
 Beside the resolver, ``GET /api/v1/sessions/{id}/runs/{id}/events`` with
 ``Accept: text/event-stream`` streams the run's events as Server-Sent Events (``id``:
 the event seq, ``event``: its type, ``data``: the event as JSON; a ``Last-Event-ID``
-header or ``after`` resumes; an ``end`` event when the run stopped). API Gateway cannot
+header or ``after`` resumes; an ``end`` event when the run stopped). A stream open
+``stream_limit`` seconds (default 5 minutes) ends without ``end`` so no reader holds a
+connection slot for a whole run: the client reconnects from its last event, as it does
+after any dropped connection. API Gateway cannot
 stream a Lambda response; there clients long-poll the same route with ``wait``.
 
 Only loopback addresses are served (no TLS here).
@@ -66,6 +69,7 @@ from agentloom_runtime.errors import ConfigError
 log = logging.getLogger(__name__)
 SSE_PATH = re.compile(r"/api/v1/sessions/([^/]+)/runs/([^/]+)/events")
 SSE_WAIT_S = 15.0
+STREAM_LIMIT_S = 300.0
 READ_TIMEOUT_S = 10.0
 WRITE_TIMEOUT_S = 30.0
 MAX_CONNECTIONS = 64
@@ -124,6 +128,7 @@ class ApiServer(ThreadingHTTPServer):
                  host: str = "127.0.0.1", port: int = 0,
                  read_timeout: float = READ_TIMEOUT_S, write_timeout: float = WRITE_TIMEOUT_S,
                  max_connections: int = MAX_CONNECTIONS,
+                 stream_limit: float = STREAM_LIMIT_S,
                  logins: ConsoleLogins | None = None,
                  console_config: dict[str, Any] | None = None) -> None:
         self.app = app
@@ -133,6 +138,7 @@ class ApiServer(ThreadingHTTPServer):
         self.read_timeout = read_timeout
         self.write_timeout = write_timeout
         self.max_connections = max_connections
+        self.stream_limit = stream_limit  # an event stream's longest life, seconds
         self._slots = threading.BoundedSemaphore(max_connections)
         self.readers = Readers()
         self._busy: BusyAnswers | None = None  # started by the first connection refused
@@ -386,6 +392,7 @@ class _Handler(BaseHTTPRequestHandler):
                       err)
 
     def _stream(self, who: Any, session_id: str, run_id: str, page: Any) -> None:
+        ends = time.monotonic() + self.server.stream_limit
         while True:
             for item in page.items:
                 data = json.dumps(item.model_dump(mode="json"), ensure_ascii=False)
@@ -400,8 +407,12 @@ class _Handler(BaseHTTPRequestHandler):
             if not page.items:
                 self.wfile.write(b": keep-alive\n\n")
             self.wfile.flush()
+            left = ends - time.monotonic()
+            if left <= 0:  # its time is up: the client reconnects from its last event
+                return
             page = self.server.sessions.events(who, session_id, run_id,
-                                               after=page.next_after, wait=SSE_WAIT_S)
+                                               after=page.next_after,
+                                               wait=min(SSE_WAIT_S, left))
 
 
 def _cursor(headers: dict[str, str], query: dict[str, str]) -> int:
