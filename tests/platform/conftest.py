@@ -5,13 +5,15 @@ The model answers the run's question (the last user message starting with ``Q ``
 ``Answer to: <question>`` and a usage; reviews say complete. A question starting with
 ``Q slow`` waits for ``Model.gate`` first (so a run stays active), one starting with
 ``Q hang`` never answers until the gate opens (to interrupt a run mid-call); ``Q no such
-model`` is answered as a provider's 404 (``ModelNotFound``).
+model`` is answered as a provider's 404 (``ModelNotFound``); ``Q plan`` first calls
+``update_plan`` (one step, completed), then answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ from agentloom.api.server import ApiServer
 from agentloom.local.capabilities import embedded_capabilities
 from agentloom.local.embedded import EmbeddedPlatform
 from agentloom.platform.identity import Principal
-from agentloom_runtime.contracts import ModelRequest, ModelResponse
+from agentloom_runtime.contracts import ModelRequest, ModelResponse, ToolCall
 from agentloom_runtime.errors import ModelNotFound
 from agentloom_runtime.snapshot import AgentSnapshot
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
@@ -69,6 +71,11 @@ class Model:
         if question.startswith(("Q slow", "Q hang")):
             while not self.opened:  # noqa: ASYNC110 (set from another thread)
                 await asyncio.sleep(0.01)
+        if question.startswith("Q plan") and \
+                not any(m.get("role") == "tool" for m in request.messages):
+            plan = {"steps": [{"id": "1", "title": "Answer", "status": "completed"}]}
+            return ModelResponse(content="Planning.", usage=USAGE, tool_calls=(
+                ToolCall("call_1", "update_plan", json.dumps(plan)),))
         return ModelResponse(content=f"Answer to: {question}", usage=USAGE)
 
     def factory(self, snapshot: AgentSnapshot) -> FunctionModel:

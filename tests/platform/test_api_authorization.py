@@ -111,6 +111,10 @@ ROUTES = [
     Route("PUT", "/spaces/{S}/mcp/resources/{M}", "admin", {"revision": 1, "name": "Y"}),
     Route("DELETE", "/spaces/{S}/mcp/resources/{M}", "admin"),
     Route("POST", "/spaces/{S}/mcp/resources/{M}/discover", "admin"),
+    # AG-UI (agentloom.api.agui): a member runs the agent in a thread of their own
+    Route("POST", "/spaces/{S}/agents/{A}/ag-ui", "member",
+          {"threadId": "t-intruder", "runId": "r-1",
+           "messages": [{"id": "m-1", "role": "user", "content": "Q intruder"}]}),
 ]
 
 

@@ -45,7 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from agentloom.api import console_assets
+from agentloom.api import agui, console_assets
 from agentloom.api._connections import (
     BusyAnswers,
     ReadDeadline,
@@ -315,6 +315,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "text/event-stream" in headers.get("accept", ""):
             self._sse(headers)
             return
+        if method == "POST" and agui.PATH.fullmatch(path):
+            self._ag_ui(headers, body)
+            return
         event = http_event(method, self.path, headers, body, self.client_address[0])
         response = self.server.app.resolve(event, None)
         data = response.get("body") or ""
@@ -380,16 +383,46 @@ class _Handler(BaseHTTPRequestHandler):
                        json.dumps(err.body()).encode())
             return
         self.close_connection = True
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
+        self._event_stream_headers()
         try:
             self._stream(who, session_id, run_id, page)
         except _GONE as err:
             log.debug("%s left the event stream of %s: %r", self.address_string(), run_id,
                       err)
+
+    def _ag_ui(self, headers: dict[str, str], body: bytes) -> None:
+        """AG-UI's run (``agentloom.api.agui``), its events written as they happen."""
+        match = agui.PATH.fullmatch(urlsplit(self.path).path)
+        assert match is not None
+        self.close_connection = True
+        try:
+            who = self.server.app.authenticator.authenticate(headers, {})
+            request = agui.parse_input(body)
+            follow = agui.open_run(self.server.sessions, who, unquote(match.group(1)),
+                                   unquote(match.group(2)), request,
+                                   agui.cursor_of(request, headers))
+        except PlatformError as err:
+            self._send(err.status, {"Content-Type": "application/json"},
+                       json.dumps(err.body()).encode())
+            return
+        self._event_stream_headers()
+        try:
+            try:
+                for frame in follow.frames(self.server.stream_limit):
+                    self.wfile.write(frame)
+                    self.wfile.flush()
+            except PlatformError as err:  # e.g. the session deleted meanwhile
+                self.wfile.write(agui.stream_error(err))
+        except _GONE as err:
+            log.debug("%s left the AG-UI stream: %r", self.address_string(), err)
+
+    def _event_stream_headers(self) -> None:
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
 
     def _stream(self, who: Any, session_id: str, run_id: str, page: Any) -> None:
         ends = time.monotonic() + self.server.stream_limit

@@ -126,6 +126,7 @@ class Session(Record):
     active_run: str | None = None
     driver: dict[str, Any] | None = None
     runs: int = 0
+    thread: str | None = None  # a protocol client's thread (sha256), unique per user+agent
 
 
 class Usage(BaseModel):

@@ -90,7 +90,8 @@ class SessionService:
     # -- sessions ------------------------------------------------------------------------
 
     def create_session(self, who: Principal, space_id: str, agent_id: str,
-                       version: int | None = None, title: str = "") -> Session:
+                       version: int | None = None, title: str = "",
+                       thread: str | None = None) -> Session:
         member_of(self.store, who, space_id)
         check_id(agent_id, "agt", "agent")
         agent = self.store.agents.get(space_id, agent_id)
@@ -105,7 +106,7 @@ class SessionService:
                            code="version_not_found")
         session = Session(session_id=new_id("ses"), space_id=space_id, agent_id=agent_id,
                           version=chosen, user_id=who.user_id, title=title.strip()[:200],
-                          created_at=now())
+                          created_at=now(), thread=thread)
         self.store.sessions.create(session)
         return session
 

@@ -2,11 +2,12 @@
 
 ``close`` is the one atomic step: in a transaction it deletes the session item (expecting
 the version read, so a run that took the lease meanwhile makes it a conflict) and the
-owner's index entry, and writes the teardown marker ``teardown`` / ``session#{session}``
-(the ``Session`` as it was). From then on the session is gone for every route (404) and
-no run can start in it. ``purge`` then deletes what is left, in small transactions that
-are each safe to repeat, and the marker last: a crash anywhere leaves the marker, and
-the next ``purge`` (a retried delete, or ``pending`` swept) finishes the job.
+owner's index entries (a protocol thread's too), and writes the teardown marker
+``teardown`` / ``session#{session}`` (the ``Session`` as it was). From then on the
+session is gone for every route (404) and no run can start in it. ``purge`` then
+deletes what is left, in small transactions that are each safe to repeat, and the
+marker last: a crash anywhere leaves the marker, and the next ``purge`` (a retried
+delete, or ``pending`` swept) finishes the job.
 
 What ``purge`` deletes: ``session#{session}#i#{instance}`` (instances named by the
 session's records, read before the main stream goes), everything under
@@ -24,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from agentloom.platform.domain import Run, Session
 
 from .items import ABSENT, ItemStore, Write, delete, put
+from .sessions import thread_sk
 
 TEARDOWN_PK = "teardown"
 CHUNK = 25  # deletes per transaction (DynamoDB takes 100; small keeps each retry cheap)
@@ -43,9 +45,12 @@ class SessionTeardownItems:
         """Session gone, marker written, in one transaction (``WriteConflict`` when the
         session changed since it was read at ``version``)."""
         sid = session.session_id
+        thread = [] if session.thread is None else [
+            delete(f"user#{session.user_id}", thread_sk(session))]
         self._items.transact([
             delete(f"session#{sid}", "session", version),
             delete(f"user#{session.user_id}", f"session#{session.space_id}#{sid}"),
+            *thread,
             put(TEARDOWN_PK, _marker_sk(sid), session, ABSENT)])
 
     def marker(self, session_id: str) -> Session | None:

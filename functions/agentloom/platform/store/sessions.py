@@ -3,7 +3,8 @@
 Items (layout in ``items``): ``session#{session}`` ``session`` (the lease),
 ``run#{run}``, ``idem#{sha256}``, ``stream``, ``rec#{last seq}``,
 ``view#{watermark}#{run}``; ``session#{session}#i#{instance}`` ``rec#{last seq}``;
-``user#{user}`` ``session#{space}#{session}``; ``space#{space}`` ``runs#{status}#{run}``;
+``user#{user}`` ``session#{space}#{session}``, ``thread#{agent}#{sha256}`` (a protocol
+client's thread: ``Session.thread``); ``space#{space}`` ``runs#{status}#{run}``;
 ``run#{run}`` ``run``, ``ev#{first seq}``; ``active`` ``run#{run}``.
 
 **One active run per session** is the compare-and-set on the session item:
@@ -92,12 +93,23 @@ class Sessions:
         self._items = items
 
     def create(self, session: Session) -> None:
+        """The session, its stream and its owner's index entries (with ``thread``: the
+        thread's entry too, so a second session for one thread is a ``WriteConflict``)."""
         sid = session.session_id
-        self._items.transact([
+        writes = [
             put(f"session#{sid}", "session", session, ABSENT),
             put(f"session#{sid}", "stream", StreamHead(session_id=sid), ABSENT),
             put(f"user#{session.user_id}", f"session#{session.space_id}#{sid}",
-                {"session_id": sid}, ABSENT)])
+                {"session_id": sid}, ABSENT)]
+        if session.thread is not None:
+            writes.append(put(f"user#{session.user_id}", thread_sk(session),
+                              {"session_id": sid}, ABSENT))
+        self._items.transact(writes)
+
+    def of_thread(self, user_id: str, agent_id: str, thread: str) -> str | None:
+        """The id of ``user_id``'s session for a client's ``thread`` with ``agent_id``."""
+        found = self._items.get_raw(f"user#{user_id}", f"thread#{agent_id}#{thread}")
+        return None if found is None else str(json.loads(found[1])["session_id"])
 
     def get(self, session_id: str) -> Versioned[Session] | None:
         return self._items.get(f"session#{session_id}", "session", Session)
@@ -108,6 +120,10 @@ class Sessions:
                                      reverse=True)
         found = (self.get(json.loads(r.text)["session_id"]) for r in refs)
         return [s.value for s in found if s is not None]
+
+
+def thread_sk(session: Session) -> str:
+    return f"thread#{session.agent_id}#{session.thread}"
 
 
 def _index_sk(run: Run | RunIndex) -> str:
