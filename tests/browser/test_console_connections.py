@@ -4,7 +4,8 @@ on 127.0.0.1, sees each model's window and its source (provider; the platform de
 with its warning; an embeddings model not selectable), saves two connections with a key
 that is never shown again, meets a stale revision (409) and a field-named 422 while
 editing, enters a manual window; then invites a member, changes the role, removes them,
-and is refused removing the space's last owner. What the pages saved is read back
+and is refused removing the space's last owner; a member reads the members, manages
+nothing and gets the API's 403 on the connections. What the pages saved is read back
 through the API."""
 
 from __future__ import annotations
@@ -140,3 +141,13 @@ def test_connections_with_discovery_and_members(console: Console, page: Any) -> 
     expect(page.get_by_role("alert")).to_contain_text("last_owner")
     expect(page.get_by_role("alert")).to_contain_text("at least one owner")
     shot(page, "members")
+
+    # a member reads the members and manages nothing; the connections are 403 to them
+    signed_in(page, console, "bob")
+    page.goto(f"{console.url}/#/s/{space}/members")
+    expect(page.locator("tbody tr").filter(has_text="(you)")).to_contain_text("bob")
+    expect(page.get_by_role("button", name="Change role")).to_have_count(0)
+    expect(page.get_by_role("button", name="Invite")).to_have_count(0)
+    expect(page.get_by_role("link", name="Model connections")).to_have_count(0)
+    page.goto(f"{console.url}/#/s/{space}/connections")
+    expect(page.get_by_role("alert")).to_contain_text("role_required")

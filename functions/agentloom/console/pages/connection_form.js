@@ -91,6 +91,10 @@ export function connectionForm(ctx, base, r) {
     clear(chosen, h("p", {}, "Picked ", h("code", {}, m.id), m.owned_by ? ` (owned by ${m.owned_by})` : null), windowInfo(m.budget));
   };
   model.addEventListener("input", () => { if (!picked || picked.id !== model.value.trim()) { picked = null; unpicked(); } });
+  // another endpoint: the list (and a model picked from it) was another provider's
+  const forget = () => { if (picked || found.childNodes.length) { picked = null; clear(found); unpicked(); } };
+  provider.addEventListener("change", forget);
+  baseUrl.addEventListener("input", forget);
   unpicked();
 
   const modelList = (items) => {
@@ -129,16 +133,18 @@ export function connectionForm(ctx, base, r) {
 
   const num = (el) => (el.value === "" ? null : Number(el.value));
   // The spec to save: an unchanged endpoint and model keep their figures and sources; a
-  // model picked from the list brings the provider's figures; typed figures are manual.
+  // model picked from the list brings the provider's figures (the others are resolved
+  // when saved); typed figures are manual.
   const specOf = () => {
     const endpoint = { provider: provider.value, base_url: baseUrl.value.trim(), model_id: model.value.trim() };
-    const same = r && ["provider", "base_url", "model_id"].every((k) => endpoint[k] === spec[k]);
+    const repicked = picked && picked.id === endpoint.model_id;
+    const same = r && !repicked && ["provider", "base_url", "model_id"].every((k) => endpoint[k] === spec[k]);
     const out = same ? { ...spec } : r ? { embedding: spec.embedding, price_currency: spec.price_currency } : {};
     delete out.api_key_ref; // the platform sets it
     Object.assign(out, endpoint, { input_price_per_million: inPrice.value || null,
       output_price_per_million: outPrice.value || null });
     const sources = { ...(out.budget_sources || {}) };
-    if (!same && picked && picked.id === endpoint.model_id && picked.budget) {
+    if (repicked && picked.budget) {
       for (const f of ["context_window", "provider_max_output_tokens"]) {
         const s = picked.budget[f];
         if (s && s.source === "provider") { out[f] = s.value; sources[f] = "provider"; }

@@ -42,7 +42,6 @@ route("/s/:space/members", async (ctx) => {
     } catch (err) { fail(`Could not remove ${m.user_id}`, err); }
   };
   const actions = (m) => {
-    if (!admin) return "—";
     if (m.role === "owner" && mine !== "owner") return h("span", { class: "muted" }, "Only an owner changes an owner.");
     const role = select(choices, { value: m.role, "aria-label": `Role of ${m.user_id}` });
     const slot = h("div", { class: "row" });
@@ -63,7 +62,7 @@ route("/s/:space/members", async (ctx) => {
     { title: "User", cell: (m) => [h("strong", {}, m.user_id), m.user_id === me.user_id ? " (you)" : null] },
     { title: "Role", cell: (m) => badge(m.role) },
     { title: "Added", cell: (m) => `${formatTime(m.added_at)} by ${m.added_by}` },
-    { title: "Actions", cell: actions },
+    ...(admin ? [{ title: "Actions", cell: actions }] : []),
   ], items, { caption: `${items.length} members`, empty: "No members." });
   clear(main, pageTitle("Members"), section("In this space", alert, listed),
     admin ? section("Invite a member", inviteForm(ctx, base, items, choices)) : null,
