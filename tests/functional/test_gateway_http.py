@@ -176,6 +176,10 @@ async def test_unexpected_call_and_models_listing() -> None:
         await gw.aclose()
         assert srv.unexpected == [1]
     assert [m["id"] for m in listing["data"]] == ["demo-model"]
+    listed = [{"id": "big", "object": "model", "context_length": 131_072}]
+    with OpenAICompatibleServer(models=listed) as srv:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            assert (await client.get(f"{srv.base_url}/models")).json()["data"] == listed
 
 
 # ---------------------------------------------------------------- every failure has a way out

@@ -9,7 +9,8 @@ status, headers and body, optionally after a delay, optionally trickled a byte a
 and ``Disconnect`` (close the socket without answering). A scripted ``ModelStatusError``
 is sent as that status with an OpenAI error body; any other exception as 500. An
 unplanned call is answered 400 with error code ``script_exhausted`` and recorded in
-``unexpected``. ``GET /v1/models`` lists one model.
+``unexpected``. ``GET /v1/models`` lists one model, or the entries given as ``models``
+(any fields a provider may publish, e.g. ``context_length``: for discovery tests).
 """
 
 from __future__ import annotations
@@ -113,9 +114,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
-            self._send(200, {"object": "list", "data": [
-                {"id": self.server.owner.model, "object": "model", "created": 0,
-                 "owned_by": "agentloom-testing"}]})
+            owner = self.server.owner
+            self._send(200, {"object": "list", "data": owner.models if owner.models
+                             is not None else [{"id": owner.model, "object": "model",
+                                                "created": 0,
+                                                "owned_by": "agentloom-testing"}]})
         else:
             self._send(404, error_body("not found", "not_found"))
 
@@ -182,11 +185,13 @@ class OpenAICompatibleServer:
     """``with OpenAICompatibleServer(steps) as srv: ... srv.base_url ...``"""
 
     def __init__(self, steps: Iterable[Reply | Step | Raw | Disconnect] = (), *,
-                 model: str = "scripted-model", api_key: str | None = None) -> None:
+                 model: str = "scripted-model", api_key: str | None = None,
+                 models: Iterable[Mapping[str, Any]] | None = None) -> None:
         self._steps = [self._as_step(s) for s in steps]
         self._next = 0
         self._lock = threading.Lock()
         self.model = model
+        self.models = None if models is None else [dict(m) for m in models]
         self.api_key = api_key
         self.received: list[Received] = []
         self.unexpected: list[int] = []  # numbers of calls past the end of the script

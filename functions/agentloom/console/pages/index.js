@@ -8,6 +8,8 @@ import "./skills.js";
 import "./mcp.js";
 import "./knowledge.js";
 import "./agents.js";
+import "./connections.js";
+import "./members.js";
 
 export const SPACE_NAV = [
   { path: "sessions", title: "Sessions" },
