@@ -100,3 +100,22 @@ ensure_chromium() {
          "will be skipped" >&2
   fi
 }
+
+# The protocols' own JavaScript clients the interop tests drive (tests/interop/node:
+# @ag-ui/client), installed from the committed lockfile with npm ci (again only when the
+# lockfile changed); without npm those tests are skipped with a note.
+ensure_interop_clients() {
+  local dir="$ROOT/tests/interop/node" lock
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "note: npm is not installed; the AG-UI client tests will be skipped" >&2
+    return 0
+  fi
+  lock="$(sha256sum <"$dir/package-lock.json" | cut -c1-16)"
+  [ "$(cat "$dir/node_modules/.agentloom-lock" 2>/dev/null)" = "$lock" ] && return 0
+  echo "installing the protocol clients (npm ci in tests/interop/node)" >&2
+  if (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) >/dev/null 2>&1; then
+    echo "$lock" >"$dir/node_modules/.agentloom-lock"
+  else
+    echo "warning: npm ci failed; the AG-UI client tests will be skipped" >&2
+  fi
+}

@@ -287,7 +287,7 @@ class Translation:
 
 def interrupt(view: RunView) -> dict[str, Any]:
     """A stopped run as AG-UI's interrupt: what stopped it and how to answer."""
-    code = (view.error or {}).get("code") or view.way_out or view.status
+    code = (view.error or {}).get("code") or view.status
     verdicts = list((view.unknown or {}).get("verdicts") or [])
     if view.way_out == "resolve" and verdicts:
         schema: dict[str, Any] = {"type": "object", "required": ["verdict"], "properties": {
@@ -361,7 +361,7 @@ def open_run(svc: SessionService, who: Principal, space_id: str, agent_id: str,
         if after is None:
             _answer(svc, who, sid, run_id, entry)
     else:
-        question = _question(request.messages)
+        question = _question(request.messages, reconnect=after is not None)
         key = "ag-ui:" + secret_hash(f"{sid}\n{request.runId}")[:40]
         run, _ = svc.ask(who, sid, question, key)
         run_id, start = run.run_id, after or 0
@@ -373,8 +373,12 @@ def open_run(svc: SessionService, who: Principal, space_id: str, agent_id: str,
     return Follow(svc, who, sid, run_id, translation, start)
 
 
-def _question(messages: list[Message]) -> str:
-    last = messages[-1] if messages else None
+def _question(messages: list[Message], *, reconnect: bool) -> str:
+    """The user's question: the last message — or, resuming a stream, the last user
+    message (the client has added what the first stream told it since)."""
+    users = [m for m in messages if m.role == "user"]
+    pool = users if reconnect else messages
+    last = pool[-1] if pool else None
     if last is None or last.role != "user":
         raise Invalid("messages: the last message must be the user's question",
                       code="invalid_field", details={"fields": [

@@ -221,3 +221,20 @@ class SessionLease:
         why = blocking(state, wanted)
         if why is not None:
             raise LeaseRefused(state, why)
+
+
+def run_active(store: PlatformStore, session: Session, refused: LeaseRefused) -> Conflict:
+    """The API's words for a session another run holds (``run_active``)."""
+    active = refused.state.run_id
+    held = store.runs.get(session.session_id, active) if active else None
+    status = held.value.status if held else "running"
+    if refused.why == "interrupted" or status == "interrupted":
+        message = (f"run {active} was interrupted (nothing drives it); resume it or "
+                   "cancel it before asking again")
+        way_out = "resume"
+    else:
+        message = (f"run {active} is {status} in this session; follow its events, wait "
+                   "for it, or cancel it")
+        way_out = "wait"
+    return Conflict(message, code="run_active",
+                    details={"run_id": active, "status": status, "way_out": way_out})

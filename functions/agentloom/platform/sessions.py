@@ -5,20 +5,17 @@
 - ``ask`` creates a run under the session's lease (``agentloom.platform.lease``: while a
   run is queued, running or interrupted another question is refused, 409 ``run_active``
   naming it and its way out; of concurrent asks exactly one wins) and starts it through
-  the ``RunLauncher``. With an ``Idempotency-Key`` a retried ask returns the same run (for
-  24 hours; the same key with another question is 422).
-- ``resume`` (retry unknown model calls, confirm hooks) and ``resolve`` (an operator's
-  verdict, then the run is driven on) take the lease for the run itself; ``supplement``
-  queues an input durably; ``cancel`` stops the driver (an in-flight command is killed)
-  and records the cancellation, assembling no engine; operators (admins) list the
-  space's runs by status and may cancel or resume them (raising the budget).
-- ``run`` is the status with its detail: the engine's status, error and way out, what
-  is unknown when it is blocked on an unknown outcome, the answer, and usage.
-- ``messages``: the session's record stream, paged by session seq (``after``,
-  ``limit`` 1–200, ``instance``); ``events``: a run's events after a cursor, waiting up
-  to 20 s for the next one (long poll); a run that stopped in any state (blocked,
-  interrupted, completed, failed, cancelled) answers at once, ``done`` with its
-  ``way_out``.
+  the ``RunLauncher``; a retried ask with its ``Idempotency-Key`` returns the same run
+  (24 hours; the same key with another question is 422).
+- ``resume`` (retry unknown model calls, confirm hooks) and ``resolve`` (a verdict, then
+  the run is driven on) take the lease for the run itself; ``supplement`` queues an input
+  durably; ``cancel`` stops the driver (an in-flight command is killed) and records the
+  cancellation (readers see it running until then); operators (admins) list the space's
+  runs by status and may cancel or resume them (raising the budget).
+- ``run``: the status with its detail (engine status, error, way out, the unknown a
+  blocked run waits on, the answer, usage); ``messages``: the record stream, paged by
+  session seq; ``events``: a run's events after a cursor, waiting up to 20 s for one
+  (long poll); a stopped run (any state but queued and running) answers at once, ``done``.
 """
 
 from __future__ import annotations
@@ -56,7 +53,7 @@ from agentloom.platform.domain import (
 from agentloom.platform.errors import BadRequest, Conflict, Invalid, NotFound
 from agentloom.platform.identity import Principal
 from agentloom.platform.launcher import RunEngines, RunJob, RunLauncher
-from agentloom.platform.lease import LeaseRefused, SessionLease, launcher_probe
+from agentloom.platform.lease import LeaseRefused, SessionLease, launcher_probe, run_active
 from agentloom.platform.store import ABSENT, PlatformStore, Versioned, retry_conflicts
 from agentloom.platform.store.tenancy import secret_hash
 from agentloom.platform.teardown import NOTHING_EXTRA, SessionResources, SessionTeardown
@@ -86,6 +83,7 @@ class SessionService:
         self.lease = SessionLease(store, tracker.summary, probe=launcher_probe(launcher.driving))
         self.checkpoints, self.launcher, self.engines = tracker.checkpoints, launcher, engines
         self._snapshots: dict[tuple[str, int], AgentSnapshot] = {}
+        self._cancelling: set[str] = set()  # stopped to be cancelled: still moving
 
     # -- sessions ------------------------------------------------------------------------
 
@@ -165,7 +163,7 @@ class SessionService:
                 self.lease.open(current, run, self.launcher.holder(), idempotency=key,
                                 replace=replace)
             except LeaseRefused as refused:
-                raise self._active(current.value, refused) from None
+                raise run_active(self.store, current.value, refused) from None
             return run, True
 
         run, created = retry_conflicts(attempt, attempts=200)
@@ -187,22 +185,6 @@ class SessionService:
         if found is None:
             raise NotFound(f"session {session_id} not found", code="session_not_found")
         return found
-
-    def _active(self, session: Session, refused: LeaseRefused) -> Conflict:
-        """The API's words for a session another run holds (``run_active``)."""
-        active = refused.state.run_id
-        held = self.store.runs.get(session.session_id, active) if active else None
-        status = held.value.status if held else "running"
-        if refused.why == "interrupted" or status == "interrupted":
-            message = (f"run {active} was interrupted (nothing drives it); resume it or "
-                       "cancel it before asking again")
-            way_out = "resume"
-        else:
-            message = (f"run {active} is {status} in this session; follow its events, wait "
-                       "for it, or cancel it")
-            way_out = "wait"
-        return Conflict(message, code="run_active",
-                        details={"run_id": active, "status": status, "way_out": way_out})
 
     def _launch(self, job: RunJob) -> None:
         try:
@@ -242,7 +224,7 @@ class SessionService:
             fields["way_out"] = "new_question" if run.status in ENDED_STATES else None
             return run_view(fields)
         status: RunState = summary.status
-        if status == "running" and not driven:
+        if status == "running" and not driven and run.run_id not in self._cancelling:
             status = "queued" if run.status == "queued" else "interrupted"
         elif run.status == "queued" and not driven:
             status = "queued"  # resumed or resolved: its driver has not begun yet
@@ -298,7 +280,7 @@ class SessionService:
             try:
                 return self.lease.take(session, current, self.launcher.holder())
             except LeaseRefused as refused:
-                raise self._active(session.value, refused) from None
+                raise run_active(self.store, session.value, refused) from None
 
         return retry_conflicts(attempt)
 
@@ -366,11 +348,15 @@ class SessionService:
                                           and summary.status in ENDED_STATES):
             raise Conflict(f"run {run.run_id} already ended ({run.status})",
                            code="run_ended", details={"run_id": run.run_id})
-        self.launcher.stop(run.run_id)
-        self.engines.cancel(run, self._snapshot(run.agent_id, run.version), reason[:500])
-        self.tracker.sync(run.session_id, runs=[run.run_id])
-        self.tracker.stopped(run.session_id, run.run_id, absent=(
-            "cancelled", {"code": "run_cancelled", "message": reason[:500]}))
+        self._cancelling.add(run.run_id)  # no reader sees it interrupted in between
+        try:
+            self.launcher.stop(run.run_id)
+            self.engines.cancel(run, self._snapshot(run.agent_id, run.version), reason[:500])
+            self.tracker.sync(run.session_id, runs=[run.run_id])
+            self.tracker.stopped(run.session_id, run.run_id, absent=(
+                "cancelled", {"code": "run_cancelled", "message": reason[:500]}))
+        finally:
+            self._cancelling.discard(run.run_id)
         self.tracker.event(run.run_id, "run.cancel_requested", {"run_id": run.run_id,
                                                                 "by": who.user_id})
         after = self.store.runs.get(run.session_id, run.run_id)
