@@ -54,8 +54,11 @@ def seqs(events: list[dict[str, Any]]) -> list[int]:
     return [e["rawEvent"]["agentloom_seq"] for e in events if e.get("rawEvent")]
 
 
-def test_the_client_follows_a_run_across_a_cut_stream(api: Api, model: Model) -> None:
+def test_the_client_follows_a_run_across_a_cut_stream(api: Api, model: Model,
+                                                      wait: Wait) -> None:
     api.server.stream_limit = 0.5  # the first stream is cut while the model waits
+    post(api, ask("t-follow", "r-follow", "Q slow notes"))  # the run the client follows
+    wait(lambda: "Q slow notes" in model.started, what="the model call")
     first, resumed = client(api, "follow", "t-follow", "Q slow notes", between=model.open)
     # the stream ended mid-call, before RUN_FINISHED (the client takes that quietly)
     assert [e["type"] for e in first["events"]][-1] == "STEP_STARTED", first

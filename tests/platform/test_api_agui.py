@@ -91,7 +91,9 @@ def test_a_retried_run_id_follows_the_run_it_started(api: Api) -> None:
 def test_a_stream_cut_by_the_limit_resumes_with_nothing_lost_or_repeated(
         api: Api, model: Model, wait: Wait) -> None:
     api.server.stream_limit = 0.5
-    status, first, _ = post(api, ask("t-cut", "r-cut", "Q slow one"))
+    post(api, ask("t-cut", "r-cut", "Q slow one"))  # starts the run
+    wait(lambda: "Q slow one" in model.started, what="the model call")
+    status, first, _ = post(api, ask("t-cut", "r-cut", "Q slow one"))  # the same run
     assert status == 200 and types(first)[-1] != "RUN_FINISHED"
     assert "STEP_STARTED" in types(first)  # the model call in flight
     model.open()

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
+from agentloom.api.protocols import answer_interrupt, events_until, last_seq
 from agentloom.api.routing import declare
 from agentloom.platform.errors import Invalid, PlatformError, field_errors
 from agentloom.platform.identity import Principal
@@ -51,7 +52,6 @@ P = "/api/v1"
 PATH = re.compile(r"/api/v1/spaces/([^/]+)/agents/([^/]+)/ag-ui")
 WAIT_S = 15.0  # one long poll of the event log
 BUFFERED_S = 20.0  # API Gateway's answer: the events of this long (its limit is 29 s)
-_VERDICTS = ("ran", "did_not_run", "run_again", "send_again", "treat_as_failed")
 
 
 class _Open(BaseModel):
@@ -357,9 +357,10 @@ def open_run(svc: SessionService, who: Principal, space_id: str, agent_id: str,
         entry = request.resume[0]
         run_id = entry.interruptId
         svc.run(who, sid, run_id)  # 404 when it is not this thread's run
-        start = _last_seq(svc, who, sid, run_id) if after is None else after
+        start = last_seq(svc, who, sid, run_id) if after is None else after
         if after is None:
-            _answer(svc, who, sid, run_id, entry)
+            answer_interrupt(svc, who, sid, run_id, entry.payload,
+                             cancelled=entry.status == "cancelled")
     else:
         question = _question(request.messages, reconnect=after is not None)
         key = "ag-ui:" + secret_hash(f"{sid}\n{request.runId}")[:40]
@@ -368,7 +369,7 @@ def open_run(svc: SessionService, who: Principal, space_id: str, agent_id: str,
     translation = Translation(request.threadId, request.runId,
                               {"session_id": sid, "run_id": run_id},
                               RunMessages(svc, who, sid, run_id))
-    for item in _events_until(svc, who, sid, run_id, start):
+    for item in events_until(svc, who, sid, run_id, start):
         translation.event(item)  # what is open at the cursor
     return Follow(svc, who, sid, run_id, translation, start)
 
@@ -391,45 +392,6 @@ def _question(messages: list[Message], *, reconnect: bool) -> str:
         raise Invalid("messages: the user's message has no text", code="invalid_field",
                       details={"fields": [{"field": "messages", "message": "no text"}]})
     return content
-
-
-def _answer(svc: SessionService, who: Principal, session_id: str, run_id: str,
-            entry: ResumeEntry) -> None:
-    if entry.status == "cancelled":
-        svc.cancel(who, session_id, run_id, "cancelled from an AG-UI client")
-        return
-    payload = entry.payload if isinstance(entry.payload, dict) else {}
-    if payload.get("resume") is True:
-        svc.resume(who, session_id, run_id)
-        return
-    verdict, note = payload.get("verdict"), payload.get("note", "")
-    if verdict not in _VERDICTS or not isinstance(note, str):
-        raise Invalid("resume[0].payload: {\"verdict\": one of the interrupt's verdicts, "
-                      "\"note\": text} or {\"resume\": true}", code="invalid_field",
-                      details={"fields": [{"field": "resume[0].payload",
-                                           "message": "a verdict or resume"}]})
-    svc.resolve(who, session_id, run_id, verdict, note=note[:2000])
-
-
-def _events_until(svc: SessionService, who: Principal, session_id: str, run_id: str,
-                  last: int) -> Iterator[EventItem]:
-    after = 0
-    while after < last:
-        page = svc.events(who, session_id, run_id, after=after)
-        items = [i for i in page.items if i.seq <= last]
-        if not items:
-            return
-        yield from items
-        after = items[-1].seq
-
-
-def _last_seq(svc: SessionService, who: Principal, session_id: str, run_id: str) -> int:
-    after = 0
-    while True:
-        page = svc.events(who, session_id, run_id, after=after)
-        if not page.items:
-            return after
-        after = page.items[-1].seq
 
 
 def register(app: ApiResolver, admin: AdminService, sessions: SessionService) -> None:
