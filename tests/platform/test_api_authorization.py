@@ -111,6 +111,21 @@ ROUTES = [
     Route("PUT", "/spaces/{S}/mcp/resources/{M}", "admin", {"revision": 1, "name": "Y"}),
     Route("DELETE", "/spaces/{S}/mcp/resources/{M}", "admin"),
     Route("POST", "/spaces/{S}/mcp/resources/{M}/discover", "admin"),
+    # the LangGraph API shape (agentloom.api.langgraph): {T} alice's thread, {Q} its run
+    Route("POST", "/spaces/{S}/agents/{A}/langgraph/threads", "member", {}),
+    Route("GET", "/spaces/{S}/agents/{A}/langgraph/threads/{T}", "creator"),
+    Route("GET", "/spaces/{S}/agents/{A}/langgraph/threads/{T}/state", "creator"),
+    Route("POST", "/spaces/{S}/agents/{A}/langgraph/threads/{T}/runs", "creator",
+          {"input": {"messages": [{"type": "human", "content": "Q intruder"}]}}),
+    Route("GET", "/spaces/{S}/agents/{A}/langgraph/threads/{T}/runs", "creator"),
+    Route("GET", "/spaces/{S}/agents/{A}/langgraph/threads/{T}/runs/{Q}", "creator"),
+    Route("POST", "/spaces/{S}/agents/{A}/langgraph/threads/{T}/runs/{Q}/cancel", "creator"),
+    Route("POST", "/spaces/{S}/agents/{A}/langgraph/threads/{T}/runs/wait", "creator",
+          {"input": {"messages": [{"type": "human", "content": "Q intruder"}]}}),
+    Route("POST", "/spaces/{S}/agents/{A}/langgraph/threads/{T}/runs/stream", "creator",
+          {"input": {"messages": [{"type": "human", "content": "Q intruder"}]}}),
+    Route("GET", "/spaces/{S}/agents/{A}/langgraph/threads/{T}/runs/{Q}/stream", "creator"),
+    Route("GET", "/spaces/{S}/agents/{A}/langgraph/threads/{T}/runs/{Q}/join", "creator"),
     # AG-UI (agentloom.api.agui): a member runs the agent in a thread of their own
     Route("POST", "/spaces/{S}/agents/{A}/ag-ui", "member",
           {"threadId": "t-intruder", "runId": "r-1",
@@ -174,11 +189,24 @@ def world(api: Api, wait: Wait, embeddings: Any) -> World:
         ALICE, api.space_id, "Local", {"provider": "openai_compatible",
                                        "base_url": "http://127.0.0.1:9/v1", "model_id": "m"})
     knowledge = _knowledge(api, embeddings.url)
+    thread = _thread(api, alice, wait)
     _skill(api)
     return World(ids={"S": api.space_id, "A": api.agent_id, "E": session.session_id,
                       "R": run.run_id, "C": connection.connection_id, **knowledge,
-                      "M": _mcp(api)},
+                      "M": _mcp(api), **thread},
                  secrets=(SECRET_QUESTION, str(done.answer), SECRET_PROMPT))
+
+
+def _thread(api: Api, alice: Any, wait: Wait) -> dict[str, str]:
+    """alice's LangGraph thread "t-alice" with a completed run."""
+    from agentloom.platform.threads import thread_session
+
+    session = thread_session(api.platform.sessions, ALICE, api.space_id, api.agent_id,
+                             "t-alice")
+    run = alice.ask(session.session_id, SECRET_QUESTION)
+    wait(lambda: alice.run(session.session_id, run.run_id).status == "completed",
+         what="the thread's run")
+    return {"T": "t-alice", "Q": run.run_id}
 
 
 def _mcp(api: Api) -> str:
@@ -261,7 +289,8 @@ def test_the_matrix_covers_every_route_of_the_api(api: Api) -> None:
                 .replace("{E}", "{session_id}").replace("{R}", "{run_id}")
                 .replace("{C}", "{connection_id}").replace("{K}", "{base_id}")
                 .replace("{D}", "{document_id}").replace("/skills/hello", "/skills/{name}")
-                .replace("{M}", "{resource_id}")
+                .replace("{M}", "{resource_id}").replace("{T}", "{thread_id}")
+                .replace("{Q}", "{run_id}")
                 .replace("/dave", "/{user_id}").replace("/bob", "/{user_id}")
                 .replace("/versions/1", "/versions/{version}")) for r in ROUTES}
     assert declared == covered

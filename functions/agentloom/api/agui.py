@@ -31,13 +31,14 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from agentloom.api.protocols import answer_interrupt, events_until, last_seq
+from agentloom.api.protocols import answer_interrupt, events_until, last_seq, parse_body
 from agentloom.api.routing import declare
-from agentloom.platform.errors import Invalid, PlatformError, field_errors
+from agentloom.platform.errors import Invalid, PlatformError
 from agentloom.platform.identity import Principal
 from agentloom.platform.store.tenancy import secret_hash
 from agentloom.platform.threads import thread_session
@@ -81,16 +82,8 @@ class RunAgentInput(_Open):
     forwardedProps: Any = None
 
 
-def parse_input(body: bytes | str | dict[str, Any] | None) -> RunAgentInput:
-    try:
-        if isinstance(body, dict):
-            return RunAgentInput.model_validate(body)
-        return RunAgentInput.model_validate_json(body or b"")
-    except ValidationError as err:
-        if any(e["type"] in ("json_invalid", "json_type") for e in err.errors()):
-            raise Invalid("the request body is not valid JSON", code="malformed_json") \
-                from None
-        raise field_errors([dict(e) for e in err.errors()]) from None
+def parse_input(body: bytes | str | None) -> RunAgentInput:
+    return parse_body(RunAgentInput, body)
 
 
 def cursor_of(request: RunAgentInput, headers: Mapping[str, str]) -> int | None:
@@ -411,6 +404,17 @@ def register(app: ApiResolver, admin: AdminService, sessions: SessionService) ->
         events = b"".join(follow.frames(BUFFERED_S)).decode()
         return Response(status_code=200, content_type="text/event-stream", body=events,
                         headers={"Cache-Control": "no-cache"})
+
+
+def stream_request(svc: SessionService, who: Principal, groups: tuple[str | None, ...],
+                   method: str, headers: Mapping[str, str], query: Mapping[str, list[str]],
+                   body: bytes, budget: float) -> tuple[dict[str, str], Iterator[bytes]]:
+    """``serve``'s streamed answer to ``POST …/ag-ui`` (``PATH``)."""
+    request = parse_input(body)
+    follow = open_run(svc, who, unquote(groups[0] or ""), unquote(groups[1] or ""), request,
+                      cursor_of(request, headers))
+    return {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}, \
+        follow.frames(budget)
 
 
 def stream_error(err: PlatformError) -> bytes:

@@ -8,9 +8,11 @@ of ``{"verdict": <a verdict of the unknown operation>, "note": "…"}`` (``resol
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentloom.platform.errors import Invalid
+from pydantic import BaseModel, ValidationError
+
+from agentloom.platform.errors import Invalid, field_errors
 from agentloom.platform.identity import Principal
 from agentloom.platform.views import EventItem
 
@@ -18,6 +20,20 @@ if TYPE_CHECKING:
     from agentloom.platform.sessions import SessionService
 
 VERDICTS = ("ran", "did_not_run", "run_again", "send_again", "treat_as_failed")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_body(model: type[M], body: bytes | str | None) -> M:
+    """A request body as ``model`` (400 ``malformed_json``, 422 naming the fields)."""
+    try:
+        return model.model_validate_json(body or b"{}")
+    except ValidationError as err:
+        if any(e["type"] in ("json_invalid", "json_type") for e in err.errors()):
+            raise Invalid("the request body is not valid JSON", code="malformed_json") \
+                from None
+        raise field_errors([dict(e) for e in err.errors()]) from None
 
 
 def answer_interrupt(svc: SessionService, who: Principal, session_id: str, run_id: str,

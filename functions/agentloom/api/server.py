@@ -40,12 +40,13 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from agentloom.api import agui, console_assets
+from agentloom.api import agui, console_assets, langgraph
 from agentloom.api._connections import (
     BusyAnswers,
     ReadDeadline,
@@ -67,6 +68,11 @@ from agentloom.platform.sessions import SessionService
 from agentloom_runtime.errors import ConfigError
 
 log = logging.getLogger(__name__)
+Opener = Callable[..., tuple[dict[str, str], Iterator[bytes]]]
+# the protocol facades' routes served as streams here (the resolver answers them buffered)
+STREAMED: tuple[tuple[re.Pattern[str], frozenset[str], Opener], ...] = (
+    (agui.PATH, frozenset({"POST"}), agui.stream_request),
+    (langgraph.RUN_STREAM, frozenset({"GET", "POST"}), langgraph.stream_request))
 SSE_PATH = re.compile(r"/api/v1/sessions/([^/]+)/runs/([^/]+)/events")
 SSE_WAIT_S = 15.0
 STREAM_LIMIT_S = 300.0
@@ -315,9 +321,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "text/event-stream" in headers.get("accept", ""):
             self._sse(headers)
             return
-        if method == "POST" and agui.PATH.fullmatch(path):
-            self._ag_ui(headers, body)
-            return
+        for pattern, methods, opener in STREAMED:
+            if method in methods and (found := pattern.fullmatch(path)):
+                self._protocol_stream(opener, found.groups(), method, headers, body)
+                return
         event = http_event(method, self.path, headers, body, self.client_address[0])
         response = self.server.app.resolve(event, None)
         data = response.get("body") or ""
@@ -390,31 +397,37 @@ class _Handler(BaseHTTPRequestHandler):
             log.debug("%s left the event stream of %s: %r", self.address_string(), run_id,
                       err)
 
-    def _ag_ui(self, headers: dict[str, str], body: bytes) -> None:
-        """AG-UI's run (``agentloom.api.agui``), its events written as they happen."""
-        match = agui.PATH.fullmatch(urlsplit(self.path).path)
-        assert match is not None
+    def _protocol_stream(self, opener: Opener, groups: tuple[str, ...], method: str,
+                         headers: dict[str, str], body: bytes) -> None:
+        """A protocol facade's answer (``STREAMED``), written as it is made."""
         self.close_connection = True
         try:
             who = self.server.app.authenticator.authenticate(headers, {})
-            request = agui.parse_input(body)
-            follow = agui.open_run(self.server.sessions, who, unquote(match.group(1)),
-                                   unquote(match.group(2)), request,
-                                   agui.cursor_of(request, headers))
+            query: dict[str, list[str]] = {}
+            for key, value in parse_qsl(urlsplit(self.path).query):
+                query.setdefault(key, []).append(value)
+            out, frames = opener(self.server.sessions, who, groups, method, headers, query,
+                                 body, self.server.stream_limit)
+            first = next(frames, b"")  # the refusals come before the first byte
         except PlatformError as err:
             self._send(err.status, {"Content-Type": "application/json"},
                        json.dumps(err.body()).encode())
             return
-        self._event_stream_headers()
+        self.send_response(200)
+        for key, value in {**out, "Connection": "close"}.items():
+            self.send_header(key, value)
+        self.end_headers()
         try:
+            self.wfile.write(first)
+            self.wfile.flush()
             try:
-                for frame in follow.frames(self.server.stream_limit):
+                for frame in frames:
                     self.wfile.write(frame)
                     self.wfile.flush()
             except PlatformError as err:  # e.g. the session deleted meanwhile
                 self.wfile.write(agui.stream_error(err))
         except _GONE as err:
-            log.debug("%s left the AG-UI stream: %r", self.address_string(), err)
+            log.debug("%s left a protocol stream: %r", self.address_string(), err)
 
     def _event_stream_headers(self) -> None:
         self.close_connection = True
