@@ -181,3 +181,37 @@ async def test_bearer_and_authorization_as_the_api(api: Api) -> None:
         await bob.send_message(_message("Q intrude", task=sent.task.id)).__anext__()
     await alice.close()
     await bob.close()
+
+
+def test_behind_api_gateway_a_stream_is_one_answer_and_the_card_names_the_jwt(
+        api: Api) -> None:
+    """The Lambda's path: the same resolver without a streaming server answers
+    ``SendStreamingMessage`` with the events in one ``text/event-stream`` body (up to the
+    run's end here); a JWT deployment's card names a JWT bearer."""
+    import json
+
+    from agentloom.api.a2a.card import security
+    from agentloom.api.app import build_app
+    from agentloom.api.server import http_event
+    from agentloom.platform.identity import JwtClaims
+
+    app = build_app(api.platform.admin, api.platform.sessions, api.platform.tokens)
+    body = {"jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage",
+            "params": {"message": {"messageId": "m-lambda", "role": "ROLE_USER",
+                                   "parts": [{"text": "Q buffered"}]}}}
+    path = f"/api/v1/spaces/{api.space_id}/agents/{api.agent_id}/a2a"
+    event = http_event("POST", path, {"authorization": f"Bearer {api.tokens['alice']}",
+                                      "content-type": "application/json"},
+                       json.dumps(body).encode(), "127.0.0.1")
+    answer = app.resolve(event, None)
+    assert app.take_stream() is None  # nothing streamed: all of it is in the body
+    assert answer["statusCode"] == 200
+    assert answer["headers"]["Content-Type"] == "text/event-stream"
+    events = [json.loads(line[len("data: "):]) for line in answer["body"].splitlines()
+              if line.startswith("data: ")]
+    assert all(e["id"] == "s1" for e in events)
+    assert "task" in events[0]["result"]
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    schemes, required = security(JwtClaims())
+    assert schemes["bearer"]["httpAuthSecurityScheme"]["bearerFormat"] == "JWT"
+    assert required == [{"schemes": {"bearer": {"list": []}}}]
