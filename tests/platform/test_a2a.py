@@ -215,3 +215,22 @@ def test_behind_api_gateway_a_stream_is_one_answer_and_the_card_names_the_jwt(
     schemes, required = security(JwtClaims())
     assert schemes["bearer"]["httpAuthSecurityScheme"]["bearerFormat"] == "JWT"
     assert required == [{"schemes": {"bearer": {"list": []}}}]
+
+
+async def test_concurrent_retries_of_a_first_message_start_one_task(api: Api) -> None:
+    """Four sends of one first message at once (a client retrying while the first is in
+    flight): one session keeps the messageId's claim, one run; the losers' sessions are
+    gone."""
+    client = await _client(api, "alice", streaming=False, polling=True)
+
+    async def send() -> pb.Task:
+        stream = client.send_message(_message("Q at once", message_id="m-concurrent"))
+        return (await stream.__anext__()).task
+
+    tasks = await asyncio.gather(*(send() for _ in range(4)))
+    assert len({t.id for t in tasks}) == 1 and len({t.context_id for t in tasks}) == 1
+    sessions = await asyncio.to_thread(api.platform.sessions.sessions, ALICE, api.space_id)
+    assert [s.session_id for s in sessions if s.title == "A2A m-concurrent"] == \
+        [tasks[0].context_id]
+    await _state(client, tasks[0].id, DONE)
+    await client.close()
