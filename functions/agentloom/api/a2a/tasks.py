@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -44,6 +43,7 @@ from agentloom.api.a2a.wire import (
 from agentloom.api.models import ResolveIn, ResumeIn
 from agentloom.platform.access import MAX_WAIT_S, check_id
 from agentloom.platform.admin import AdminService
+from agentloom.platform.domain import Agent
 from agentloom.platform.errors import NotFound, PlatformError
 from agentloom.platform.identity import Principal
 from agentloom.platform.sessions import SessionService
@@ -60,7 +60,7 @@ class A2ATasks:
 
     # -- the endpoint's agent ----------------------------------------------------------
 
-    def agent(self, who: Principal, space_id: str, agent_id: str) -> Any:
+    def agent(self, who: Principal, space_id: str, agent_id: str) -> Agent:
         """The agent (a member's view), refused when it has no published version."""
         agent = self.admin.agent(who, space_id, agent_id)
         if not agent.latest_version:
@@ -96,8 +96,12 @@ class A2ATasks:
             return self._to_task(who, space_id, agent_id, message)
         text = _text(message)
         if message.contextId:
-            session = _context(lambda: contexts.own_context(self.sessions, who, agent_id,
-                                                            str(message.contextId)))
+            try:
+                session = contexts.own_context(self.sessions, who, agent_id,
+                                               message.contextId)
+            except NotFound:
+                raise RpcError(INVALID_PARAMS, "contextId: no such context of this agent (a "
+                               "session of yours)", "context_not_found") from None
         else:
             session = contexts.first_context(self.sessions, who, space_id, agent_id,
                                              message.messageId)
@@ -242,14 +246,6 @@ def _text(message: Message) -> str:
         raise RpcError(INVALID_PARAMS, "the message has no text part: a question is text",
                        "empty_message")
     return text
-
-
-def _context(find: Any) -> Any:
-    try:
-        return find()
-    except NotFound:
-        raise RpcError(INVALID_PARAMS, "contextId: no such context of this agent (a "
-                       "session of yours)", "context_not_found") from None
 
 
 def _fields(err: ValidationError) -> str:
