@@ -196,11 +196,10 @@ class A2ATasks:
             page = self.sessions.events(who, view.session_id, view.run_id, after=after,
                                         wait=wait, limit=500)
             after = page.next_after
-            if page.done and not self._moves_on(who, view, page.status, after):
-                break
             if page.done:
-                continue
-            if STATES[page.status] != state:
+                if not self._moves_on(who, view, page.status, after):
+                    break
+            elif STATES[page.status] != state:
                 state = STATES[page.status]
                 yield StreamResponse(statusUpdate=TaskStatusUpdateEvent(
                     taskId=view.run_id, contextId=view.session_id,
