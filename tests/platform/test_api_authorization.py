@@ -130,6 +130,21 @@ ROUTES = [
     Route("POST", "/spaces/{S}/agents/{A}/ag-ui", "member",
           {"threadId": "t-intruder", "runId": "r-1",
            "messages": [{"id": "m-1", "role": "user", "content": "Q intruder"}]}),
+    # A2A (agentloom.api.a2a): the card and the JSON-RPC endpoint are the space's members';
+    # the tasks behind it are their creator's (test_a2a_tasks_are_the_creators_alone)
+    Route("GET", "/spaces/{S}/agents/{A}/a2a/.well-known/agent-card.json", "member"),
+    Route("POST", "/spaces/{S}/agents/{A}/a2a", "member",
+          {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "{R}"}}),
+]
+
+A2A_CALLS = [  # (method, params) a member who is not the creator sends about alice's run
+    ("GetTask", {"id": "{R}"}),
+    ("CancelTask", {"id": "{R}"}),
+    ("SubscribeToTask", {"id": "{R}"}),
+    ("SendMessage", {"message": {"messageId": "m1", "taskId": "{R}",
+                                 "parts": [{"text": "Q intruder"}]}}),
+    ("SendMessage", {"message": {"messageId": "m2", "contextId": "{E}",
+                                 "parts": [{"text": "Q intruder"}]}}),
 ]
 
 
@@ -331,3 +346,27 @@ def test_tokens_that_are_not_valid(api: Api, world: World) -> None:
     response = httpx.get(f"{api.url}/api/v1/me",
                          headers={"Authorization": f"Bearer {api.tokens['alice']}"})
     assert response.status_code == 401
+
+
+@pytest.mark.parametrize("user", ["bob", "carol"])
+@pytest.mark.parametrize(("method", "params"), A2A_CALLS, ids=lambda v: v if
+                         isinstance(v, str) else "params")
+def test_a2a_tasks_are_the_creators_alone(api: Api, world: World, user: str, method: str,
+                                          params: dict[str, Any]) -> None:
+    """Another member (bob) or an admin (carol) reaches the endpoint, but alice's task and
+    context do not exist for them: the A2A error, the same as for an unknown id, and no
+    content."""
+    body = {"jsonrpc": "2.0", "id": 7, "method": method,
+            "params": json.loads(_fill(json.dumps(params), world.ids))}
+    response = httpx.post(f"{api.url}/api/v1{_fill('/spaces/{S}/agents/{A}/a2a', world.ids)}",
+                          json=body, headers={"Authorization": f"Bearer {api.tokens[user]}"},
+                          timeout=30)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["id"] == 7 and "result" not in answer
+    assert answer["error"]["code"] in (-32001, -32602), answer  # task / context not found
+    assert answer["error"]["data"][0]["reason"] in ("task_not_found", "context_not_found")
+    for secret in world.secrets:
+        assert secret not in response.text
+    view = api.platform.sessions.run(ALICE, world.ids["E"], world.ids["R"])
+    assert view.status == "completed"  # nothing was cancelled or asked

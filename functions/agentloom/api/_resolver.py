@@ -34,7 +34,7 @@ import json
 import math
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
@@ -196,6 +196,24 @@ class ApiResolver(APIGatewayHttpResolver):
     def context(self, value: dict[str, Any]) -> None:
         self._local.context = value
 
+    # -- streamed answers (``agentloom serve`` only) ----------------------------------------
+    # A route may answer with a stream where the server can write one (``can_stream``: the
+    # event says so; API Gateway's never does): it hands the chunks over (``stream``) and
+    # returns the response's status and headers; the server takes them (``take_stream``)
+    # after ``resolve`` on the same thread and writes each chunk as it comes.
+
+    def can_stream(self) -> bool:
+        context = self.current_event.raw_event.get("requestContext") or {}
+        return bool(context.get("agentloomStreams"))
+
+    def stream(self, chunks: Iterator[bytes]) -> None:
+        self._local.stream = chunks
+
+    def take_stream(self) -> Iterator[bytes] | None:
+        chunks: Iterator[bytes] | None = getattr(self._local, "stream", None)
+        self._local.stream = None
+        return chunks
+
     def principal(self) -> Principal:
         who = self.context.get("principal")
         if not isinstance(who, Principal):  # pragma: no cover (the gate sets it)
@@ -231,6 +249,7 @@ class ApiResolver(APIGatewayHttpResolver):
         if event.get("body"):  # declared JSON (the gate): in the one form Powertools reads
             raw["headers"] = {**{k: v for k, v in (event.get("headers") or {}).items()
                                  if str(k).lower() != "content-type"}, "content-type": JSON}
+        self._local.stream = None
         self.context = {} if principal is None else {"principal": principal}
         self.current_event = APIGatewayProxyEventV2(raw)
         self.lambda_context = context

@@ -326,7 +326,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._protocol_stream(opener, found.groups(), method, headers, body)
                 return
         event = http_event(method, self.path, headers, body, self.client_address[0])
+        event["requestContext"]["agentloomStreams"] = True  # a route may stream (A2A)
         response = self.server.app.resolve(event, None)
+        chunks = self.server.app.take_stream()
+        if chunks is not None:
+            self._send_stream(response, chunks)
+            return
         data = response.get("body") or ""
         raw = base64.b64decode(data) if response.get("isBase64Encoded") else str(data).encode()
         out = {str(k): str(v) for k, v in (response.get("headers") or {}).items()}
@@ -372,6 +377,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if status != 204 and self.command != "HEAD":
             self.wfile.write(body)
+
+    def _send_stream(self, response: dict[str, Any], chunks: Any) -> None:
+        """A route's streamed answer (``ApiResolver.stream``): its status and headers, then
+        each chunk as it comes, until the route's stream ends or the client leaves."""
+        self.close_connection = True
+        self.send_response(int(response.get("statusCode", 200)))
+        for key, value in (response.get("headers") or {}).items():
+            if str(key).lower() not in ("content-length", "connection"):
+                self.send_header(str(key), str(value))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        try:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except _GONE as err:
+            log.debug("%s left a streamed answer: %r", self.address_string(), err)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
 
     # -- Server-Sent Events ----------------------------------------------------------------
 
