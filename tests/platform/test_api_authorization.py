@@ -111,6 +111,14 @@ ROUTES = [
     Route("PUT", "/spaces/{S}/mcp/resources/{M}", "admin", {"revision": 1, "name": "Y"}),
     Route("DELETE", "/spaces/{S}/mcp/resources/{M}", "admin"),
     Route("POST", "/spaces/{S}/mcp/resources/{M}/discover", "admin"),
+    # AgentLoom as an MCP server: agentloom.api.routes_mcp_server (a session's content
+    # is refused inside the tools: tests/platform/test_mcp_server.py)
+    Route("POST", "/spaces/{S}/agents/{A}/mcp", "member",
+          {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    Route("POST", "/spaces/{S}/mcp", "member",
+          {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "run_status", "arguments": {"session_id": "{E}",
+                                                           "run_id": "{R}"}}}),
 ]
 
 

@@ -40,6 +40,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
+from agentloom.api._streaming import ReplyStream
 from agentloom.platform.errors import (
     BadRequest,
     Invalid,
@@ -202,6 +203,12 @@ class ApiResolver(APIGatewayHttpResolver):
             raise RuntimeError("no principal: the request did not pass the gate")
         return who
 
+    def stream(self) -> ReplyStream | None:
+        """The request's event stream (``agentloom.api._streaming``): ``serve`` offers one
+        with a POST that accepts ``text/event-stream``; None in Lambda."""
+        found: ReplyStream | None = self.context.get("stream")
+        return found
+
     # -- the methods of each path -------------------------------------------------------
 
     def route(self, rule: str, method: Any, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
@@ -222,7 +229,8 @@ class ApiResolver(APIGatewayHttpResolver):
 
     # -- resolving -----------------------------------------------------------------------
 
-    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    def resolve(self, event: Mapping[str, Any], context: Any, *,
+                stream: ReplyStream | None = None) -> dict[str, Any]:
         try:
             principal = self._gate(event)
         except PlatformError as err:
@@ -232,6 +240,8 @@ class ApiResolver(APIGatewayHttpResolver):
             raw["headers"] = {**{k: v for k, v in (event.get("headers") or {}).items()
                                  if str(k).lower() != "content-type"}, "content-type": JSON}
         self.context = {} if principal is None else {"principal": principal}
+        if stream is not None:
+            self.context["stream"] = stream
         self.current_event = APIGatewayProxyEventV2(raw)
         self.lambda_context = context
         self._first_call(raw)

@@ -6,7 +6,10 @@ Beside the resolver, ``GET /api/v1/sessions/{id}/runs/{id}/events`` with
 ``Accept: text/event-stream`` streams the run's events as Server-Sent Events (``id``:
 the event seq, ``event``: its type, ``data``: the event as JSON; a ``Last-Event-ID``
 header or ``after`` resumes; an ``end`` event when the run stopped). API Gateway cannot
-stream a Lambda response; there clients long-poll the same route with ``wait``.
+stream a Lambda response; there clients long-poll the same route with ``wait``. A POST
+that accepts ``text/event-stream`` goes to the resolver with a stream
+(``agentloom.api._streaming``): a route may send events before its answer (the MCP
+facade's progress notifications); one that does not answers as usual.
 
 Only loopback addresses are served (no TLS here).
 
@@ -51,6 +54,7 @@ from agentloom.api._connections import (
     error_bytes,
 )
 from agentloom.api._resolver import MAX_BODY_BYTES, ApiResolver
+from agentloom.api._streaming import SseReply
 from agentloom.api.console_login import SESSION_PATH, ConsoleLogins
 from agentloom.platform.errors import (
     BadRequest,
@@ -310,9 +314,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._sse(headers)
             return
         event = http_event(method, self.path, headers, body, self.client_address[0])
-        response = self.server.app.resolve(event, None)
+        stream = SseReply(self) if method == "POST" and \
+            "text/event-stream" in headers.get("accept", "") else None
+        response = self.server.app.resolve(event, None, stream=stream)
         data = response.get("body") or ""
         raw = base64.b64decode(data) if response.get("isBase64Encoded") else str(data).encode()
+        if stream is not None and stream.started:  # the route sent events: its answer last
+            stream.finish(raw)
+            return
         out = {str(k): str(v) for k, v in (response.get("headers") or {}).items()}
         for key, values in (response.get("multiValueHeaders") or {}).items():
             out[str(key)] = ",".join(str(v) for v in values)

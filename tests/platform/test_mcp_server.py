@@ -1,0 +1,180 @@
+"""AgentLoom agents as MCP servers, driven by the ``mcp`` SDK's own client (Streamable
+HTTP) against a real server on 127.0.0.1 (the ``api`` fixture: the resolver and server
+of ``agentloom serve``) with the test model.
+
+- 2026-07-28 (the client's default ``auto``: ``server/discover``): list the tools, ask
+  and get the answer with progress notifications on the response stream; a run cancelled
+  with cancel_run; a run interrupted mid-model-call is resumed with resume_run, reported
+  blocked in MCP terms (the unknown and the resolve_run calls that move it on), resolved
+  with send_again, and followed with run_status to its answer.
+- 2025-11-25 (``mode="legacy"``: ``initialize``, no session id): the space's endpoint
+  asks an agent by id; another member's call on alice's session is refused
+  (session_not_found); no token or a wrong one is 401 before any MCP handling; a
+  non-member is 404; the same route answers a Lambda-style event without a stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import mcp_types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from agentloom.api.mcp_server import protocol
+from agentloom.api.server import http_event
+
+from .conftest import Api, Model
+
+Wait = Callable[..., Any]
+TOOLS = {"ask", "run_status", "resume_run", "resolve_run", "cancel_run"}
+
+
+@asynccontextmanager
+async def _client(url: str, token: str | None, mode: str = "auto") -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) \
+            as http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        yield client
+
+
+def _report(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    report: dict[str, Any] = result.structured_content
+    return report
+
+
+def _has(err: BaseException, kind: type[BaseException]) -> bool:
+    """``err`` is ``kind`` or a group (the SDK's task groups) holding one."""
+    if isinstance(err, BaseExceptionGroup):
+        return any(_has(inner, kind) for inner in err.exceptions)
+    return isinstance(err, kind)
+
+
+def _text(result: Any) -> str:
+    return "".join(block.text for block in result.content)
+
+
+def test_the_meta_keys_are_the_sdks() -> None:
+    assert protocol.META_VERSION == mcp_types.PROTOCOL_VERSION_META_KEY
+    assert protocol.META_CAPABILITIES == mcp_types.CLIENT_CAPABILITIES_META_KEY
+    assert protocol.META_SERVER_INFO == mcp_types.SERVER_INFO_META_KEY
+    assert protocol.MODERN_VERSIONS == mcp_types.version.MODERN_PROTOCOL_VERSIONS
+
+
+def test_an_agent_over_mcp_asks_follows_cancels_and_resolves(api: Api, model: Model,
+                                                            wait: Wait) -> None:
+    url = f"{api.url}/api/v1/spaces/{api.space_id}/agents/{api.agent_id}/mcp"
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+
+    async def flow() -> None:
+        async with _client(url, api.tokens["alice"]) as client:
+            assert client.protocol_version == "2026-07-28"
+            listed = await client.list_tools()
+            assert {tool.name for tool in listed.tools} == TOOLS
+            ask = next(tool for tool in listed.tools if tool.name == "ask")
+            assert "Helper" in (ask.description or "") and ask.output_schema
+
+            result = await client.call_tool("ask", {"question": "Q what is 2+2"},
+                                            progress_callback=on_progress)
+            done = _report(result)
+            assert done["status"] == "completed" and done["done"]
+            assert _text(result) == done["answer"] == "Answer to: Q what is 2+2"
+            values = [value for value, _ in progress]
+            assert values and values == sorted(values)  # the run's events, in order
+            assert any("run.status (completed)" == m for _, m in progress), progress
+
+            # a second question in the same session is refused while one is active
+            slow = _report(await client.call_tool("ask", {"question": "Q slow one",
+                                                          "wait_seconds": 0}))
+            assert slow["status"] in ("queued", "running") and not slow["done"]
+            assert slow["next"][0].startswith("run_status ")
+            busy = await client.call_tool("ask", {"question": "Q again",
+                                                  "session_id": slow["session_id"]})
+            assert busy.is_error and _text(busy).startswith("run_active:")
+            ref = {"session_id": slow["session_id"], "run_id": slow["run_id"]}
+            cancelled = _report(await client.call_tool("cancel_run", ref))
+            assert cancelled["status"] == "cancelled"
+
+            hang = _report(await client.call_tool("ask", {"question": "Q hang please",
+                                                          "wait_seconds": 0}))
+            ref = {"session_id": hang["session_id"], "run_id": hang["run_id"]}
+            await asyncio.to_thread(wait, lambda: "Q hang please" in model.started,
+                                    what="the hanging model call")
+            api.platform.launcher.stop(hang["run_id"])  # the worker dies mid-call
+            model.open()
+            stopped = _report(await client.call_tool("run_status", ref))
+            assert stopped["status"] == "interrupted"
+            assert stopped["next"] == [f"resume_run {json.dumps(ref)}"]
+            await client.call_tool("resume_run", ref)
+            blocked_call = await client.call_tool("run_status", {**ref, "wait_seconds": 10})
+            blocked = _report(blocked_call)
+            assert blocked["status"] == "blocked" and blocked["way_out"] == "resolve"
+            assert blocked["unknown"] and "blocked" in _text(blocked_call)
+            assert blocked["next"] == [
+                f"resolve_run {json.dumps({**ref, 'verdict': 'send_again'})}",
+                f"resolve_run {json.dumps({**ref, 'verdict': 'treat_as_failed'})}"]
+            resolved = _report(await client.call_tool("resolve_run",
+                                                      {**ref, "verdict": "send_again"}))
+            assert resolved["run_id"] == hang["run_id"]
+            answered = _report(await client.call_tool("run_status",
+                                                      {**ref, "wait_seconds": 10}))
+            assert answered["status"] == "completed"
+            assert answered["answer"] == "Answer to: Q hang please"
+
+    asyncio.run(flow())
+
+
+def test_the_space_endpoint_auth_and_ownership(api: Api, wait: Wait) -> None:
+    space_url = f"{api.url}/api/v1/spaces/{api.space_id}/mcp"
+
+    async def flow() -> None:
+        async with _client(space_url, api.tokens["alice"], mode="legacy") as client:
+            assert client.protocol_version == "2025-11-25"
+            listed = await client.list_tools()
+            ask = next(tool for tool in listed.tools if tool.name == "ask")
+            assert ask.input_schema["properties"]["agent_id"]["enum"] == [api.agent_id]
+            done = _report(await client.call_tool("ask", {"question": "Q hello",
+                                                          "agent_id": api.agent_id}))
+            assert done["status"] == "completed" and done["answer"] == "Answer to: Q hello"
+        ref = {"session_id": done["session_id"], "run_id": done["run_id"]}
+        async with _client(space_url, api.tokens["bob"], mode="legacy") as other:
+            refused = await other.call_tool("run_status", ref)
+            assert refused.is_error and _text(refused).startswith("session_not_found:")
+            assert "Q hello" not in json.dumps(refused.structured_content)
+        for token in (None, "agl_not-a-token"):
+            with pytest.raises(BaseException) as refused_connect:  # noqa: B017 (below)
+                async with _client(space_url, token) as client:
+                    await client.list_tools()
+            assert _has(refused_connect.value, MCPError), refused_connect.value
+
+    asyncio.run(flow())
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    for token, status in ((None, 401), ("agl_not-a-token", 401), (api.tokens["eve"], 404)):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        answer = httpx.post(space_url, json=message, headers=headers)
+        assert answer.status_code == status and "error" in answer.json()
+    # the same route without a stream (as the Lambda calls it): JSON
+    event = http_event("POST", f"/api/v1/spaces/{api.space_id}/mcp",
+                       {"authorization": f"Bearer {api.tokens['alice']}",
+                        "content-type": "application/json",
+                        "accept": "application/json, text/event-stream"},
+                       json.dumps(message).encode(), "127.0.0.1")
+    from agentloom.api.app import build_app
+
+    app = build_app(api.platform.admin, api.platform.sessions, api.platform.tokens)
+    response = app.resolve(event, None)
+    assert response["statusCode"] == 200
+    body = json.loads(response["body"])
+    assert {tool["name"] for tool in body["result"]["tools"]} == TOOLS
