@@ -154,7 +154,7 @@ def test_the_space_endpoint_auth_and_ownership(api: Api, wait: Wait) -> None:
             assert refused.is_error and _text(refused).startswith("session_not_found:")
             assert "Q hello" not in json.dumps(refused.structured_content)
         for token in (None, "agl_not-a-token"):
-            with pytest.raises(BaseException) as refused_connect:  # noqa: B017 (below)
+            with pytest.raises(BaseException) as refused_connect:
                 async with _client(space_url, token) as client:
                     await client.list_tools()
             assert _has(refused_connect.value, MCPError), refused_connect.value
@@ -165,6 +165,24 @@ def test_the_space_endpoint_auth_and_ownership(api: Api, wait: Wait) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         answer = httpx.post(space_url, json=message, headers=headers)
         assert answer.status_code == status and "error" in answer.json()
+    alice = {"Authorization": f"Bearer {api.tokens['alice']}"}
+    assert httpx.get(space_url, headers=alice).headers["allow"] == "POST"  # stateless
+    taken = httpx.post(space_url, headers=alice,
+                       json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert taken.status_code == 202 and taken.content == b""
+    modern = {**alice, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+    for headers, params, status, code in (
+            (modern, None, 400, -32602),  # no _meta envelope
+            (modern, {"_meta": {protocol.META_VERSION: "2026-07-28",
+                                protocol.META_CAPABILITIES: {}}}, 200, None),
+            ({**modern, "Mcp-Method": "tools/call"}, {"_meta": {
+                protocol.META_VERSION: "2026-07-28", protocol.META_CAPABILITIES: {}}},
+             400, -32020),  # the header says another method
+            ({**alice, "MCP-Protocol-Version": "1999-01-01"}, None, 400, -32022)):
+        answer = httpx.post(space_url, headers=headers,
+                            json={**message, **({"params": params} if params else {})})
+        assert answer.status_code == status, answer.text
+        assert answer.json().get("error", {}).get("code") == code
     # the same route without a stream (as the Lambda calls it): JSON
     event = http_event("POST", f"/api/v1/spaces/{api.space_id}/mcp",
                        {"authorization": f"Bearer {api.tokens['alice']}",
