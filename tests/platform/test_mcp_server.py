@@ -73,10 +73,10 @@ def test_the_meta_keys_are_the_sdks() -> None:
 def test_an_agent_over_mcp_asks_follows_cancels_and_resolves(api: Api, model: Model,
                                                             wait: Wait) -> None:
     url = f"{api.url}/api/v1/spaces/{api.space_id}/agents/{api.agent_id}/mcp"
-    progress: list[tuple[float, str | None]] = []
+    seen: list[tuple[float, str | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
 
     async def flow() -> None:
         async with _client(url, api.tokens["alice"]) as client:
@@ -91,9 +91,9 @@ def test_an_agent_over_mcp_asks_follows_cancels_and_resolves(api: Api, model: Mo
             done = _report(result)
             assert done["status"] == "completed" and done["done"]
             assert _text(result) == done["answer"] == "Answer to: Q what is 2+2"
-            values = [value for value, _ in progress]
+            values = [value for value, _ in seen]
             assert values and values == sorted(values)  # the run's events, in order
-            assert any("run.status (completed)" == m for _, m in progress), progress
+            assert any(m == "run.status (completed)" for _, m in seen), seen
 
             # a second question in the same session is refused while one is active
             slow = _report(await client.call_tool("ask", {"question": "Q slow one",

@@ -59,7 +59,8 @@ def verdicts_of(view: RunView) -> list[str]:
     """The verdicts that resolve ``view`` (what the API's ``next`` lists too)."""
     unknown = view.unknown or {}
     code = str((view.error or {}).get("code", ""))
-    return list(unknown.get("verdicts") or VERDICTS.get(code, TOOL_VERDICTS))
+    given = unknown.get("verdicts")
+    return [str(v) for v in given] if given else list(VERDICTS.get(code, TOOL_VERDICTS))
 
 
 def mcp_next(view: RunView, after: int, done: bool) -> list[str]:

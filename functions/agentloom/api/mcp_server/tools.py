@@ -184,9 +184,10 @@ class Toolbox:
     def call(self, name: str, arguments: dict[str, Any],
              progress: Progress | None) -> dict[str, Any]:
         tool = next((t for t in (self._ask_tool(), *_RUN_TOOLS) if t.name == name), None)
-        run: Callable[[Any, Progress | None], RunReport] | None = {
+        runs: dict[str, Callable[[Any, Progress | None], RunReport]] = {
             "ask": self._ask, "run_status": self._run_status, "resume_run": self._resume_run,
-            "resolve_run": self._resolve_run, "cancel_run": self._cancel_run}.get(name)
+            "resolve_run": self._resolve_run, "cancel_run": self._cancel_run}
+        run = runs.get(name)
         if tool is None or run is None:
             raise UnknownTool(name)
         try:
