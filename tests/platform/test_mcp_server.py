@@ -1,13 +1,15 @@
 """AgentLoom agents as MCP servers, driven by the ``mcp`` SDK's own client (Streamable
-HTTP) against a real server on 127.0.0.1 (the ``api`` fixture: the resolver and server
-of ``agentloom serve``) with the test model.
+HTTP) against servers on 127.0.0.1 with a scripted model.
 
-- 2026-07-28 (the client's default ``auto``: ``server/discover``): list the tools, ask
-  and get the answer with progress notifications on the response stream; a run cancelled
-  with cancel_run; a run interrupted mid-model-call is resumed with resume_run, reported
-  blocked in MCP terms (the unknown and the resolve_run calls that move it on), resolved
-  with send_again, and followed with run_status to its answer.
-- 2025-11-25 (``mode="legacy"``: ``initialize``, no session id): the space's endpoint
+- On a real ``agentloom serve`` process, at 2026-07-28 (the client's default ``auto``:
+  ``server/discover``): list the tools, ask and get the answer with progress
+  notifications on the response stream; a second question in a busy session refused; a
+  run cancelled with cancel_run; a run whose server died mid-model-call is interrupted,
+  resumed with resume_run, reported blocked in MCP terms (the unknown and the
+  resolve_run calls that move it on), resolved with send_again, and followed with
+  run_status to its answer.
+- On the ``api`` fixture (the same resolver and server in this process), at 2025-11-25
+  (``mode="legacy"``: ``initialize``, no session id): the space's endpoint
   asks an agent by id; another member's call on alice's session is refused
   (session_not_found); no token or a wrong one is 401 before any MCP handling; a
   non-member is 404; the same route answers a Lambda-style event without a stream.
@@ -16,9 +18,15 @@ of ``agentloom serve``) with the test model.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, redirect_stdout
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,10 +37,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from agentloom.api.client import Client as ApiClient
 from agentloom.api.mcp_server import protocol
+from agentloom.api.serve import main as serve_main
 from agentloom.api.server import http_event
 
-from .conftest import Api, Model
+from .conftest import Api
 
 Wait = Callable[..., Any]
 TOOLS = {"ask", "run_status", "resume_run", "resolve_run", "cancel_run"}
@@ -70,22 +80,48 @@ def test_the_meta_keys_are_the_sdks() -> None:
     assert protocol.MODERN_VERSIONS == mcp_types.version.MODERN_PROTOCOL_VERSIONS
 
 
-def test_an_agent_over_mcp_asks_follows_cancels_and_resolves(api: Api, model: Model,
-                                                            wait: Wait) -> None:
-    url = f"{api.url}/api/v1/spaces/{api.space_id}/agents/{api.agent_id}/mcp"
+@contextmanager
+def _serve(home: Path, env: dict[str, str], log: Path) -> Iterator[tuple[str, Any]]:
+    """``python -m agentloom.api.serve`` (what ``agentloom serve`` runs) on a free port with
+    the scripted model of ``support.mcp_model``: its API URL and the process."""
+    command = [sys.executable, "-m", "agentloom.api.serve", "--home", str(home), "--port",
+               "0", "--model-factory", "support.mcp_model:factory"]
+    with log.open("a") as err, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err,
+                                                 text=True, env=env) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert "agentloom serve: http://127.0.0.1:" in line, line
+            yield line.split()[2], proc
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def test_an_agent_on_agentloom_serve_over_mcp(tmp_path: Path, wait: Wait) -> None:
+    """The flow of the module's first point, on a real ``agentloom serve``; the run of
+    unknown outcome is made by killing the server mid-model-call and serving again."""
+    home, gate = tmp_path / "home", tmp_path / "gate"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "AGENTLOOM_TEST_GATE": str(gate)}
+    printed = io.StringIO()
+    with redirect_stdout(printed):  # `agentloom serve bootstrap` (test_api_serve runs it)
+        assert serve_main(["bootstrap", "--home", str(home), "--user", "alice",
+                           "--space", "Team"]) == 0
+    boot = json.loads(printed.getvalue())
+    token, space = boot["token"], boot["space_id"]
     seen: list[tuple[float, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, message))
 
-    async def flow() -> None:
-        async with _client(url, api.tokens["alice"]) as client:
+    async def first(url: str) -> dict[str, Any]:
+        async with _client(url, token) as client:
             assert client.protocol_version == "2026-07-28"
             listed = await client.list_tools()
             assert {tool.name for tool in listed.tools} == TOOLS
             ask = next(tool for tool in listed.tools if tool.name == "ask")
             assert "Helper" in (ask.description or "") and ask.output_schema
-
             result = await client.call_tool("ask", {"question": "Q what is 2+2"},
                                             progress_callback=on_progress)
             done = _report(result)
@@ -95,25 +131,23 @@ def test_an_agent_over_mcp_asks_follows_cancels_and_resolves(api: Api, model: Mo
             assert values and values == sorted(values)  # the run's events, in order
             assert any(m == "run.status (completed)" for _, m in seen), seen
 
-            # a second question in the same session is refused while one is active
-            slow = _report(await client.call_tool("ask", {"question": "Q slow one",
-                                                          "wait_seconds": 0}))
-            assert slow["status"] in ("queued", "running") and not slow["done"]
-            assert slow["next"][0].startswith("run_status ")
+            never = _report(await client.call_tool("ask", {"question": "Q never ends",
+                                                           "wait_seconds": 0}))
+            assert never["status"] in ("queued", "running") and not never["done"]
+            assert never["next"][0].startswith("run_status ")
             busy = await client.call_tool("ask", {"question": "Q again",
-                                                  "session_id": slow["session_id"]})
+                                                  "session_id": never["session_id"]})
             assert busy.is_error and _text(busy).startswith("run_active:")
-            ref = {"session_id": slow["session_id"], "run_id": slow["run_id"]}
-            cancelled = _report(await client.call_tool("cancel_run", ref))
+            cancelled = _report(await client.call_tool("cancel_run", {
+                "session_id": never["session_id"], "run_id": never["run_id"]}))
             assert cancelled["status"] == "cancelled"
 
             hang = _report(await client.call_tool("ask", {"question": "Q hang please",
                                                           "wait_seconds": 0}))
-            ref = {"session_id": hang["session_id"], "run_id": hang["run_id"]}
-            await asyncio.to_thread(wait, lambda: "Q hang please" in model.started,
-                                    what="the hanging model call")
-            api.platform.launcher.stop(hang["run_id"])  # the worker dies mid-call
-            model.open()
+            return {"session_id": hang["session_id"], "run_id": hang["run_id"]}
+
+    async def second(url: str, ref: dict[str, Any]) -> None:
+        async with _client(url, token) as client:
             stopped = _report(await client.call_tool("run_status", ref))
             assert stopped["status"] == "interrupted"
             assert stopped["next"] == [f"resume_run {json.dumps(ref)}"]
@@ -127,13 +161,25 @@ def test_an_agent_over_mcp_asks_follows_cancels_and_resolves(api: Api, model: Mo
                 f"resolve_run {json.dumps({**ref, 'verdict': 'treat_as_failed'})}"]
             resolved = _report(await client.call_tool("resolve_run",
                                                       {**ref, "verdict": "send_again"}))
-            assert resolved["run_id"] == hang["run_id"]
+            assert resolved["run_id"] == ref["run_id"]
             answered = _report(await client.call_tool("run_status",
                                                       {**ref, "wait_seconds": 10}))
             assert answered["status"] == "completed"
             assert answered["answer"] == "Answer to: Q hang please"
 
-    asyncio.run(flow())
+    with _serve(home, env, tmp_path / "serve.log") as (api, proc):
+        with ApiClient(api.removesuffix("/api/v1"), token) as admin:
+            agent = admin.create_agent(space, "Helper", {
+                "prompt": "You answer questions.", "model": {"model": "m"}}).agent
+            admin.publish(space, agent.agent_id)
+        url = f"{api}/spaces/{space}/agents/{agent.agent_id}/mcp"
+        ref = asyncio.run(first(url))
+        wait(lambda: gate.with_suffix(".started").exists(), what="the hanging model call")
+        proc.kill()  # the server dies while the model call is out: its outcome is unknown
+        proc.wait(30)
+    gate.touch()
+    with _serve(home, env, tmp_path / "serve.log") as (api, _):
+        asyncio.run(second(f"{api}/spaces/{space}/agents/{agent.agent_id}/mcp", ref))
 
 
 def test_the_space_endpoint_auth_and_ownership(api: Api, wait: Wait) -> None:
