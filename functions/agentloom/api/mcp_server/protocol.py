@@ -16,6 +16,12 @@ acknowledged ``202`` and dropped: nothing here holds state for one to act on. Me
 ``initialize``, ``server/discover``, ``ping``, ``tools/list``, ``tools/call``; any other
 is ``-32601``. A request's ``_meta.progressToken`` asks for ``notifications/progress``,
 sent on the request's own response stream when it streams (``agentloom serve``).
+
+Errors, under the runtime's single root::
+
+    AgentLoomError (agentloom_runtime)
+    ├── RpcError      a JSON-RPC error answer (its rpc_code, HTTP status by era)
+    └── UnknownTool   (tools) a tools/call of no such tool → RpcError -32602
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from agentloom.api.mcp_server.reports import progress_message
 from agentloom.api.mcp_server.tools import Progress, Toolbox, UnknownTool
 from agentloom.platform.views import EventItem
+from agentloom_runtime.errors import AgentLoomError
 
 MODERN_VERSIONS = ("2026-07-28",)
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -72,10 +79,14 @@ class McpReplyOut(BaseModel):
     error: dict[str, Any] | None = None
 
 
-class RpcError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+class RpcError(AgentLoomError):
+    """A JSON-RPC error answer (``rpc_code``, ``data``); it never leaves ``McpEndpoint``."""
+
+    code = "mcp_rpc_error"
+
+    def __init__(self, rpc_code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
-        self.code, self.message, self.data = code, message, data
+        self.rpc_code, self.data = rpc_code, data
 
 
 @dataclass(frozen=True)
@@ -230,9 +241,9 @@ def _unsupported(version: str) -> RpcError:
 
 
 def _error_reply(request_id: str | int | None, err: RpcError, *, modern: bool) -> Reply:
-    error: dict[str, Any] = {"code": err.code, "message": err.message}
+    error: dict[str, Any] = {"code": err.rpc_code, "message": err.message}
     if err.data is not None:
         error["data"] = err.data
-    status = _MODERN_STATUS.get(err.code, 200) if modern else \
-        400 if err.code == UNSUPPORTED_VERSION else 200
+    status = _MODERN_STATUS.get(err.rpc_code, 200) if modern else \
+        400 if err.rpc_code == UNSUPPORTED_VERSION else 200
     return Reply(status, {"jsonrpc": "2.0", "id": request_id, "error": error})

@@ -15,6 +15,11 @@ the run as a progress notification when the request streams (``agentloom serve``
 ``MAX_JSON_WAIT_S`` (API Gateway's integration timeout is 29 s).
 A platform error is a tool result with ``isError`` (``code: message``, and the API's
 error body as ``structuredContent``), as MCP asks of errors a model could act on.
+
+Errors (the tree is drawn in ``protocol``)::
+
+    AgentLoomError (agentloom_runtime)
+    └── UnknownTool   a tools/call of no such tool (raised before any service call)
 """
 
 from __future__ import annotations
@@ -46,8 +51,11 @@ MAX_STREAM_WAIT_S = 120.0  # a streamed answer (serve; within the client's read 
 Progress = Callable[[EventItem], bool]  # False: the client went away
 
 
-class UnknownTool(LookupError):
-    """A ``tools/call`` of a tool this server does not have (a protocol error)."""
+class UnknownTool(AgentLoomError):
+    """A ``tools/call`` of a tool this server does not have (a protocol error: the
+    endpoint answers ``-32602``; see the tree in ``protocol``)."""
+
+    code = "mcp_unknown_tool"
 
 
 _WAIT = Field(default=20.0, ge=0, le=MAX_STREAM_WAIT_S, allow_inf_nan=False,
@@ -189,7 +197,7 @@ class Toolbox:
             "resolve_run": self._resolve_run, "cancel_run": self._cancel_run}
         run = runs.get(name)
         if tool is None or run is None:
-            raise UnknownTool(name)
+            raise UnknownTool(f"unknown tool: {name[:80]}")
         try:
             report = run(tool.args.model_validate(arguments), progress)
         except ValidationError as err:
