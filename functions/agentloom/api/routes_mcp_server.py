@@ -12,6 +12,8 @@ anyone else) and, in the tools, the session's creator. A body that is not one JS
 message is 422. The answer is JSON (``application/json``), or Server-Sent Events when
 ``serve`` streams it (progress notifications); ``GET`` is 405 (no standalone stream:
 the server is stateless). docs/interop.md maps the tools onto sessions, runs and events.
+The facade (``mcp_server.protocol``, ``mcp_server.tools``) loads with the first MCP
+request, not on a Lambda's cold start.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
-from agentloom.api.mcp_server.protocol import McpEndpoint, McpMessageIn, McpReplyOut, ServerInfo
-from agentloom.api.mcp_server.tools import Scope, Toolbox
+from agentloom.api.mcp_server.messages import McpMessageIn, McpReplyOut
 from agentloom.api.models import ErrorOut
 from agentloom.api.routing import ALWAYS, ERROR_NAMES, WITH_BODY
 
 if TYPE_CHECKING:
     from agentloom.api._resolver import ApiResolver
+    from agentloom.api.mcp_server.tools import Scope
     from agentloom.platform.admin import AdminService
     from agentloom.platform.sessions import SessionService
 
@@ -64,6 +66,8 @@ def register(app: ApiResolver, admin: AdminService, sessions: SessionService) ->
     @app.post(f"{P}/spaces/<space_id>/agents/<agent_id>/mcp", tags=TAG,
               responses=responses, summary="An agent as an MCP server (Streamable HTTP)")
     def agent_mcp(space_id: str, agent_id: str, body: McpMessageIn) -> Response[Any]:
+        from agentloom.api.mcp_server.tools import Scope
+
         agent = admin.agent(app.principal(), space_id, agent_id)
         return _answer(app, sessions, Scope(space_id, agent, (agent,)), body,
                        f"agentloom {agent.name}",
@@ -73,6 +77,8 @@ def register(app: ApiResolver, admin: AdminService, sessions: SessionService) ->
     @app.post(f"{P}/spaces/<space_id>/mcp", tags=TAG, responses=responses,
               summary="A space's published agents as an MCP server (Streamable HTTP)")
     def space_mcp(space_id: str, body: McpMessageIn) -> Response[Any]:
+        from agentloom.api.mcp_server.tools import Scope
+
         agents = tuple(a for a in admin.agents(app.principal(), space_id)
                        if a.latest_version)
         return _answer(app, sessions, Scope(space_id, None, agents), body,
@@ -83,6 +89,9 @@ def register(app: ApiResolver, admin: AdminService, sessions: SessionService) ->
 
 def _answer(app: ApiResolver, sessions: SessionService, scope: Scope,
             body: McpMessageIn, name: str, instructions: str) -> Response[Any]:
+    from agentloom.api.mcp_server.protocol import McpEndpoint, ServerInfo
+    from agentloom.api.mcp_server.tools import Toolbox
+
     endpoint = McpEndpoint(Toolbox(sessions, app.principal(), scope),
                            ServerInfo(name[:120], SERVER_VERSION, instructions))
     headers = {str(k).lower(): str(v) for k, v in (app.current_event.headers or {}).items()}

@@ -32,8 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
-
+from agentloom.api.mcp_server.messages import McpMessageIn
 from agentloom.api.mcp_server.reports import progress_message
 from agentloom.api.mcp_server.tools import Progress, Toolbox, UnknownTool
 from agentloom.platform.views import EventItem
@@ -52,31 +51,6 @@ INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32600, -32601, -32602
 HEADER_MISMATCH, UNSUPPORTED_VERSION = -32020, -32022
 _MODERN_STATUS = {INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
                   UNSUPPORTED_VERSION: 400, METHOD_NOT_FOUND: 404}
-
-
-class McpMessageIn(BaseModel):
-    """One JSON-RPC 2.0 request (with ``id``) or notification (without) — a body that
-    is not one is 422 with the API's error envelope, before any MCP handling."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    jsonrpc: StrictStr = Field(pattern=r"^2\.0$", description="Always \"2.0\".")
-    id: StrictStr | StrictInt | None = Field(default=None, description="A request's id "
-                                              "(absent: a notification).")
-    method: StrictStr = Field(min_length=1, max_length=200)
-    params: dict[str, Any] | None = None
-
-
-class McpReplyOut(BaseModel):
-    """A JSON-RPC 2.0 response: ``result`` or ``error`` (``code``, ``message``,
-    ``data``?)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    jsonrpc: str = "2.0"
-    id: str | int | None = None
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
 
 
 class RpcError(AgentLoomError):
