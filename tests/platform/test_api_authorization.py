@@ -135,6 +135,14 @@ ROUTES = [
     Route("GET", "/spaces/{S}/agents/{A}/a2a/.well-known/agent-card.json", "member"),
     Route("POST", "/spaces/{S}/agents/{A}/a2a", "member",
           {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "{R}"}}),
+    # AgentLoom as an MCP server: agentloom.api.routes_mcp_server (a session's content
+    # is refused inside the tools: tests/platform/test_mcp_server.py)
+    Route("POST", "/spaces/{S}/agents/{A}/mcp", "member",
+          {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    Route("POST", "/spaces/{S}/mcp", "member",
+          {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "run_status", "arguments": {"session_id": "{E}",
+                                                           "run_id": "{R}"}}}),
 ]
 
 A2A_CALLS = [  # (method, params) a member who is not the creator sends about alice's run

@@ -40,6 +40,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
+from agentloom.api._streaming import ReplyStream
 from agentloom.platform.errors import (
     BadRequest,
     Invalid,
@@ -206,6 +207,11 @@ class ApiResolver(APIGatewayHttpResolver):
         context = self.current_event.raw_event.get("requestContext") or {}
         return bool(context.get("agentloomStreams"))
 
+    def stream_budget(self) -> float:
+        """How long a streamed answer may last, seconds (``ApiServer.stream_limit``)."""
+        context = self.current_event.raw_event.get("requestContext") or {}
+        return float(context.get("agentloomStreams") or 0)
+
     def stream(self, chunks: Iterator[bytes]) -> None:
         self._local.stream = chunks
 
@@ -219,6 +225,12 @@ class ApiResolver(APIGatewayHttpResolver):
         if not isinstance(who, Principal):  # pragma: no cover (the gate sets it)
             raise RuntimeError("no principal: the request did not pass the gate")
         return who
+
+    def reply_stream(self) -> ReplyStream | None:
+        """The request's event stream (``agentloom.api._streaming``): ``serve`` offers one
+        with a POST that accepts ``text/event-stream``; None in Lambda."""
+        found: ReplyStream | None = self.context.get("stream")
+        return found
 
     # -- the methods of each path -------------------------------------------------------
 
@@ -240,7 +252,8 @@ class ApiResolver(APIGatewayHttpResolver):
 
     # -- resolving -----------------------------------------------------------------------
 
-    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    def resolve(self, event: Mapping[str, Any], context: Any, *,
+                stream: ReplyStream | None = None) -> dict[str, Any]:
         try:
             principal = self._gate(event)
         except PlatformError as err:
@@ -251,6 +264,8 @@ class ApiResolver(APIGatewayHttpResolver):
                                  if str(k).lower() != "content-type"}, "content-type": JSON}
         self._local.stream = None
         self.context = {} if principal is None else {"principal": principal}
+        if stream is not None:
+            self.context["stream"] = stream
         self.current_event = APIGatewayProxyEventV2(raw)
         self.lambda_context = context
         self._first_call(raw)

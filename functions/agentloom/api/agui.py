@@ -26,17 +26,21 @@ ends with ``outcome: cancelled``, a failed one with RUN_ERROR (its code and mess
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from agentloom.api.protocols import answer_interrupt, events_until, last_seq, parse_body
+from agentloom.api.protocols import (
+    answer_interrupt,
+    events_until,
+    guarded,
+    last_seq,
+    parse_body,
+)
 from agentloom.api.routing import declare
 from agentloom.platform.errors import Invalid, PlatformError
 from agentloom.platform.identity import Principal
@@ -50,7 +54,6 @@ if TYPE_CHECKING:
     from agentloom.platform.sessions import SessionService
 
 P = "/api/v1"
-PATH = re.compile(r"/api/v1/spaces/([^/]+)/agents/([^/]+)/ag-ui")
 WAIT_S = 15.0  # one long poll of the event log
 BUFFERED_S = 20.0  # API Gateway's answer: the events of this long (its limit is 29 s)
 
@@ -401,20 +404,13 @@ def register(app: ApiResolver, admin: AdminService, sessions: SessionService) ->
         headers = {k.lower(): v for k, v in (app.current_event.headers or {}).items()}
         follow = open_run(sessions, app.principal(), space_id, agent_id, body,
                           cursor_of(body, headers))
-        events = b"".join(follow.frames(BUFFERED_S)).decode()
+        events = ""
+        if app.can_stream():  # serve: written as they happen (ApiResolver.stream)
+            app.stream(guarded(follow.frames(app.stream_budget()), stream_error))
+        else:
+            events = b"".join(follow.frames(BUFFERED_S)).decode()
         return Response(status_code=200, content_type="text/event-stream", body=events,
                         headers={"Cache-Control": "no-cache"})
-
-
-def stream_request(svc: SessionService, who: Principal, groups: tuple[str | None, ...],
-                   method: str, headers: Mapping[str, str], query: Mapping[str, list[str]],
-                   body: bytes, budget: float) -> tuple[dict[str, str], Iterator[bytes]]:
-    """``serve``'s streamed answer to ``POST …/ag-ui`` (``PATH``)."""
-    request = parse_input(body)
-    follow = open_run(svc, who, unquote(groups[0] or ""), unquote(groups[1] or ""), request,
-                      cursor_of(request, headers))
-    return {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}, \
-        follow.frames(budget)
 
 
 def stream_error(err: PlatformError) -> bytes:

@@ -24,7 +24,15 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
-from agentloom.api import a2a, agui, langgraph, routes_knowledge, routes_mcp, routes_skills
+from agentloom.api import (
+    a2a,
+    agui,
+    langgraph,
+    routes_knowledge,
+    routes_mcp,
+    routes_mcp_server,
+    routes_skills,
+)
 from agentloom.api._resolver import OPENAPI_PATHS, ApiResolver
 from agentloom.api.models import (
     AgentIn,
@@ -118,6 +126,7 @@ ROUTE_MODULES: tuple[RouteModule, ...] = (
     agui.register,
     langgraph.register,
     a2a.register,
+    routes_mcp_server.register,
 )
 
 

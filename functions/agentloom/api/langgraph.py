@@ -26,7 +26,6 @@ how to answer, id = the run id), answered by a new run with ``command.resume`` (
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -39,10 +38,16 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from agentloom.api.agui import interrupt
 from agentloom.api.langgraph_messages import ThreadMessages
-from agentloom.api.protocols import answer_interrupt, events_until, last_seq, parse_body
+from agentloom.api.protocols import (
+    answer_interrupt,
+    events_until,
+    guarded,
+    last_seq,
+    parse_body,
+)
 from agentloom.api.routing import declare
 from agentloom.platform.domain import Session
-from agentloom.platform.errors import Conflict, Invalid, NotFound
+from agentloom.platform.errors import Conflict, Invalid, NotFound, PlatformError
 from agentloom.platform.identity import Principal
 from agentloom.platform.store.tenancy import secret_hash
 from agentloom.platform.threads import find_thread, thread_session
@@ -54,8 +59,6 @@ if TYPE_CHECKING:
     from agentloom.platform.sessions import SessionService
 
 BASE = "/api/v1/spaces/<space_id>/agents/<agent_id>/langgraph"
-RUN_STREAM = re.compile(r"/api/v1/spaces/([^/]+)/agents/([^/]+)/langgraph/threads/([^/]+)"
-                        r"/runs(?:/([^/]+))?/(stream|wait|join)")
 WAIT_S = 15.0
 QUIET_S = 0.5  # how long nothing must happen before a stream past its budget is cut
 BUFFERED_S = 20.0  # through API Gateway (29 s at most): then the client reconnects
@@ -177,6 +180,10 @@ def _by_node(messages: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[st
         group.append(message)
     if group:
         yield node, group
+
+
+def stream_error(err: PlatformError) -> bytes:
+    return _part("error", {"error": err.code, "message": err.message})
 
 
 def _part(event: str, data: Any, seq: int | None = None) -> bytes:
@@ -366,12 +373,16 @@ def _run_routes(app: ApiResolver, sessions: SessionService) -> None:
         event = app.current_event
         headers = {k.lower(): v for k, v in (event.headers or {}).items()}
         query = {k: v.split(",") for k, v in (event.query_string_parameters or {}).items()}
+        streams = app.can_stream()  # serve: written as they happen (ApiResolver.stream)
         out, body = stream_request(sessions, who(), (space_id, agent_id, thread_id, run_id,
                                                      what), event.http_method, headers, query,
-                                   (event.decoded_body or "").encode(), BUFFERED_S)
+                                   (event.decoded_body or "").encode(),
+                                   app.stream_budget() if streams else BUFFERED_S)
         content_type = out.pop("Content-Type")
+        if streams:
+            app.stream(guarded(body, stream_error))
         return Response(status_code=200, content_type=content_type,
-                        body=b"".join(body).decode(), headers=out)
+                        body="" if streams else b"".join(body).decode(), headers=out)
 
     sse = declare(404, 409, body=True)
     sse[200] = {"description": "Stream parts (Server-Sent Events)",

@@ -7,12 +7,12 @@ of ``{"verdict": <a verdict of the unknown operation>, "note": "…"}`` (``resol
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from agentloom.platform.errors import Invalid, field_errors
+from agentloom.platform.errors import Invalid, PlatformError, field_errors
 from agentloom.platform.identity import Principal
 from agentloom.platform.views import EventItem
 
@@ -55,6 +55,15 @@ def answer_interrupt(svc: SessionService, who: Principal, session_id: str, run_i
                       "text}} or {\"resume\": true}", code="invalid_field",
                       details={"fields": [{"field": field, "message": "a verdict or resume"}]})
     svc.resolve(who, session_id, run_id, verdict, note=note[:2000])
+
+
+def guarded(chunks: Iterator[bytes], error: Callable[[PlatformError], bytes]) -> Iterator[bytes]:
+    """A streamed answer that ends with the protocol's error frame if the platform refuses
+    mid-stream (e.g. the session deleted meanwhile) — its status line is long gone."""
+    try:
+        yield from chunks
+    except PlatformError as err:
+        yield error(err)
 
 
 def events_until(svc: SessionService, who: Principal, session_id: str, run_id: str,

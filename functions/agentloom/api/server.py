@@ -9,7 +9,10 @@ header or ``after`` resumes; an ``end`` event when the run stopped). A stream op
 ``stream_limit`` seconds (default 5 minutes) ends without ``end`` so no reader holds a
 connection slot for a whole run: the client reconnects from its last event, as it does
 after any dropped connection. API Gateway cannot
-stream a Lambda response; there clients long-poll the same route with ``wait``.
+stream a Lambda response; there clients long-poll the same route with ``wait``. A POST
+that accepts ``text/event-stream`` goes to the resolver with a stream
+(``agentloom.api._streaming``): a route may send events before its answer (the MCP
+facade's progress notifications); one that does not answers as usual.
 
 Only loopback addresses are served (no TLS here).
 
@@ -40,13 +43,12 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from agentloom.api import agui, console_assets, langgraph
+from agentloom.api import console_assets
 from agentloom.api._connections import (
     BusyAnswers,
     ReadDeadline,
@@ -55,6 +57,7 @@ from agentloom.api._connections import (
     error_bytes,
 )
 from agentloom.api._resolver import MAX_BODY_BYTES, ApiResolver
+from agentloom.api._streaming import SseReply
 from agentloom.api.console_login import SESSION_PATH, ConsoleLogins
 from agentloom.platform.errors import (
     BadRequest,
@@ -68,11 +71,6 @@ from agentloom.platform.sessions import SessionService
 from agentloom_runtime.errors import ConfigError
 
 log = logging.getLogger(__name__)
-Opener = Callable[..., tuple[dict[str, str], Iterator[bytes]]]
-# the protocol facades' routes served as streams here (the resolver answers them buffered)
-STREAMED: tuple[tuple[re.Pattern[str], frozenset[str], Opener], ...] = (
-    (agui.PATH, frozenset({"POST"}), agui.stream_request),
-    (langgraph.RUN_STREAM, frozenset({"GET", "POST"}), langgraph.stream_request))
 SSE_PATH = re.compile(r"/api/v1/sessions/([^/]+)/runs/([^/]+)/events")
 SSE_WAIT_S = 15.0
 STREAM_LIMIT_S = 300.0
@@ -321,19 +319,21 @@ class _Handler(BaseHTTPRequestHandler):
                 "text/event-stream" in headers.get("accept", ""):
             self._sse(headers)
             return
-        for pattern, methods, opener in STREAMED:
-            if method in methods and (found := pattern.fullmatch(path)):
-                self._protocol_stream(opener, found.groups(), method, headers, body)
-                return
         event = http_event(method, self.path, headers, body, self.client_address[0])
-        event["requestContext"]["agentloomStreams"] = True  # a route may stream (A2A)
-        response = self.server.app.resolve(event, None)
+        # a route may stream its answer, this long at most (ApiResolver.stream)
+        event["requestContext"]["agentloomStreams"] = self.server.stream_limit
+        stream = SseReply(self) if method == "POST" and \
+            "text/event-stream" in headers.get("accept", "") else None
+        response = self.server.app.resolve(event, None, stream=stream)
         chunks = self.server.app.take_stream()
         if chunks is not None:
             self._send_stream(response, chunks)
             return
         data = response.get("body") or ""
         raw = base64.b64decode(data) if response.get("isBase64Encoded") else str(data).encode()
+        if stream is not None and stream.started:  # the route sent events: its answer last
+            stream.finish(raw)
+            return
         out = {str(k): str(v) for k, v in (response.get("headers") or {}).items()}
         for key, values in (response.get("multiValueHeaders") or {}).items():
             out[str(key)] = ",".join(str(v) for v in values)
@@ -422,38 +422,6 @@ class _Handler(BaseHTTPRequestHandler):
         except _GONE as err:
             log.debug("%s left the event stream of %s: %r", self.address_string(), run_id,
                       err)
-
-    def _protocol_stream(self, opener: Opener, groups: tuple[str, ...], method: str,
-                         headers: dict[str, str], body: bytes) -> None:
-        """A protocol facade's answer (``STREAMED``), written as it is made."""
-        self.close_connection = True
-        try:
-            who = self.server.app.authenticator.authenticate(headers, {})
-            query: dict[str, list[str]] = {}
-            for key, value in parse_qsl(urlsplit(self.path).query):
-                query.setdefault(key, []).append(value)
-            out, frames = opener(self.server.sessions, who, groups, method, headers, query,
-                                 body, self.server.stream_limit)
-            first = next(frames, b"")  # the refusals come before the first byte
-        except PlatformError as err:
-            self._send(err.status, {"Content-Type": "application/json"},
-                       json.dumps(err.body()).encode())
-            return
-        self.send_response(200)
-        for key, value in {**out, "Connection": "close"}.items():
-            self.send_header(key, value)
-        self.end_headers()
-        try:
-            self.wfile.write(first)
-            self.wfile.flush()
-            try:
-                for frame in frames:
-                    self.wfile.write(frame)
-                    self.wfile.flush()
-            except PlatformError as err:  # e.g. the session deleted meanwhile
-                self.wfile.write(agui.stream_error(err))
-        except _GONE as err:
-            log.debug("%s left a protocol stream: %r", self.address_string(), err)
 
     def _event_stream_headers(self) -> None:
         self.close_connection = True

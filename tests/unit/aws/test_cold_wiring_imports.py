@@ -21,12 +21,13 @@ print(json.dumps(sorted(sys.modules)))
 """
 # Never on a cold start: model discovery's pinned HTTP transport, the knowledge indexing and parsing
 # code, the skill archive readers and service, the MCP SDK, the embedded SQLite store,
-# the YAML parser.
+# the YAML parser, the MCP server facade (its routes load only their two documents).
 NO_FUNCTION = ("agentloom.models._transport",
                "agentloom.knowledge.service", "agentloom.knowledge.capability",
                "agentloom.knowledge.parsing", "agentloom.skills.archive",
                "agentloom.skills.service", "agentloom.skills.git", "agentloom.mcp", "mcp",
-               "agentloom.platform.store.sqlite", "yaml")
+               "agentloom.platform.store.sqlite", "yaml",
+               "agentloom.api.mcp_server.protocol", "agentloom.api.mcp_server.tools")
 # The api and trigger never call a model: no HTTP client.
 NOT_API_OR_TRIGGER = ("httpx",)
 
