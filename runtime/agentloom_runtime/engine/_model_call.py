@@ -10,8 +10,10 @@ already answered within a multi-call step (compaction) are replayed from the log
 sent twice.
 
 An action's response is stored once: in the assistant source record the action step
-appends, with the call's metadata (op id, attempts, usage: ``last_call``); summaries and
-reviews keep theirs in ``ops`` (a multi-call step replays them from there).
+appends, with the call's metadata (op id, attempts, usage, and ``request_digest``: the
+identity of the request as sent, after ``model.chat.before`` — what a replay compares,
+``agentloom_runtime.replay``); summaries and reviews keep theirs in ``ops`` (a
+multi-call step replays them from there).
 
 Usage and budget: each response's provider usage (and its cost, from the connection's
 prices) is added to the head's ``usage`` totals in the commit that makes the response
@@ -33,7 +35,12 @@ from typing import Any
 
 from agentloom_runtime._json import digest, storable_message
 from agentloom_runtime.context.estimators import Utf8BytesEstimator
-from agentloom_runtime.contracts import DEFAULT_RUN_TOKENS, ModelRequest, ModelResponse
+from agentloom_runtime.contracts import (
+    DEFAULT_RUN_TOKENS,
+    Message,
+    ModelRequest,
+    ModelResponse,
+)
 from agentloom_runtime.errors import (
     BudgetExceeded,
     ModelError,
@@ -222,12 +229,36 @@ def request_hash(request: ModelRequest) -> str:
                    dict(request.options)])
 
 
+class RequestDigests:
+    """``request_digest``: the identity of a model request (messages, tools, purpose,
+    instance, options). Each message's digest is kept by identity until the next call:
+    the view's stripped copies are reused step after step (``model_view``), so a warm
+    engine hashes only the messages that are new."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[Message, str]] = {}
+
+    def __call__(self, request: ModelRequest) -> str:
+        kept: dict[int, tuple[Message, str]] = {}
+        parts = []
+        for message in request.messages:
+            found = self._kept.get(id(message))
+            part = found[1] if found is not None and found[0] is message else \
+                digest(message)
+            kept[id(message)] = (message, part)
+            parts.append(part)
+        self._kept = kept
+        return digest([parts, list(request.tools), request.purpose, request.instance,
+                       dict(request.options)])
+
+
 class ModelCaller:
     """One per engine; ``__call__`` is the ``ModelCall`` handed to policies."""
 
     def __init__(self, ctx: StepContext, hooks: HookRunner) -> None:
         self._ctx = ctx
         self._hooks = hooks
+        self._digests = RequestDigests()
         self.last_call: dict[str, Any] = {}  # metadata of the last call, for its record
 
     async def __call__(self, request: ModelRequest) -> ModelResponse:
@@ -248,6 +279,7 @@ class ModelCaller:
             saved = ctx.journal.read("ops", op["ops_seq"] - 1, 1)[0].body
             raw = ModelResponse.from_dict(saved["raw_output"])
             self.last_call = {"op_id": op["id"], "attempts": op["attempts"],
+                              "request_digest": saved.get("request_digest"),
                               "usage": saved.get("usage")}
             if saved.get("cost") is not None:
                 self.last_call["cost"] = saved["cost"]
@@ -280,9 +312,10 @@ class ModelCaller:
         ctx.commit("model.sent")
         ctx.emit("model.started", {"run_id": ctx.run_id, "op_id": op_id,
                                    "purpose": request.purpose, "instance": request.instance})
+        sent = self._digests(request)
         raw = await self._invoke(request)
         after = self._hooks.has("model.chat.after", request.instance, purpose=request.purpose)
-        self.last_call = {"op_id": op_id, "attempts": op["attempts"],
+        self.last_call = {"op_id": op_id, "attempts": op["attempts"], "request_digest": sent,
                           "usage": dict(raw.usage) if raw.usage is not None else None}
         cost = count_usage(ctx, raw.usage)  # carried by the commit that saves the response
         if cost is not None:

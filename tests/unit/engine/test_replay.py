@@ -1,0 +1,95 @@
+"""Replay (agentloom_runtime.replay): a recorded run replayed on a throwaway store
+reproduces its records text for text without running a tool; another configuration
+diverges at the first step whose model request differs, with a diff."""
+
+from __future__ import annotations
+
+from support.engine import (
+    MAILS,
+    NO_COMPACTION,
+    SideEffects,
+    build_engine,
+    drive,
+    estimated,
+    mailing,
+    make_snapshot,
+    representative_engine,
+)
+
+from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.replay import Recording, evaluate, replay_run, stored_records
+
+
+async def test_the_representative_run_replays_to_the_same_records(
+        effects: SideEffects) -> None:
+    store = InMemoryCheckpointStore()
+    engine = representative_engine(store, effects)
+    run_id = await engine.start("count and mail")
+    await drive(engine)
+    await engine.close()
+    mailed = list(effects.calls)
+    recording = Recording.read(store, run_id)
+    assert recording.start_recorded and all(c.digest for c in recording.calls)
+
+    report = await replay_run(recording, make_snapshot(mode="plan"), tools=effects.tools(),
+                              compaction_policy=NO_COMPACTION)
+
+    assert report.identical, report.to_dict()
+    assert report.ended == "stopped" and report.status == "completed"
+    assert report.records.recorded == report.records.replayed > 10
+    assert effects.calls == mailed  # the mail was not sent again
+    assert report.model_calls == len(recording.calls)
+
+
+async def test_a_changed_prompt_diverges_at_step_1(effects: SideEffects) -> None:
+    store = InMemoryCheckpointStore()
+    engine = representative_engine(store, effects)
+    run_id = await engine.start("count and mail")
+    await drive(engine)
+    await engine.close()
+    recording = Recording.read(store, run_id)
+    own = make_snapshot(mode="plan")
+    other = make_snapshot(mode="plan", prompt="You are another agent.")
+
+    baseline, judged = await evaluate(recording, own, other, own_tools=effects.tools(),
+                                      other_tools=effects.tools(),
+                                      own_compaction=NO_COMPACTION,
+                                      other_compaction=NO_COMPACTION)
+
+    assert baseline.identical
+    assert not judged.identical and judged.diverged_at is not None
+    at = judged.diverged_at
+    assert (at.step, at.model_call, at.kind) == (1, 1, "request")
+    assert set(at.diff) == {"system"}
+    assert "-You are a test agent." in at.diff["system"]
+    assert "+You are another agent." in at.diff["system"]
+
+
+async def test_a_compaction_policy_diverges_where_it_first_compacts() -> None:
+    """The mailing run on a policy that never compacts, replayed with one that compacts
+    after 5 model steps: identical up to the step where its first summary call is made."""
+    effects = SideEffects()
+    store = InMemoryCheckpointStore()
+    policy = {"context_ratio": 0.8, "target_ratio": 0.6}
+    plain = make_snapshot(context_policy=policy)
+    engine = build_engine(store=store, snapshot=plain, model=estimated(mailing),
+                          tools=effects.tools(), compaction="default")
+    run_id = await engine.start("mail everyone")
+    await drive(engine)
+    await engine.close()
+    assert len(effects.calls) == MAILS
+    recording = Recording.read(store, run_id)
+    compacting = make_snapshot(context_policy={**policy, "model_steps": 5})
+
+    baseline, judged = await evaluate(recording, plain, compacting,
+                                      own_tools=effects.tools(), other_tools=effects.tools())
+
+    assert baseline.identical
+    at = judged.diverged_at
+    assert at is not None and at.kind == "request", judged.to_dict()
+    assert at.model_call == 6 and at.step == 11  # 5 actions and their 5 mails, then
+    assert at.purpose == "compaction" and at.diff["purpose"] == "action -> compaction"
+    assert len(effects.calls) == MAILS
+    # the records up to that step are the recorded ones
+    assert judged.records.first_difference is not None
+    assert stored_records(store, run_id) == recording.records
