@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agentloom.api.client import ApiError, Client
+from agentloom.cli import main
 from agentloom.platform.domain import new_id
 from agentloom_runtime.checkpoint.store import dumps
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
@@ -151,8 +152,9 @@ def test_a_20_step_run_replays_byte_for_byte_and_versions_diverge(
     assert json.dumps(same["records"]) and alice.run(sid, rid).status == "completed"
 
 
-def test_unknown_running_and_bad_choices_are_refused(api: Api, model: Model,
-                                                     wait: Callable[..., Any]) -> None:
+def test_unknown_running_and_bad_choices_are_refused_and_the_cli(
+        api: Api, model: Model, wait: Callable[..., Any],
+        capsys: pytest.CaptureFixture[str]) -> None:
     alice = api.client("alice")
     session = alice.create_session(api.space_id, api.agent_id)
     sid = session.session_id
@@ -183,3 +185,14 @@ def test_unknown_running_and_bad_choices_are_refused(api: Api, model: Model,
         _replay(bob, sid, slow.run_id)
     assert (foreign.value.status, foreign.value.code) == (404, "session_not_found")
     assert _replay(alice, sid, slow.run_id)["identical"] is True
+
+    cli = ["--api", api.url, "--token", api.tokens["alice"], "replay", sid, slow.run_id]
+    assert main(cli) == 0
+    assert "with its own version: identical after 2 steps" in capsys.readouterr().out
+    haiku = _publish(api, alice, {**AGENT_CONFIG, "prompt": "You answer in haiku."})
+    assert main([*cli, "--version", str(haiku)]) == 3
+    out = capsys.readouterr().out
+    assert f"with version {haiku}: diverged at step 1 (model call 1)" in out
+    assert "+You answer in haiku." in out
+    assert main([*cli, "--draft", "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["diverged_at"]["step"] == 1

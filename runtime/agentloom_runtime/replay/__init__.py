@@ -1,4 +1,4 @@
-"""Deterministic replay of a recorded run (docs/api.md#replay).
+"""Deterministic replay of a recorded run (docs/api.md#replay-a-run).
 
 A run records every model response (the assistant source records, and ``ops`` for
 summaries and reviews, each with its call's metadata and ``request_digest``) and every
