@@ -84,9 +84,9 @@ class ReplayModel:
         self.requests.append(request)
         calls = self.recording.calls
         recorded = calls[index] if index < len(calls) else None
-        where = {"model_call": index + 1, "purpose": request.purpose,
-                 "instance": request.instance,
-                 "op_id": recorded.op_id if recorded is not None else None}
+        where: dict[str, Any] = {
+            "model_call": index + 1, "purpose": request.purpose, "instance": request.instance,
+            "op_id": recorded.op_id if recorded is not None else None}
         if self.reference is not None and index < len(self.reference):
             before = self.reference[index]
             if not same_request(before, request):
