@@ -30,10 +30,11 @@ bytes estimator) plus its output limit. Either blocks the run with ``budget_exce
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from agentloom_runtime._json import digest, storable_message
+from agentloom_runtime._json import canonical, digest, storable_message
 from agentloom_runtime.context.estimators import Utf8BytesEstimator
 from agentloom_runtime.contracts import (
     DEFAULT_RUN_TOKENS,
@@ -231,25 +232,36 @@ def request_hash(request: ModelRequest) -> str:
 
 class RequestDigests:
     """``request_digest``: the identity of a model request (messages, tools, purpose,
-    instance, options). Each message's digest is kept by identity until the next call:
-    the view's stripped copies are reused step after step (``model_view``), so a warm
-    engine hashes only the messages that are new."""
+    instance, options), ``sha256:<hex>`` of the messages' canonical JSON texts joined by
+    commas, then a newline and the canonical JSON of the rest. The hash state after the
+    messages is kept: a request whose messages extend the previous one's (the same
+    objects: the view's stripped copies are reused step after step, ``model_view``)
+    hashes only the new ones; any other (a new engine, a view a compaction rebuilt)
+    hashes them all, in one serialization."""
 
     def __init__(self) -> None:
-        self._kept: dict[int, tuple[Message, str]] = {}
+        self._messages: list[Message] = []
+        self._state: Any = None  # hashlib's sha256 after self._messages
 
     def __call__(self, request: ModelRequest) -> str:
-        kept: dict[int, tuple[Message, str]] = {}
-        parts = []
-        for message in request.messages:
-            found = self._kept.get(id(message))
-            part = found[1] if found is not None and found[0] is message else \
-                digest(message)
-            kept[id(message)] = (message, part)
-            parts.append(part)
-        self._kept = kept
-        return digest([parts, list(request.tools), request.purpose, request.instance,
-                       dict(request.options)])
+        messages = list(request.messages)
+        before = self._messages
+        if self._state is not None and len(before) <= len(messages) and all(
+                a is b for a, b in zip(before, messages, strict=False)):
+            state = self._state.copy()
+            if len(messages) > len(before):
+                state.update((b"," if before else b"") +
+                             _canonical_bytes(messages[len(before):])[1:-1])
+        else:
+            state = hashlib.sha256(_canonical_bytes(messages)[1:-1])
+        self._messages, self._state = messages, state.copy()
+        state.update(b"\n" + _canonical_bytes([list(request.tools), request.purpose,
+                                               request.instance, dict(request.options)]))
+        return "sha256:" + state.hexdigest()
+
+
+def _canonical_bytes(value: Any) -> bytes:
+    return canonical(value).encode("utf-8", "surrogatepass")
 
 
 class ModelCaller:

@@ -4,6 +4,9 @@ diverges at the first step whose model request differs, with a diff."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, cast
+
 from support.engine import (
     MAILS,
     NO_COMPACTION,
@@ -17,6 +20,7 @@ from support.engine import (
 )
 
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
+from agentloom_runtime.checkpoint.store import LogEntry
 from agentloom_runtime.replay import Recording, evaluate, replay_run, stored_records
 
 
@@ -93,3 +97,43 @@ async def test_a_compaction_policy_diverges_where_it_first_compacts() -> None:
     # the records up to that step are the recorded ones
     assert judged.records.first_difference is not None
     assert stored_records(store, run_id) == recording.records
+
+
+class _WithoutStart:
+    """The store as a run recorded before its meta record kept the start counters."""
+
+    def __init__(self, inner: InMemoryCheckpointStore) -> None:
+        self.inner = inner
+
+    def load_head(self, run_id: str) -> Any:
+        return self.inner.load_head(run_id)
+
+    def read(self, run_id: str, stream: str, after: int = 0,
+             limit: int | None = None) -> list[LogEntry]:
+        entries = self.inner.read(run_id, stream, after, limit)
+        if stream != "meta":
+            return entries
+        return [dataclasses.replace(e, body={k: v for k, v in e.body.items() if k != "start"})
+                for e in entries]
+
+
+async def test_a_run_recorded_without_its_start_counters_replays_from_its_head(
+        effects: SideEffects) -> None:
+    store = InMemoryCheckpointStore()
+    engine = representative_engine(store, effects)
+    history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "ok"}]
+    run_id = await engine.start("count and mail", history=history,
+                                counters={"user_turns": 3, "model_steps": 7},
+                                history_watermark=12)
+    await drive(engine)
+    await engine.close()
+
+    recording = Recording.read(cast(Any, _WithoutStart(store)), run_id)
+
+    assert not recording.start_recorded and recording.history == history
+    assert (recording.counters, recording.history_watermark) == (
+        {"user_turns": 3, "baseline_user_turns": 0, "model_steps": 7,
+         "baseline_model_steps": 0}, 12)
+    report = await replay_run(recording, make_snapshot(mode="plan"), tools=effects.tools(),
+                              compaction_policy=NO_COMPACTION)
+    assert report.identical, report.to_dict()
