@@ -10,8 +10,10 @@ from typing import Any, cast
 from support.engine import (
     MAILS,
     NO_COMPACTION,
+    SUBS,
     SideEffects,
     build_engine,
+    by_instance,
     drive,
     estimated,
     mailing,
@@ -22,6 +24,7 @@ from support.engine import (
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.checkpoint.store import LogEntry
 from agentloom_runtime.replay import Recording, evaluate, replay_run, stored_records
+from agentloom_runtime.testing import FunctionModel
 
 
 async def test_the_representative_run_replays_to_the_same_records(
@@ -137,3 +140,22 @@ async def test_a_run_recorded_without_its_start_counters_replays_from_its_head(
     report = await replay_run(recording, make_snapshot(mode="plan"), tools=effects.tools(),
                               compaction_policy=NO_COMPACTION)
     assert report.identical, report.to_dict()
+
+
+async def test_a_run_that_delegates_replays_its_children_too() -> None:
+    effects = SideEffects()
+    store = InMemoryCheckpointStore()
+    engine = build_engine(store=store, snapshot=make_snapshot(subagents=SUBS),
+                          model=FunctionModel(by_instance),
+                          tools=effects.tools())
+    run_id = await engine.start("count then mail")
+    await drive(engine)
+    await engine.close()
+    recording = Recording.read(store, run_id)
+    assert {c.instance for c in recording.calls} == {"main", "sub-1", "sub-2"}
+
+    report = await replay_run(recording, make_snapshot(subagents=SUBS),
+                              tools=effects.tools(), compaction_policy=NO_COMPACTION)
+
+    assert report.identical, report.to_dict()
+    assert effects.calls == ["ops@example.com"]  # mailed once, by the recorded run
