@@ -7,10 +7,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, cast
 
+import pytest
 from support.engine import (
     MAILS,
     NO_COMPACTION,
     SUBS,
+    Crash,
+    CrashWhen,
     SideEffects,
     build_engine,
     by_instance,
@@ -159,3 +162,33 @@ async def test_a_run_that_delegates_replays_its_children_too() -> None:
 
     assert report.identical, report.to_dict()
     assert effects.calls == ["ops@example.com"]  # mailed once, by the recorded run
+
+
+@pytest.mark.parametrize("stop", ["tool", "model"])
+async def test_a_blocked_run_replays_to_where_it_stopped(effects: SideEffects,
+                                                         stop: str) -> None:
+    """A crash with a mail (or a model call) in flight, then a resume: the run is blocked
+    on the unknown outcome. Its replay reaches that call and ends there, with the same
+    records, and sends nothing."""
+    inner = InMemoryCheckpointStore()
+
+    def in_flight(head: dict[str, Any]) -> bool:
+        op = head["op"]
+        return op is not None and op["kind"] == stop and (
+            (stop == "model" and head["total_calls"] == 3) or op.get("name") == "send_mail")
+
+    engine = representative_engine(CrashWhen(inner, in_flight), effects)
+    run_id = await engine.start("count and mail")
+    with pytest.raises(Crash):
+        await drive(engine)
+    resumed = representative_engine(inner, effects, run_id=run_id)
+    await resumed.begin_execution()
+    assert (await drive(resumed)).status == "blocked"
+    await resumed.close()
+    assert effects.calls == []
+
+    report = await replay_run(Recording.read(inner, run_id), make_snapshot(mode="plan"),
+                              tools=effects.tools(), compaction_policy=NO_COMPACTION)
+
+    assert report.identical and report.ended == "recording_end", report.to_dict()
+    assert effects.calls == []
