@@ -241,7 +241,7 @@ class RequestDigests:
 
     def __init__(self) -> None:
         self._messages: list[Message] = []
-        self._state: Any = None  # hashlib's sha256 after self._messages
+        self._state: hashlib._Hash | None = None  # the sha256 after self._messages
 
     def __call__(self, request: ModelRequest) -> str:
         messages = list(request.messages)
