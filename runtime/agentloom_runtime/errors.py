@@ -42,6 +42,8 @@ platform's errors hang under the same root (``agentloom.platform.errors`` draws 
     │   │       └── HookTimeout             the binding or stage budget ran out
     │   ├── HookReplayRequired      (engine._hooks) an unfinished hook is not replay_safe
     │   ├── HookRejected            (engine._hooks) a run.before hook refused the run
+    │   ├── ReplayDiverged          (replay) a replay left the recording: it stops there
+    │   ├── RecordingEnded          (replay) a replay asked for a call the recording lacks
     │   └── BusTimeout              (bus) no reply on the in-process bus in time
     └── BlockRun                    (engine._context) the engine's own signal: a step stops
                                     the run with the error it carries; never leaves

@@ -82,6 +82,7 @@ ROUTES = [
     Route("POST", "/sessions/{E}/runs/{R}/inputs", "creator", {"text": "more"}),
     Route("POST", "/sessions/{E}/runs/{R}/cancel", "creator", {}),
     Route("GET", "/sessions/{E}/runs/{R}/events", "creator"),
+    Route("POST", "/sessions/{E}/runs/{R}/replay", "creator", {}),
     # knowledge bases ({K}) and their documents ({D}): agentloom.api.routes_knowledge
     Route("POST", "/spaces/{S}/knowledge/bases", "admin",
           {"name": "X", "connection_id": "{C}", "document_model": "m"}),

@@ -1,9 +1,9 @@
 """The engine tests' shared builders (convention 14): one snapshot factory, one engine
 builder (``build_engine``, through the production factory), one driver, the side-effect
 counter, the crash stores (after the N-th commit, after a matching commit), the
-representative run (its script and its engine) and the mailing run (its reply function
-and a snapshot it outgrows). Model doubles are the shipped ones
-(``agentloom_runtime.testing``: ``ScriptedModel``, ``FunctionModel``,
+representative run (its script and its engine), the mailing run (its reply function and
+a snapshot it outgrows) and the delegating run (``SUBS``, ``by_instance``). Model
+doubles are the shipped ones (``agentloom_runtime.testing``: ``ScriptedModel``, ``FunctionModel``,
 ``KeyedScriptModel``; ``validate=False`` for replies no gateway would let through)."""
 
 from __future__ import annotations
@@ -282,3 +282,35 @@ def estimated(fn: Callable[[ModelRequest], ModelResponse], *,
             "total_tokens": given + completion})
 
     return FunctionModel(reply)
+
+
+# -- the delegating run: two children ---------------------------------------------------
+
+SUBS = [{"id": "counter", "name": "Counter", "duty": "count words", "tools": ["count_words"]},
+        {"id": "mailer", "name": "Mailer", "duty": "send mail", "tools": ["send_mail"]}]
+
+
+def by_instance(request: ModelRequest) -> ModelResponse:
+    """Deterministic per request: the reply depends on instance and progress only."""
+    if request.purpose == "verification":
+        return ScriptedModel.verdict("complete")
+    step = sum(1 for m in request.messages if m.get("role") == "assistant")
+    names = {t["function"]["name"] for t in request.tools}
+    if request.instance == "main":
+        script = [
+            ScriptedModel.call("delegate_task", {"subagent_id": "counter",
+                                                 "task": "count: a b c"}, id="d1"),
+            ScriptedModel.call("delegate_task", {"subagent_id": "mailer",
+                                                 "task": "mail ops"}, id="d2"),
+            ScriptedModel.answer("both children finished"),
+        ]
+        return script[step]
+    assert "delegate_task" not in names, "children cannot delegate"
+    if "count_words" in names:
+        script = [ScriptedModel.call("count_words", {"text": "a b c"}, id="k1"),
+                  ScriptedModel.answer("3 words")]
+    else:
+        assert "count_words" not in names
+        script = [ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
+                  ScriptedModel.answer("mailed")]
+    return script[step]

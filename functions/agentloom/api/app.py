@@ -31,6 +31,7 @@ from agentloom.api import (
     routes_knowledge,
     routes_mcp,
     routes_mcp_server,
+    routes_replay,
     routes_skills,
 )
 from agentloom.api._resolver import OPENAPI_PATHS, ApiResolver
@@ -127,6 +128,7 @@ ROUTE_MODULES: tuple[RouteModule, ...] = (
     langgraph.register,
     a2a.register,
     routes_mcp_server.register,
+    routes_replay.register,
 )
 
 

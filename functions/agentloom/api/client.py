@@ -256,6 +256,17 @@ class Client:
         return self._send(RunView, "POST", f"/sessions/{session_id}/runs/{run_id}/cancel",
                           {"reason": reason})
 
+    def replay(self, session_id: str, run_id: str, *, version: int | None = None,
+               draft: bool = False) -> dict[str, Any]:
+        """Replay a stopped run from its recording (``version``/``draft``: evaluate that
+        configuration against it); the API's report (docs/api.md#replay-a-run)."""
+        body: dict[str, Any] = {"version": version} if version is not None else {}
+        if draft:
+            body["draft"] = True
+        report: dict[str, Any] = self.request(
+            "POST", f"/sessions/{session_id}/runs/{run_id}/replay", json=body).json()
+        return report
+
     def messages(self, session_id: str, *, after: int = 0, limit: int = 100,
                  instance: str | None = None) -> MessagePage:
         return self._get(MessagePage, f"/sessions/{session_id}/messages", after=after,

@@ -245,6 +245,14 @@ def remote_parser(prog: str = "agentloom") -> argparse.ArgumentParser:
     cancel.add_argument("--reason", default="")
     _run_args(sub.add_parser("show", parents=j, help="the run: status, way out, answer, "
                              "tokens and cost per step"))
+    replay = sub.add_parser("replay", parents=j, help="replay a stopped run from its "
+                            "recording (nothing is executed again)")
+    _run_args(replay)
+    other = replay.add_mutually_exclusive_group()
+    other.add_argument("--version", type=int, help="evaluate this published version of "
+                       "the agent against the recorded run")
+    other.add_argument("--draft", action="store_true", help="evaluate the agent's draft "
+                       "(space admins and owners)")
     _reading_parsers(sub, j)
     return p
 

@@ -9,6 +9,9 @@
     agentloom --api URL resolve SESSION RUN [--send-again | --ran ... ] [--note TEXT]
     agentloom --api URL cancel SESSION RUN [--reason TEXT]
     agentloom --api URL show SESSION RUN        status, answer, tokens and cost per step
+    agentloom --api URL replay SESSION RUN [--version N | --draft]   replay a stopped run
+        from its recording: the same records (exit 0), or where another version diverges
+        and the diff of the requests (exit 3); nothing is executed again
     agentloom --api URL messages SESSION [--after N] [--limit N] [--instance I] [--all]
     agentloom --api URL events SESSION RUN [--after N] [--follow]   (long-polls)
     agentloom --api URL spaces | sessions [--space S] | runs SESSION
@@ -205,6 +208,31 @@ def _cancel(ctx: Ctx) -> int:
     return ctx.done(_doc(ctx, view))
 
 
+def _replay(ctx: Ctx) -> int:
+    args = ctx.args
+    report = ctx.client.replay(args.session, args.run_id, version=args.version,
+                               draft=args.draft)
+    with_ = "its own version" if report["version"] == "recorded" else \
+        "the draft" if report["version"] == "draft" else f"version {report['version']}"
+    records = report["records"]
+    at = report["diverged_at"]
+    if at is None:
+        ctx.say(f"replay of run {args.run_id} (v{report['recorded_version']}) with {with_}: "
+                f"{'identical' if report['identical'] else 'different records'} after "
+                f"{report['steps']} steps ({report['ended']})")
+    else:
+        ctx.say(f"replay of run {args.run_id} (v{report['recorded_version']}) with {with_}: "
+                f"diverged at step {at['step']} (model call {at['model_call']}): "
+                f"{at['message']}")
+        for part, diff in at.get("diff", {}).items():
+            ctx.say(f"  {part}:")
+            for line in (diff if isinstance(diff, str) else json.dumps(diff)).splitlines():
+                ctx.say(f"    {line}")
+    ctx.say(f"records: {records['recorded']} recorded, {records['replayed']} replayed, "
+            f"{'equal' if records['equal'] else 'not equal'}")
+    return ctx.done(report, 0 if report["identical"] else 3)
+
+
 def _show(ctx: Ctx) -> int:
     view = ctx.client.run(ctx.args.session, ctx.args.run_id)
     if ctx.json:
@@ -397,7 +425,8 @@ def _session_delete(ctx: Ctx) -> int:
 
 
 COMMANDS = {"ask": _ask, "run": _ask, "resume": _resume, "resolve": _resolve,
-            "cancel": _cancel, "show": _show, "messages": _messages, "events": _events,
+            "cancel": _cancel, "show": _show, "replay": _replay, "messages": _messages,
+            "events": _events,
             "spaces": _spaces, "sessions": _sessions, "runs": _runs,
             "agent create": _agent_create, "session create": _session_create,
             "session delete": _session_delete}

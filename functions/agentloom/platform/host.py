@@ -320,6 +320,15 @@ class RunHost:
         finally:
             await engine.close()
 
+    def replay_parts(self, run: Run, snapshot: AgentSnapshot
+                     ) -> tuple[list[ToolDefinition], HookRegistry | None]:
+        """The tool definitions a run of ``snapshot`` gets (the replay never calls their
+        handlers) and its hook handlers: as ``engine`` assembles them, nothing opened."""
+        scope = scope_of(run)
+        workspaces = self.ports.workspaces(snapshot, scope.session_id)
+        return ([*workspaces.tools(), *self.capabilities.tools(snapshot, scope)],
+                self.ports.hooks(snapshot))
+
     def queue_input(self, run: Run, snapshot: AgentSnapshot, text: str) -> int:
         return run_sync(self._queue_input(run, snapshot, text))
 

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from agentloom.platform.domain import Run
 from agentloom.platform.lease import Driver
 from agentloom_runtime.contracts import ModelGateway, PendingToolCall, UnknownOperation, Verdict
 from agentloom_runtime.engine import RaiseBudget
 from agentloom_runtime.snapshot import AgentSnapshot
+from agentloom_runtime.tool_contracts import ToolDefinition
+
+if TYPE_CHECKING:
+    from agentloom_runtime.hooks import HookRegistry
 
 ModelFactory = Callable[[AgentSnapshot], ModelGateway]
 JobKind = Literal["ask", "resume", "continue"]
@@ -89,4 +93,11 @@ class RunEngines(Protocol):
 
     def cancel(self, run: Run, snapshot: AgentSnapshot, reason: str) -> bool:
         """Record the cancellation; False when the run never started (no checkpoint)."""
+        ...
+
+    def replay_parts(self, run: Run, snapshot: AgentSnapshot
+                     ) -> tuple[list[ToolDefinition], HookRegistry | None]:
+        """What a replay of ``run`` with ``snapshot`` shows the model as its runs do: the
+        host's tool definitions (their handlers are never called) and the hook handlers
+        (``agentloom.platform.replay``)."""
         ...

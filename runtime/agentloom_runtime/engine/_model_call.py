@@ -10,8 +10,10 @@ already answered within a multi-call step (compaction) are replayed from the log
 sent twice.
 
 An action's response is stored once: in the assistant source record the action step
-appends, with the call's metadata (op id, attempts, usage: ``last_call``); summaries and
-reviews keep theirs in ``ops`` (a multi-call step replays them from there).
+appends, with the call's metadata (op id, attempts, usage, and ``request_digest``: the
+identity of the request as sent, after ``model.chat.before`` — what a replay compares,
+``agentloom_runtime.replay``); summaries and reviews keep theirs in ``ops`` (a
+multi-call step replays them from there).
 
 Usage and budget: each response's provider usage (and its cost, from the connection's
 prices) is added to the head's ``usage`` totals in the commit that makes the response
@@ -28,12 +30,18 @@ bytes estimator) plus its output limit. Either blocks the run with ``budget_exce
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from agentloom_runtime._json import digest, storable_message
+from agentloom_runtime._json import canonical, digest, storable_message
 from agentloom_runtime.context.estimators import Utf8BytesEstimator
-from agentloom_runtime.contracts import DEFAULT_RUN_TOKENS, ModelRequest, ModelResponse
+from agentloom_runtime.contracts import (
+    DEFAULT_RUN_TOKENS,
+    Message,
+    ModelRequest,
+    ModelResponse,
+)
 from agentloom_runtime.errors import (
     BudgetExceeded,
     ModelError,
@@ -222,12 +230,47 @@ def request_hash(request: ModelRequest) -> str:
                    dict(request.options)])
 
 
+class RequestDigests:
+    """``request_digest``: the identity of a model request (messages, tools, purpose,
+    instance, options), ``sha256:<hex>`` of the messages' canonical JSON texts joined by
+    commas, then a newline and the canonical JSON of the rest. The hash state after the
+    messages is kept: a request whose messages extend the previous one's (the same
+    objects: the view's stripped copies are reused step after step, ``model_view``)
+    hashes only the new ones; any other (a new engine, a view a compaction rebuilt)
+    hashes them all, in one serialization."""
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._state: hashlib._Hash | None = None  # the sha256 after self._messages
+
+    def __call__(self, request: ModelRequest) -> str:
+        messages = list(request.messages)
+        before = self._messages
+        if self._state is not None and len(before) <= len(messages) and all(
+                a is b for a, b in zip(before, messages, strict=False)):
+            state = self._state.copy()
+            if len(messages) > len(before):
+                state.update((b"," if before else b"") +
+                             _canonical_bytes(messages[len(before):])[1:-1])
+        else:
+            state = hashlib.sha256(_canonical_bytes(messages)[1:-1])
+        self._messages, self._state = messages, state.copy()
+        state.update(b"\n" + _canonical_bytes([list(request.tools), request.purpose,
+                                               request.instance, dict(request.options)]))
+        return "sha256:" + state.hexdigest()
+
+
+def _canonical_bytes(value: Any) -> bytes:
+    return canonical(value).encode("utf-8", "surrogatepass")
+
+
 class ModelCaller:
     """One per engine; ``__call__`` is the ``ModelCall`` handed to policies."""
 
     def __init__(self, ctx: StepContext, hooks: HookRunner) -> None:
         self._ctx = ctx
         self._hooks = hooks
+        self._digests = RequestDigests()
         self.last_call: dict[str, Any] = {}  # metadata of the last call, for its record
 
     async def __call__(self, request: ModelRequest) -> ModelResponse:
@@ -248,6 +291,7 @@ class ModelCaller:
             saved = ctx.journal.read("ops", op["ops_seq"] - 1, 1)[0].body
             raw = ModelResponse.from_dict(saved["raw_output"])
             self.last_call = {"op_id": op["id"], "attempts": op["attempts"],
+                              "request_digest": saved.get("request_digest"),
                               "usage": saved.get("usage")}
             if saved.get("cost") is not None:
                 self.last_call["cost"] = saved["cost"]
@@ -280,9 +324,10 @@ class ModelCaller:
         ctx.commit("model.sent")
         ctx.emit("model.started", {"run_id": ctx.run_id, "op_id": op_id,
                                    "purpose": request.purpose, "instance": request.instance})
+        sent = self._digests(request)
         raw = await self._invoke(request)
         after = self._hooks.has("model.chat.after", request.instance, purpose=request.purpose)
-        self.last_call = {"op_id": op_id, "attempts": op["attempts"],
+        self.last_call = {"op_id": op_id, "attempts": op["attempts"], "request_digest": sent,
                           "usage": dict(raw.usage) if raw.usage is not None else None}
         cost = count_usage(ctx, raw.usage)  # carried by the commit that saves the response
         if cost is not None:

@@ -130,8 +130,9 @@ class Engine:
         run_id = run_id or uuid.uuid4().hex
         head = new_head(run_id, bindings_hash(self._bindings), dict(labels or {}))
         ctx = self._bind(Journal(self._store, run_id, 0, head))
+        start = {"counters": dict(counters or {}), "history_watermark": history_watermark}
         ctx.journal.append("meta", {"snapshot": self._snapshot.model_dump(mode="json"),
-                                    "bindings": self._bindings})
+                                    "bindings": self._bindings, "start": start})  # replay
         frame = new_frame("main", task)
         head["frames"]["main"] = frame
         ctx.context.create(ctx.journal, frame, system=ctx.system_prompt(frame),

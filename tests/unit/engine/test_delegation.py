@@ -6,10 +6,12 @@ import asyncio
 
 import pytest
 from support.engine import (
+    SUBS,
     Crash,
     CrashingStore,
     SideEffects,
     build_engine,
+    by_instance,
     drive,
     make_snapshot,
     records,
@@ -19,36 +21,6 @@ from support.engine import (
 from agentloom_runtime.checkpoint import InMemoryCheckpointStore
 from agentloom_runtime.contracts import ModelRequest, ModelResponse
 from agentloom_runtime.testing import FunctionModel, ScriptedModel
-
-SUBS = [{"id": "counter", "name": "Counter", "duty": "count words", "tools": ["count_words"]},
-        {"id": "mailer", "name": "Mailer", "duty": "send mail", "tools": ["send_mail"]}]
-
-
-def by_instance(request: ModelRequest) -> ModelResponse:
-    """Deterministic per request: the reply depends on instance and progress only."""
-    if request.purpose == "verification":
-        return ScriptedModel.verdict("complete")
-    step = sum(1 for m in request.messages if m.get("role") == "assistant")
-    names = {t["function"]["name"] for t in request.tools}
-    if request.instance == "main":
-        script = [
-            ScriptedModel.call("delegate_task", {"subagent_id": "counter",
-                                                 "task": "count: a b c"}, id="d1"),
-            ScriptedModel.call("delegate_task", {"subagent_id": "mailer",
-                                                 "task": "mail ops"}, id="d2"),
-            ScriptedModel.answer("both children finished"),
-        ]
-        return script[step]
-    assert "delegate_task" not in names, "children cannot delegate"
-    if "count_words" in names:
-        script = [ScriptedModel.call("count_words", {"text": "a b c"}, id="k1"),
-                  ScriptedModel.answer("3 words")]
-    else:
-        assert "count_words" not in names
-        script = [ScriptedModel.call("send_mail", {"to": "ops@example.com"}, id="m1"),
-                  ScriptedModel.answer("mailed")]
-    return script[step]
-
 
 SNAPSHOT = make_snapshot(subagents=SUBS)
 
