@@ -59,12 +59,19 @@ def cli(home: Path, *args: str, env: Mapping[str, str] | None = None,
                           cwd=cwd)
 
 
+def foreground() -> None:
+    """``preexec_fn``: SIGINT as a shell's foreground job has it. A suite started in the
+    background (``.ci/run &``) ignores SIGINT, children inherit that, and Python then
+    installs no KeyboardInterrupt handler: the CLI under test would never see Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Live:
     """A CLI process whose stdout is read line by line in a thread."""
 
     def __init__(self, home: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(argv(home, *args), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True,
+                                     stderr=subprocess.PIPE, text=True, preexec_fn=foreground,
                                      env=dict(env) if env is not None else cli_env())
         self.lines: list[str] = []
         self._errors: list[str] = []

@@ -103,7 +103,10 @@ def test_an_agent_on_agentloom_serve_over_mcp(tmp_path: Path, wait: Wait) -> Non
     """The flow of the module's first point, on a real ``agentloom serve``; the run of
     unknown outcome is made by killing the server mid-model-call and serving again."""
     home, gate = tmp_path / "home", tmp_path / "gate"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "AGENTLOOM_TEST_GATE": str(gate)}
+    tests = str(Path(__file__).resolve().parents[1])  # support.mcp_model, as pytest sees it
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "AGENTLOOM_TEST_GATE": str(gate),
+           "PYTHONPATH": os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH"))
+                                         if p)}
     printed = io.StringIO()
     with redirect_stdout(printed):  # `agentloom serve bootstrap` (test_api_serve runs it)
         assert serve_main(["bootstrap", "--home", str(home), "--user", "alice",

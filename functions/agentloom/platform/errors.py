@@ -35,6 +35,8 @@ class defined in another module names it::
     ├── ModelsError                         (models.errors: its own tree, ``http_status``)
     ├── TriggerError                        (triggers.events) an event that cannot start a
     │                                       run; ``permanent`` when redelivery cannot help
+    ├── RpcError                            (api.a2a.wire) an A2A JSON-RPC error object
+    │                                       (HTTP 200; the protocol's code, our reason)
     ├── ReadTimeout                         (api._connections) a request that did not
     │                                       arrive in time (the local server: 408)
     ├── StepFailed                          (aws.steps) a step failed unclassified

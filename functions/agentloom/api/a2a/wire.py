@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from agentloom_runtime.errors import AgentLoomError
+
 PROTOCOL_VERSION = "1.0"
 TaskState = Literal["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING",
                     "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED",
@@ -210,15 +212,15 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
 
-class RpcError(Exception):
+class RpcError(AgentLoomError):
     """An A2A error, answered as a JSON-RPC error object (HTTP 200): ``code`` is the
     protocol's, ``reason`` our stable code (in ``data``, as the protocol's ErrorInfo)."""
 
     def __init__(self, code: int, message: str, reason: str) -> None:
         super().__init__(message)
-        self.code, self.message, self.reason = code, message, reason
+        self.rpc_code, self.message, self.reason = code, message, reason
 
     def body(self) -> RpcErrorBody:
-        return RpcErrorBody(code=self.code, message=self.message, data=[{
+        return RpcErrorBody(code=self.rpc_code, message=self.message, data=[{
             "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": self.reason,
             "domain": "agentloom", "metadata": {"code": self.reason}}])
