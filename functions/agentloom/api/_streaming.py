@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler
+from io import BufferedIOBase
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
@@ -32,10 +32,18 @@ class ReplyStream(Protocol):
         ...
 
 
+class StreamHandler(Protocol):
+    """What ``SseReply`` needs of ``serve``'s request handler (``server._Handler``)."""
+
+    wfile: BufferedIOBase
+
+    def event_stream_headers(self) -> None: ...
+
+
 class SseReply:
     """The server side of ``ReplyStream`` over one HTTP/1.1 connection."""
 
-    def __init__(self, handler: BaseHTTPRequestHandler) -> None:
+    def __init__(self, handler: StreamHandler) -> None:
         self._handler = handler
         self.started = False
         self.gone = False
@@ -63,13 +71,7 @@ class SseReply:
             self.gone = True
 
     def _start(self) -> None:
-        handler = self._handler
-        handler.close_connection = True
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Cache-Control", "no-cache, no-transform")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
+        self._handler.event_stream_headers()
         self.started = True
 
     def _write(self, data: str) -> None:

@@ -416,18 +416,20 @@ class _Handler(BaseHTTPRequestHandler):
                        json.dumps(err.body()).encode())
             return
         self.close_connection = True
-        self._event_stream_headers()
+        self.event_stream_headers()
         try:
             self._stream(who, session_id, run_id, page)
         except _GONE as err:
             log.debug("%s left the event stream of %s: %r", self.address_string(), run_id,
                       err)
 
-    def _event_stream_headers(self) -> None:
+    def event_stream_headers(self) -> None:
+        """The 200 of every event stream served here (the run's events, a route's
+        ``ReplyStream``); the connection closes when the stream ends."""
         self.close_connection = True
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Cache-Control", "no-cache, no-transform")
         self.send_header("Connection", "close")
         self.end_headers()
 
